@@ -1,0 +1,276 @@
+"""Cost formulas, one function each, numba-jitted.
+
+Every function takes plain floats, states its units, and cites its source.
+The kernel (:mod:`costcore.kernel`) composes them; the slow reference
+implementations in ``tests/reference_model.py`` re-derive the same numbers
+independently. Symbols: N parameters (active for MoE), L layers, d hidden
+size, s sequence length, a heads, V vocabulary, b micro-batch, G GPUs.
+"""
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+HOURS_PER_MONTH = 730.0  # 8760 h / 12
+DAYS_PER_MONTH = 30.4167
+NF4_BYTES_PER_PARAM = 4.127 / 8.0  # QLoRA (arXiv:2305.14314) Sec. 3: NF4 + double quantization
+KV_BYTES_PER_VALUE = 2.0  # bf16 KV cache
+
+
+@njit(cache=True)
+def model_shape(params_b, layers, hidden, heads, kv_heads, ffn):
+    """Transformer shape from the parameter count when not given.
+
+    Parameters
+    ----------
+    params_b : float
+        Parameters that set the shape, billions (active ones for MoE).
+    layers, hidden, heads, kv_heads, ffn : float
+        Given values; 0 means "derive".
+
+    Returns
+    -------
+    (L, d, a, kv_heads, ffn) : floats
+
+    Notes
+    -----
+    N ~ 12 L d^2 (Kaplan et al. 2020, Eq. 2.1, embeddings excluded) with the
+    aspect ratio d/L = 128 of LLaMA-7B/13B and GPT-3 175B, so
+    L = (N / (12 * 128^2))^(1/3) and d = sqrt(N / (12 L)); heads of size 128;
+    FFN 4d (Vaswani et al. 2017).
+    """
+    n = params_b * 1e9
+    L = layers
+    if L <= 0.0:
+        L = max(1.0, math.floor((n / (12.0 * 128.0 * 128.0)) ** (1.0 / 3.0) + 0.5))
+    d = hidden
+    if d <= 0.0:
+        d = math.sqrt(n / (12.0 * L))
+    a = heads
+    if a <= 0.0:
+        a = max(1.0, d / 128.0)
+    kv = kv_heads
+    if kv <= 0.0:
+        kv = a
+    f = ffn
+    if f <= 0.0:
+        f = 4.0 * d
+    return L, d, a, kv, f
+
+
+@njit(cache=True)
+def lora_trainable_params(L, d, kv_dim, ffn, rank, targets):
+    """Trainable LoRA parameters (count).
+
+    r * (d_in + d_out) per adapted matrix (peft ``src/peft/tuners/lora/layer.py``:
+    A = Linear(in, r), B = Linear(r, out)), times L layers.
+    targets: 0 = q,v; 1 = q,k,v,o; 2 = q,k,v,o + gate, up, down (SwiGLU MLP).
+    """
+    qv = rank * (d + d) + rank * (d + kv_dim)
+    attn = qv + rank * (d + kv_dim) + rank * (d + d)
+    per_layer = qv
+    if targets >= 1.0:
+        per_layer = attn
+    if targets >= 2.0:
+        per_layer = attn + 3.0 * rank * (d + ffn)
+    return L * per_layer
+
+
+@njit(cache=True)
+def train_flops_per_token(n_active, L, d, ctx, method, n_trainable, dequant_overhead):
+    """Training FLOPs per token (model FLOPs, time-equivalent for QLoRA).
+
+    full  : 6N + 12 L d s            (PaLM arXiv:2204.02311 App. B; nanoGPT estimate_mfu)
+    LoRA  : 4N + 12 L d s + 6 N_lora (frozen base: forward 2N, backward input
+                                      gradients only 2N; model assumption, cost-model-notes Sec. 1)
+    QLoRA : LoRA with the 4N base term scaled by (1 + dequant_overhead).
+
+    method: 0 full, 1 LoRA, 2 QLoRA. ctx is the attention context in tokens.
+    """
+    attn = 12.0 * L * d * ctx
+    if method < 0.5:
+        return 6.0 * n_active + attn
+    base = 4.0 * n_active
+    if method > 1.5:
+        base *= 1.0 + dequant_overhead
+    return base + attn + 6.0 * n_trainable
+
+
+@njit(cache=True)
+def forward_flops_per_token(n_params, L, d, ctx):
+    """Inference (forward-only) FLOPs per token: 2N + 4 L d s.
+
+    One third of the training cost of PaLM App. B (6N + 12 L d s): used for
+    reference, reward, critic-value and old-log-prob passes and prefill.
+    """
+    return 2.0 * n_params + 4.0 * L * d * ctx
+
+
+@njit(cache=True)
+def default_mfu(mfu_base, n_active_b, num_gpus, size_exponent, small_model_b,
+                cluster_ref_gpus, cluster_slope, mfu_min):
+    """Default steady-state MFU (fraction of dense BF16 peak).
+
+    mfu = mfu_base * (N/10B)^-size_exponent * N/(N + small_model_b)
+          * (1 - cluster_slope * log2(G / cluster_ref_gpus))   for G > ref
+
+    mfu_base per GPU generation (hardware.yaml); the size, small-model and
+    cluster terms are calibrated on published runs (docs/validation.md).
+    Attention FLOPs are counted in the numerator (train_flops_per_token), so
+    long context needs no extra term. Clipped to [mfu_min, 0.75].
+    """
+    n = max(n_active_b, 1e-3)
+    m = mfu_base * (n / 10.0) ** (-size_exponent) * n / (n + small_model_b)
+    if num_gpus > cluster_ref_gpus:
+        m *= max(0.2, 1.0 - cluster_slope * math.log2(num_gpus / cluster_ref_gpus))
+    return min(0.75, max(mfu_min, m))
+
+
+@njit(cache=True)
+def gpu_hours_for_flops(flops, peak_tflops, mfu):
+    """GPU-hours to execute ``flops`` at ``mfu`` of ``peak_tflops`` (TFLOP/s per GPU)."""
+    return flops / (peak_tflops * 1e12 * mfu) / 3600.0
+
+
+@njit(cache=True)
+def kv_cache_bytes_per_token(L, kv_heads, head_dim):
+    """KV-cache bytes per token: 2 (K and V) * L * n_kv_heads * d_head * 2 bytes (bf16).
+
+    cost-model-notes Sec. 1 (gpu_poor src/App.js; LLM-Viewer).
+    """
+    return 2.0 * L * kv_heads * head_dim * KV_BYTES_PER_VALUE
+
+
+@njit(cache=True)
+def inference_tp(weights_bytes, mem_gb):
+    """GPUs per inference replica: the fewest that hold the weights in half their memory."""
+    return max(1.0, math.ceil(weights_bytes / (0.5 * mem_gb * 1e9)))
+
+
+@njit(cache=True)
+def decode_gpu_seconds_per_token(n_total, n_active, kv_bytes_per_tok, ctx_avg, ctx_max,
+                                 batch, peak_tflops, bw_tbs, mem_gb, efficiency):
+    """GPU-seconds per generated token of batched decoding (roofline).
+
+    Per replica of t GPUs (t = :func:`inference_tp`) decoding B sequences at
+    once, one step takes
+        max((weights + B * kv_bytes_per_tok * ctx_avg) / (t * bandwidth),
+            2 N_active B / (t * peak)) / efficiency
+    and yields B tokens, so GPU-seconds per token = step * t / B.
+    B is capped by the KV cache that fits in 90% of the replica's memory
+    after the weights. Sources: cost-model-notes Sec. 1 (gpu_poor, LLM-Viewer
+    roofline); weights read are all parameters (MoE experts included) at bf16.
+
+    Returns (gpu_seconds_per_token, tp, batch_used).
+    """
+    weights = 2.0 * n_total
+    t = inference_tp(weights, mem_gb)
+    free = 0.9 * t * mem_gb * 1e9 - weights
+    b_max = max(1.0, math.floor(free / max(kv_bytes_per_tok * ctx_max, 1.0)))
+    b = max(1.0, min(batch, b_max))
+    t_mem = (weights + b * kv_bytes_per_tok * ctx_avg) / (t * bw_tbs * 1e12)
+    t_cmp = 2.0 * n_active * b / (t * peak_tflops * 1e12)
+    step = max(t_mem, t_cmp) / efficiency
+    return step * t / b, t, b
+
+
+@njit(cache=True)
+def young_daly_interval_h(write_h, mtbi_h):
+    """Optimal checkpoint interval, hours (Young 1974; Daly 2006).
+
+    tau = sqrt(2 delta M) [1 + 1/3 sqrt(delta/2M) + 1/9 (delta/2M)] - delta for
+    delta < 2M, else M (LLNL/scr scripts/common/scr_ckpt_interval.py).
+    delta: time to write one checkpoint; M: mean time between interruptions of the job.
+    """
+    if mtbi_h <= 0.0 or not math.isfinite(mtbi_h):
+        return math.inf
+    if write_h >= 2.0 * mtbi_h:
+        return mtbi_h
+    r = write_h / (2.0 * mtbi_h)
+    return math.sqrt(2.0 * write_h * mtbi_h) * (1.0 + math.sqrt(r) / 3.0 + r / 9.0) - write_h
+
+
+@njit(cache=True)
+def held_checkpoints(k, keep_last, milestone_every):
+    """Checkpoints held after the k-th is written: keep-last-K plus every M-th.
+
+    keep_last = 0 keeps all. Milestones are counted among those older than
+    the last K.
+    """
+    if keep_last <= 0.0:
+        return k
+    held = min(k, keep_last)
+    if milestone_every > 0.0 and k > keep_last:
+        held += math.floor((k - keep_last) / milestone_every)
+    return held
+
+
+@njit(cache=True)
+def held_checkpoint_sum(n, keep_last, milestone_every):
+    """Sum over k = 1..n of :func:`held_checkpoints` (closed form).
+
+    Multiplied by the interval and the checkpoint size it gives the
+    checkpoint-hours stored during a run.
+    """
+    if n <= 0.0:
+        return 0.0
+    if keep_last <= 0.0:
+        return n * (n + 1.0) / 2.0
+    K = keep_last
+    if n <= K:
+        total = n * (n + 1.0) / 2.0
+    else:
+        total = K * (K + 1.0) / 2.0 + (n - K) * K
+    if milestone_every > 0.0 and n > K:
+        m = n - K  # sum_{j=1..m} floor(j / M)
+        M = milestone_every
+        q = math.floor(m / M)
+        r = m - q * M
+        total += M * q * (q - 1.0) / 2.0 + q * (r + 1.0)
+    return total
+
+
+@njit(cache=True)
+def model_state_bytes_per_gpu(n_total, zero_stage, dp, mp, largest_layer):
+    """Mixed-precision AdamW model states per GPU, bytes (full fine-tuning / training).
+
+    DeepSpeed estimators (``deepspeed/runtime/zero/stage_1_and_2.py``
+    estimate_zero2_model_states_mem_needs, ``stage3.py`` estimate_zero3...):
+      ZeRO-0 (DDP): 4N + 16N                (bf16 weights+grads, fp32 master/m/v/grads)
+      ZeRO-1:       4N + 4N + 12N/dp        (optimizer partitioned, fp32 grads not)
+      ZeRO-2:       4N + 16N/dp
+      ZeRO-3:       18N/dp + 4 * largest layer
+    all divided by the model-parallel degree mp = tp * pp.
+    """
+    if zero_stage < 0.5:
+        b = 20.0 * n_total
+    elif zero_stage < 1.5:
+        b = 8.0 * n_total + 12.0 * n_total / dp
+    elif zero_stage < 2.5:
+        b = 4.0 * n_total + 16.0 * n_total / dp
+    else:
+        b = 18.0 * n_total / dp + 4.0 * largest_layer
+    return b / mp
+
+
+@njit(cache=True)
+def activation_bytes_per_gpu(L, d, a, s, b, vocab, recompute, tp):
+    """Activation memory per GPU, bytes (Korthikanti et al. 2022, arXiv:2205.05198 Table 2).
+
+    per layer: none s b d (34 + 5 a s / d); selective 34 s b d (FlashAttention
+    keeps no s^2 scores); full 2 s b d (layer input only, llm-analysis) plus
+    one layer recomputed at a time. With 1F1B pipelining the first stage holds
+    pp micro-batches of L/pp layers = L layers. Output logits 4 s b V
+    (fp32). Everything divided by the tensor-parallel degree (with sequence
+    parallelism). recompute: 0 none, 1 selective, 2 full.
+    """
+    one_layer_sel = 34.0 * s * b * d
+    one_layer_none = s * b * d * (34.0 + 5.0 * a * s / d)
+    if recompute < 0.5:
+        act = L * one_layer_none
+    elif recompute < 1.5:
+        act = L * one_layer_sel
+    else:
+        act = L * 2.0 * s * b * d + one_layer_sel
+    return (act + 4.0 * s * b * vocab) / tp

@@ -1,0 +1,474 @@
+"""Scenario schema: the single place that knows the float64 vector layout.
+
+The layout is derived from ``costcore/data/schema.yaml`` (fields, defaults,
+ranges, units, sources) and ``costcore/data/hardware.yaml`` (the GPU
+catalog). Global sections come first, in file order; then one block per
+stage, in :data:`STAGES` order. Every stage block has the same shape at its
+start (``enabled`` + the ``run``, ``train``, ``peft`` and ``data`` groups), so
+the kernel reads shared fields as ``STAGE_BASE[s] + S_<FIELD>``; the fields
+specific to a stage follow and are addressed by absolute index constants
+(``SFT_SAMPLES`` ...). A stage accepts in YAML only the keys of the groups it
+declares.
+
+Enums are stored as the index of their choice, booleans as 0/1.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+DATA_DIR = Path(__file__).parent / "data"
+
+STAGES = ("pretrain", "cpt", "sft", "dpo", "rl", "eval")
+RESOURCES = ("compute", "storage", "network", "data", "labor", "ops", "hidden")
+GROUP_ORDER = ("run", "train", "peft", "data")
+TOP_LEVEL_KEYS = ("name", "description", "model", "hardware", "efficiency", "reliability",
+                  "storage", "network", "data", "labor", "ops", "stages", "budget", "tags")
+
+
+class ScenarioError(ValueError):
+    """Bad scenario input. ``str(err)`` is one plain sentence naming the field."""
+
+    def __init__(self, path: str, message: str):
+        self.path = path
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+def _load_yaml(name: str) -> dict:
+    with open(DATA_DIR / name, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+CATALOG: dict[str, dict] = _load_yaml("hardware.yaml")
+GPU_NAMES: tuple[str, ...] = tuple(CATALOG)
+_SCHEMA = _load_yaml("schema.yaml")
+CATALOG_KEYS = ("usd_per_gpu_hour", "peak_tflops", "memory_gb", "mem_bandwidth_tbs", "mfu_base")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One input: its dotted path, vector index, type, default and range."""
+    path: str
+    index: int
+    kind: str = "float"
+    default: Any = 0.0
+    lo: float = -math.inf
+    hi: float = math.inf
+    unit: str = ""
+    doc: str = ""
+    source: str = ""
+    choices: tuple = field(default_factory=tuple)
+
+    def encode(self, value) -> float:
+        if self.kind == "enum":
+            return float(self.choices.index(value))
+        if self.kind == "bool":
+            return 1.0 if value else 0.0
+        return float(value)
+
+    def decode(self, x: float):
+        if self.kind == "enum":
+            return self.choices[int(round(x))]
+        if self.kind == "bool":
+            return bool(x)
+        if self.kind == "int":
+            return int(round(x))
+        return float(x)
+
+    def allowed(self) -> str:
+        if self.kind == "enum":
+            return "one of " + ", ".join(self.choices)
+        if self.kind == "bool":
+            return "true or false"
+        kind = "a whole number" if self.kind == "int" else "a number"
+        return f"{kind} from {_fmt(self.lo)} to {_fmt(self.hi)}" + (f" {self.unit}" if self.unit else "")
+
+
+def _fmt(v: float) -> str:
+    if v == int(v) and abs(v) < 1e15:
+        return f"{int(v):,}"
+    return f"{v:g}"
+
+
+def _make_field(path: str, spec: dict, index: int, default_override=None) -> Field:
+    kind = spec.get("type", "float")
+    choices: tuple = ()
+    if kind == "enum":
+        choices = GPU_NAMES if spec["choices"] == "catalog" else tuple(str(c) for c in spec["choices"])
+    default = spec.get("default", 0)
+    if default_override is not None:
+        default = default_override
+    if default == "catalog":
+        key = path.rsplit(".", 1)[1]
+        default = CATALOG[_SCHEMA["sections"]["hardware"]["gpu"]["default"]][key]
+    return Field(path=path, index=index, kind=kind, default=default,
+                 lo=float(spec.get("min", -math.inf)) if kind not in ("enum", "bool") else 0.0,
+                 hi=float(spec.get("max", math.inf)) if kind not in ("enum", "bool") else float(max(len(choices) - 1, 1)),
+                 unit=str(spec.get("unit", "")), doc=str(spec.get("doc", "")),
+                 source=str(spec.get("source", "")), choices=choices)
+
+
+def _build_layout():
+    fields: list[Field] = []
+    for section, specs in _SCHEMA["sections"].items():
+        for key, spec in specs.items():
+            fields.append(_make_field(f"{section}.{key}", spec, len(fields)))
+    stage_base, stage_keys = [], {}
+    groups = _SCHEMA["groups"]
+    for stage in STAGES:
+        sspec = _SCHEMA["stages"][stage]
+        stage_base.append(len(fields))
+        prefix = f"stages.{stage}."
+        fields.append(Field(path=prefix + "enabled", index=len(fields), kind="bool", default=False,
+                            lo=0, hi=1, doc="Stage is part of the plan (present in the file)."))
+        accepted = {"enabled"}
+        for gname in GROUP_ORDER:
+            for key, spec in groups[gname].items():
+                fields.append(_make_field(prefix + key, spec, len(fields), sspec.get("defaults", {}).get(key)))
+                if gname in sspec["groups"]:
+                    accepted.add(key)
+        for key, spec in sspec["fields"].items():
+            fields.append(_make_field(prefix + key, spec, len(fields), sspec.get("defaults", {}).get(key)))
+            accepted.add(key)
+        stage_keys[stage] = accepted
+    return fields, tuple(stage_base), stage_keys
+
+
+FIELDS, STAGE_BASE, STAGE_KEYS = _build_layout()
+NF = len(FIELDS)
+IX: dict[str, int] = {f.path: f.index for f in FIELDS}
+BY_PATH: dict[str, Field] = {f.path: f for f in FIELDS}
+STAGE_LABELS = {s: _SCHEMA["stages"][s]["label"] for s in STAGES}
+NS = len(STAGES)
+
+
+def _stage_offset(key: str) -> int:
+    """Offset of a shared stage field inside every stage block."""
+    off = IX[f"stages.{STAGES[0]}.{key}"] - STAGE_BASE[0]
+    for s, base in zip(STAGES, STAGE_BASE):
+        assert IX[f"stages.{s}.{key}"] - base == off
+    return off
+
+
+# --- Index constants read by the numba kernel (derived above, never typed by hand) ---
+M_PARAMS_B = IX["model.params_b"]
+M_ACTIVE_B = IX["model.active_params_b"]
+M_LAYERS = IX["model.layers"]
+M_HIDDEN = IX["model.hidden"]
+M_HEADS = IX["model.heads"]
+M_KV_HEADS = IX["model.kv_heads"]
+M_FFN = IX["model.ffn"]
+M_VOCAB = IX["model.vocab"]
+H_GPU = IX["hardware.gpu"]
+H_NUM_GPUS = IX["hardware.num_gpus"]
+H_USD_GPU_H = IX["hardware.usd_per_gpu_hour"]
+H_PEAK_TFLOPS = IX["hardware.peak_tflops"]
+H_MEM_GB = IX["hardware.memory_gb"]
+H_BW_TBS = IX["hardware.mem_bandwidth_tbs"]
+H_MFU_BASE = IX["hardware.mfu_base"]
+E_SIZE_EXP = IX["efficiency.size_exponent"]
+E_CLUSTER_REF = IX["efficiency.cluster_ref_gpus"]
+E_CLUSTER_SLOPE = IX["efficiency.cluster_slope"]
+E_SMALL_B = IX["efficiency.small_model_b"]
+E_RECOMP_SEL = IX["efficiency.recompute_selective_factor"]
+E_RECOMP_FULL = IX["efficiency.recompute_full_factor"]
+E_PEFT_MFU = IX["efficiency.peft_mfu_factor"]
+E_INFER_MFU = IX["efficiency.inference_mfu"]
+E_MFU_MIN = IX["efficiency.mfu_min"]
+E_USABLE_MEM = IX["efficiency.usable_memory_fraction"]
+R_FAIL_RATE = IX["reliability.failures_per_gpu_hour"]
+R_RESTART_H = IX["reliability.restart_hours"]
+R_WRITE_GBPS = IX["reliability.ckpt_write_gbps_per_gpu"]
+R_IDLE = IX["reliability.idle_fraction"]
+R_FAILED_RUNS = IX["reliability.failed_run_fraction"]
+ST_HOT = IX["storage.hot_usd_per_gb_month"]
+ST_COLD = IX["storage.cold_usd_per_gb_month"]
+ST_OBJECT = IX["storage.object_usd_per_gb_month"]
+ST_COLD_AFTER_D = IX["storage.cold_after_days"]
+ST_RETENTION_MO = IX["storage.retention_months"]
+ST_VERSIONS = IX["storage.dataset_versions"]
+ST_BYTES_PER_TOKEN = IX["storage.bytes_per_token"]
+ST_FULL_CKPT_BPP = IX["storage.full_ckpt_bytes_per_param"]
+ST_WEIGHTS_CKPT_BPP = IX["storage.weights_ckpt_bytes_per_param"]
+N_USD_PER_GB = IX["network.usd_per_gb"]
+N_DATASET_MOVES = IX["network.dataset_transfers"]
+N_CKPT_REPLICAS = IX["network.ckpt_replicas"]
+N_EXPORTS = IX["network.model_exports"]
+D_SYNTH_USD_PER_M = IX["data.usd_per_m_synthetic_tokens"]
+D_REVIEW = IX["data.review_fraction"]
+L_ROLES = tuple((IX[f"labor.{r}.fte"], IX[f"labor.{r}.usd_per_month"])
+                for r in ("researcher", "ml_engineer", "data_engineer", "infra_engineer"))
+O_USD_PER_MONTH = IX["ops.usd_per_month"]
+
+S_ENABLED = _stage_offset("enabled")
+S_NUM_GPUS = _stage_offset("num_gpus")
+S_SETUP_MO = _stage_offset("setup_months")
+S_EXPERIMENTS = _stage_offset("experiments")
+S_EXP_SIZE = _stage_offset("experiment_size")
+S_MFU = _stage_offset("mfu")
+S_TOK_PER_GPU_S = _stage_offset("tokens_per_gpu_s")
+S_SEQ_LEN = _stage_offset("seq_len")
+S_MICRO_BATCH = _stage_offset("micro_batch")
+S_RECOMPUTE = _stage_offset("recompute")
+S_ZERO = _stage_offset("zero_stage")
+S_TP = _stage_offset("tp")
+S_PP = _stage_offset("pp")
+S_CKPT_INTERVAL_H = _stage_offset("ckpt_interval_h")
+S_CKPT_TYPE = _stage_offset("ckpt_type")
+S_KEEP_LAST = _stage_offset("keep_last")
+S_MILESTONE = _stage_offset("milestone_every")
+S_METHOD = _stage_offset("method")
+S_LORA_RANK = _stage_offset("lora_rank")
+S_LORA_TARGETS = _stage_offset("lora_targets")
+S_QLORA_DEQ = _stage_offset("qlora_dequant_overhead")
+S_ACQ_USD_B = _stage_offset("acquisition_usd_per_b_tokens")
+S_CLEAN_USD_B = _stage_offset("cleaning_usd_per_b_tokens")
+S_LABELS = _stage_offset("labels")
+S_USD_PER_LABEL = _stage_offset("usd_per_label")
+S_SYNTH_M = _stage_offset("synthetic_tokens_m")
+
+PT_TOKENS_B = IX["stages.pretrain.tokens_b"]
+PT_EPOCHS = IX["stages.pretrain.epochs"]
+CPT_TOKENS_B = IX["stages.cpt.tokens_b"]
+CPT_EPOCHS = IX["stages.cpt.epochs"]
+SFT_SAMPLES = IX["stages.sft.samples"]
+SFT_TOK_PER_SAMPLE = IX["stages.sft.tokens_per_sample"]
+SFT_EPOCHS = IX["stages.sft.epochs"]
+DPO_PAIRS = IX["stages.dpo.pairs"]
+DPO_CHOSEN = IX["stages.dpo.chosen_tokens"]
+DPO_REJECTED = IX["stages.dpo.rejected_tokens"]
+DPO_EPOCHS = IX["stages.dpo.epochs"]
+DPO_REFERENCE = IX["stages.dpo.reference"]
+RL_ALGO = IX["stages.rl.algorithm"]
+RL_STEPS = IX["stages.rl.steps"]
+RL_PROMPTS = IX["stages.rl.prompts_per_step"]
+RL_SAMPLES = IX["stages.rl.samples_per_prompt"]
+RL_PROMPT_TOK = IX["stages.rl.prompt_tokens"]
+RL_RESPONSE_TOK = IX["stages.rl.response_tokens"]
+RL_UPDATE_EPOCHS = IX["stages.rl.update_epochs"]
+RL_ROLLOUT_EFF = IX["stages.rl.rollout_efficiency"]
+RL_ROLLOUT_BATCH = IX["stages.rl.rollout_batch"]
+RL_REWARD = IX["stages.rl.reward"]
+RL_REWARD_B = IX["stages.rl.reward_params_b"]
+RL_VERIFIER_USD = IX["stages.rl.verifier_usd_per_sample"]
+RL_REFERENCE = IX["stages.rl.reference"]
+RL_CRITIC_B = IX["stages.rl.critic_params_b"]
+EV_RUNS = IX["stages.eval.runs"]
+EV_BENCH_M = IX["stages.eval.benchmark_tokens_m"]
+EV_GEN_M = IX["stages.eval.generated_tokens_m"]
+EV_CONTEXT = IX["stages.eval.context_tokens"]
+EV_DECODE_BATCH = IX["stages.eval.decode_batch"]
+EV_DECODE_EFF = IX["stages.eval.decode_efficiency"]
+EV_HUMAN = IX["stages.eval.human_samples"]
+EV_USD_HUMAN = IX["stages.eval.usd_per_human_sample"]
+
+# Enum codes the kernel compares against (derived from the choices lists).
+RECOMPUTE_AUTO = BY_PATH["stages.sft.recompute"].choices.index("auto")
+RECOMPUTE_NONE = BY_PATH["stages.sft.recompute"].choices.index("none")
+RECOMPUTE_SELECTIVE = BY_PATH["stages.sft.recompute"].choices.index("selective")
+RECOMPUTE_FULL = BY_PATH["stages.sft.recompute"].choices.index("full")
+METHOD_FULL = BY_PATH["stages.sft.method"].choices.index("full")
+METHOD_LORA = BY_PATH["stages.sft.method"].choices.index("lora")
+METHOD_QLORA = BY_PATH["stages.sft.method"].choices.index("qlora")
+TARGETS_QV = BY_PATH["stages.sft.lora_targets"].choices.index("qv")
+TARGETS_ALL = BY_PATH["stages.sft.lora_targets"].choices.index("all")
+CKPT_WEIGHTS = BY_PATH["stages.sft.ckpt_type"].choices.index("weights")
+DPO_REF_PRECOMPUTED = BY_PATH["stages.dpo.reference"].choices.index("precomputed")
+RL_PPO = BY_PATH["stages.rl.algorithm"].choices.index("ppo")
+RL_REWARD_MODEL = BY_PATH["stages.rl.reward"].choices.index("model")
+RL_REFERENCE_LIVE = BY_PATH["stages.rl.reference"].choices.index("live")
+
+
+def default_vector() -> np.ndarray:
+    """The vector of every default (default GPU's catalog values, no stage enabled)."""
+    return np.array([f.encode(f.default) for f in FIELDS], dtype=np.float64)
+
+
+DEFAULT_VECTOR = default_vector()
+DEFAULT_VECTOR.setflags(write=False)
+
+
+# ----------------------------------------------------------------------------
+# Validation
+# ----------------------------------------------------------------------------
+def _flatten_keys(d: dict, prefix: str, out: dict) -> None:
+    for k, v in d.items():
+        if not isinstance(k, str):
+            raise ScenarioError(prefix.rstrip(".") or "scenario", f"keys must be text, got {k!r}")
+        if isinstance(v, dict):
+            _flatten_keys(v, prefix + k + ".", out)
+        else:
+            out[prefix + k] = v
+
+
+def _check_value(f: Field, v):
+    path = f.path
+    if f.kind == "enum":
+        if not isinstance(v, str) or v not in f.choices:
+            raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})")
+        return v
+    if f.kind == "bool":
+        if not isinstance(v, bool):
+            raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})")
+        return v
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})")
+    fv = float(v)
+    if not math.isfinite(fv):
+        raise ScenarioError(path, f"must be a finite number: {f.allowed()} (got {_show(v)})")
+    if fv < f.lo or fv > f.hi:
+        raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})")
+    if f.kind == "int":
+        if fv != math.floor(fv):
+            raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})")
+        return int(fv)
+    return fv
+
+
+def _show(v) -> str:
+    s = repr(v)
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+def validate(data: Any) -> dict:
+    """Check a scenario mapping and return a normalized deep copy.
+
+    Raises :class:`ScenarioError` naming the first bad field and its allowed
+    range. Never raises anything else for any input.
+    """
+    if not isinstance(data, dict):
+        raise ScenarioError("scenario", f"must be a mapping of sections (got {type(data).__name__})")
+    out: dict = {}
+    for key in data:
+        if key not in TOP_LEVEL_KEYS:
+            raise ScenarioError(str(key), "unknown section; allowed: " + ", ".join(TOP_LEVEL_KEYS))
+    name = data.get("name", "Untitled scenario")
+    if not isinstance(name, str) or len(name) > 200:
+        raise ScenarioError("name", "must be text of at most 200 characters")
+    out["name"] = name
+    desc = data.get("description", "")
+    if not isinstance(desc, str) or len(desc) > 5000:
+        raise ScenarioError("description", "must be text of at most 5,000 characters")
+    if desc:
+        out["description"] = desc
+    for key in ("budget", "tags"):
+        if key in data:
+            if not isinstance(data[key], dict):
+                raise ScenarioError(key, "must be a mapping")
+            out[key] = copy.deepcopy(data[key])
+    for section in _SCHEMA["sections"]:
+        sec = data.get(section)
+        if sec is None:
+            continue
+        if not isinstance(sec, dict):
+            raise ScenarioError(section, "must be a mapping of settings")
+        flat: dict = {}
+        _flatten_keys(sec, section + ".", flat)
+        clean = {}
+        for path, v in flat.items():
+            f = BY_PATH.get(path)
+            if f is None:
+                known = ", ".join(p.split(".", 1)[1] for p in IX if p.startswith(section + "."))
+                raise ScenarioError(path, f"unknown setting; allowed in {section}: {known}")
+            clean[path] = _check_value(f, v)
+        if clean:
+            out[section] = _unflatten({p.split(".", 1)[1]: v for p, v in clean.items()})
+    stages = data.get("stages", {})
+    if stages is None:
+        stages = {}
+    if not isinstance(stages, dict):
+        raise ScenarioError("stages", "must be a mapping of stage names to settings")
+    out["stages"] = {}
+    for sname, sdata in stages.items():
+        if sname not in STAGES:
+            raise ScenarioError(f"stages.{sname}", "unknown stage; allowed: " + ", ".join(STAGES))
+        if sdata is None:
+            sdata = {}
+        if not isinstance(sdata, dict):
+            raise ScenarioError(f"stages.{sname}", "must be a mapping of settings (or {})")
+        clean = {}
+        for k, v in sdata.items():
+            path = f"stages.{sname}.{k}"
+            if not isinstance(k, str) or k not in STAGE_KEYS[sname]:
+                raise ScenarioError(path, "unknown setting; allowed: " + ", ".join(sorted(STAGE_KEYS[sname])))
+            clean[k] = _check_value(BY_PATH[path], v)
+        out["stages"][sname] = clean
+    if "hardware" in out and "gpu" in out["hardware"]:
+        pass  # catalog values applied in to_vector
+    return out
+
+
+def _unflatten(flat: dict) -> dict:
+    out: dict = {}
+    for k, v in flat.items():
+        parts = k.split(".")
+        d = out
+        for p in parts[:-1]:
+            d = d.setdefault(p, {})
+        d[parts[-1]] = v
+    return out
+
+
+def iter_values(scn: dict):
+    """Yield (dotted path, value) for every explicit setting of a validated scenario."""
+    for section in _SCHEMA["sections"]:
+        flat: dict = {}
+        _flatten_keys(scn.get(section, {}) or {}, section + ".", flat)
+        yield from flat.items()
+    for sname, sdata in scn.get("stages", {}).items():
+        for k, v in sdata.items():
+            yield f"stages.{sname}.{k}", v
+
+
+def to_vector(scn: dict) -> np.ndarray:
+    """Flatten a *validated* scenario into the kernel's float64 vector."""
+    x = DEFAULT_VECTOR.copy()
+    gpu = (scn.get("hardware") or {}).get("gpu", BY_PATH["hardware.gpu"].default)
+    for key in CATALOG_KEYS:
+        x[IX["hardware." + key]] = float(CATALOG[gpu][key])
+    for sname, sdata in scn.get("stages", {}).items():
+        x[IX[f"stages.{sname}.enabled"]] = 1.0
+    for path, v in iter_values(scn):
+        x[IX[path]] = BY_PATH[path].encode(v)
+    return x
+
+
+def set_path(scn: dict, path: str, value) -> dict:
+    """Return a copy of a scenario with one dotted path set (not validated)."""
+    out = copy.deepcopy(scn)
+    parts = path.split(".")
+    d = out
+    for p in parts[:-1]:
+        nxt = d.get(p)
+        if not isinstance(nxt, dict):
+            nxt = {}
+            d[p] = nxt
+        d = nxt
+    d[parts[-1]] = value
+    return out
+
+
+def get_path(scn: dict, path: str, default=None):
+    d: Any = scn
+    for p in path.split("."):
+        if not isinstance(d, dict) or p not in d:
+            return default
+        d = d[p]
+    return d
+
+
+def effective_value(scn: dict, path: str):
+    """The value the core will use for a path: explicit, catalog or default."""
+    v = get_path(scn, path)
+    if v is not None:
+        return v
+    if path.startswith("hardware.") and path.split(".", 1)[1] in CATALOG_KEYS:
+        gpu = get_path(scn, "hardware.gpu", BY_PATH["hardware.gpu"].default)
+        return CATALOG[gpu][path.split(".", 1)[1]]
+    return BY_PATH[path].default
