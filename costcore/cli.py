@@ -9,7 +9,7 @@ import io
 import json
 import sys
 
-from . import api, schema
+from . import api, fmt, schema
 from .schema import RESOURCES, ScenarioError
 from .yamlio import parse_yaml
 
@@ -37,12 +37,7 @@ def apply_sets(scn: dict, sets: list[str]) -> dict:
     return schema.validate(raw)
 
 
-def fmt_usd(v: float) -> str:
-    a = abs(v)
-    for div, suf in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if a >= div:
-            return f"${v / div:,.3g}{suf}" if v / div < 100 else f"${v / div:,.0f}{suf}"
-    return f"${v:,.0f}"
+fmt_usd = fmt.usd
 
 
 def render_table(res: api.Result) -> str:

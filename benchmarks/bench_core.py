@@ -1,0 +1,104 @@
+"""Cost-core benchmark: prints numbers, asserts nothing.
+
+    python benchmarks/bench_core.py            # jitted path (+ pure-Python path in a subprocess)
+    python benchmarks/bench_core.py --n 200000 # fewer variants
+
+Measures: one full multi-stage scenario (evaluate_vector and the whole
+costcore.estimate incl. validation), batch throughput for N variants of a
+six-stage scenario, and the same on the pure-Python path
+(NUMBA_DISABLE_JIT=1, extrapolated from a smaller batch).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import costcore  # noqa: E402
+from costcore import kernel, schema  # noqa: E402
+
+SCENARIO = {
+    "name": "bench: 70B, all six stages",
+    "model": {"params_b": 70},
+    "hardware": {"gpu": "h100-80gb", "num_gpus": 2048},
+    "stages": {"pretrain": {"tokens_b": 15000, "tp": 8, "pp": 4}, "cpt": {"tokens_b": 200, "tp": 8},
+               "sft": {"method": "lora", "num_gpus": 64}, "dpo": {"num_gpus": 64},
+               "rl": {"algorithm": "ppo", "num_gpus": 256}, "eval": {}},
+}
+
+
+def timeit(fn, repeat=5, number=1):
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / number)
+    return best
+
+
+def variants(n, rng):
+    """n variants of SCENARIO moving 6 inputs at once."""
+    return {
+        "model.params_b": rng.uniform(7, 400, n),
+        "stages.pretrain.tokens_b": rng.uniform(1000, 30000, n),
+        "hardware.usd_per_gpu_hour": rng.uniform(1.5, 4, n),
+        "reliability.failures_per_gpu_hour": rng.uniform(1e-6, 1e-4, n),
+        "stages.sft.lora_rank": rng.integers(4, 128, n).astype(float),
+        "stages.rl.response_tokens": rng.integers(256, 16384, n).astype(float),
+    }
+
+
+def run(n: int, pure: bool) -> dict:
+    costcore.warm_up()
+    scn = costcore.load_scenario(SCENARIO)
+    x = schema.to_vector(scn)
+    rng = np.random.default_rng(0)
+    cols = variants(n, rng)
+    out = {"jit": not pure, "n": n, "threads": __import__("numba").get_num_threads()}
+    out["one_vector_s"] = timeit(lambda: kernel.evaluate_vector(x), number=20 if pure else 2000)
+    out["one_estimate_s"] = timeit(lambda: costcore.estimate(scn), number=5 if pure else 200)
+    out["batch_s"] = timeit(lambda: costcore.batch(scn, cols, vector=x), repeat=3)
+    out["batch_per_s"] = n / out["batch_s"]
+    out["batch_full_s"] = timeit(lambda: costcore.batch(scn, cols, full=True, vector=x), repeat=3)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--pure-n", type=int, default=2_000)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(run(args.n, pure=True)))
+        return
+    r = run(args.n, pure=False)
+    print(f"numba threads: {r['threads']}")
+    print(f"one scenario (6 stages), kernel only : {r['one_vector_s'] * 1e6:10.2f} us")
+    print(f"one scenario, estimate() incl. checks: {r['one_estimate_s'] * 1e6:10.2f} us")
+    print(f"batch of {r['n']:,} variants (stage totals): {r['batch_s'] * 1e3:8.1f} ms -> {r['batch_per_s']:,.0f} scenarios/s")
+    print(f"batch of {r['n']:,} variants (full breakdown): {r['batch_full_s'] * 1e3:8.1f} ms -> {r['n'] / r['batch_full_s']:,.0f} scenarios/s")
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    p = subprocess.run([sys.executable, __file__, "--child", "--n", str(args.pure_n)], env=env,
+                       capture_output=True, text=True, cwd=ROOT)
+    if p.returncode != 0:
+        print("pure-Python run failed:", p.stderr.strip().splitlines()[-1:])
+        return
+    q = json.loads(p.stdout.strip().splitlines()[-1])
+    print(f"pure Python (NUMBA_DISABLE_JIT=1): one scenario {q['one_vector_s'] * 1e6:,.0f} us; "
+          f"batch {q['batch_per_s']:,.0f} scenarios/s (n={q['n']:,})")
+    print(f"speed-up of the jitted batch over pure Python: {r['batch_per_s'] / q['batch_per_s']:,.0f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""Explanations: each stage's formulas with the scenario's own numbers, and checks.
+
+Pure text (markdown + LaTeX strings); the app renders them in
+"how this was computed" expanders. Nothing here computes a cost the kernel
+does not: the numbers shown are the kernel's stats, and the formulas are
+re-evaluated only to show their intermediate terms.
+"""
+from __future__ import annotations
+
+from .api import Result
+from .formulas import lora_trainable_params, model_shape, train_flops_per_token
+from .schema import CATALOG, effective_value
+from . import fmt
+
+
+def shape(scn: dict) -> dict:
+    act = effective_value(scn, "model.active_params_b") or effective_value(scn, "model.params_b")
+    L, d, a, kv, f = model_shape(float(act), *(float(effective_value(scn, f"model.{k}"))
+                                               for k in ("layers", "hidden", "heads", "kv_heads", "ffn")))
+    return {"N": float(act) * 1e9, "L": L, "d": d, "a": a, "kv": kv, "ffn": f,
+            "N_total": float(effective_value(scn, "model.params_b")) * 1e9}
+
+
+def _e(v: float) -> str:
+    m, _, ex = f"{v:.3g}".partition("e")
+    return m if not ex else rf"{m}\times10^{{{int(ex)}}}"
+
+
+def stage_explanation(res: Result, stage: str) -> list[tuple[str, str, str]]:
+    """[(title, latex or markdown, source)] for one enabled stage."""
+    scn = res.scenario
+    sh = shape(scn)
+    N, L, d = sh["N"], sh["L"], sh["d"]
+    st = {k: res.stat(stage, k) for k in ("productive_gpu_hours", "gpu_hours", "mfu", "tokens", "flops",
+                                           "num_gpus", "wall_days", "interruptions", "ckpt_interval_h",
+                                           "young_daly_h", "ckpt_count", "ckpt_gb", "ckpt_write_s",
+                                           "memory_per_gpu_gb", "rollout_gpu_hours", "trainable_params_b")}
+    peak = float(effective_value(scn, "hardware.peak_tflops"))
+    price = float(effective_value(scn, "hardware.usd_per_gpu_hour"))
+    out = []
+    shape_src = "model shape: N = 12·L·d² with d/L = 128 unless given (Kaplan et al. 2020)"
+    if stage in ("pretrain", "cpt", "sft", "dpo"):
+        seq = float(effective_value(scn, f"stages.{stage}.seq_len"))
+        method = effective_value(scn, f"stages.{stage}.method") if stage in ("sft", "dpo") else "full"
+        if stage == "sft":
+            seq = min(seq, float(effective_value(scn, "stages.sft.tokens_per_sample")))
+        if stage == "dpo":
+            seq = min(seq, max(float(effective_value(scn, "stages.dpo.chosen_tokens")),
+                               float(effective_value(scn, "stages.dpo.rejected_tokens"))))
+        if method == "full":
+            fpt = train_flops_per_token(N, L, d, seq, 0.0, 0.0, 0.0)
+            out.append(("Training FLOPs per token",
+                        rf"6N + 12\,L\,d\,s = 6\cdot {_e(N)} + 12\cdot {L:.0f}\cdot {d:.0f}\cdot {seq:.0f} = {_e(fpt)}",
+                        "PaLM (arXiv:2204.02311) App. B; " + shape_src))
+        else:
+            targets = {"qv": 0.0, "attn": 1.0, "all": 2.0}[effective_value(scn, f"stages.{stage}.lora_targets")]
+            r = float(effective_value(scn, f"stages.{stage}.lora_rank"))
+            n_lora = lora_trainable_params(L, d, sh["kv"] * d / sh["a"], sh["ffn"], r, targets)
+            deq = float(effective_value(scn, f"stages.{stage}.qlora_dequant_overhead")) if method == "qlora" else 0.0
+            fpt = train_flops_per_token(N, L, d, seq, 2.0 if method == "qlora" else 1.0, n_lora, deq)
+            out.append((f"{method.upper()} FLOPs per token",
+                        rf"4N(1+q) + 12\,L\,d\,s + 6N_{{lora}} = 4\cdot {_e(N)}(1+{deq:g}) + 12\cdot {L:.0f}\cdot {d:.0f}\cdot {seq:.0f} + 6\cdot {_e(n_lora)} = {_e(fpt)}",
+                        "frozen base: forward 2N + input gradients 2N (model assumption); "
+                        "N_lora = r(d_in + d_out) per adapted matrix (peft lora/layer.py)"))
+        out.append(("Productive GPU-hours",
+                    rf"\frac{{C}}{{\text{{peak}}\cdot \text{{MFU}}\cdot 3600}} = \frac{{{_e(st['flops'])}}}{{{peak:g}\times10^{{12}} \cdot {st['mfu']:.3f} \cdot 3600}} = {st['productive_gpu_hours']:,.0f}",
+                    "MFU definition: PaLM App. B; default MFU: costcore.formulas.default_mfu (calibrated, docs/validation.md)"))
+    if stage == "rl":
+        out.append(("Rollout generation (decode roofline)",
+                    rf"t_{{step}} = \max\left(\frac{{W + B\cdot kv\cdot ctx}}{{t\cdot BW}}, \frac{{2N B}}{{t\cdot peak}}\right)/\eta \Rightarrow {st['rollout_gpu_hours']:,.0f}\ \text{{GPU-h}}",
+                    "cost-model-notes: gpu_poor src/App.js, LLM-Viewer roofline; DeepSpeed-Chat: generation dominates RLHF wall time"))
+        out.append(("Training and scoring passes",
+                    rf"\text{{policy}}\ 6N\cdot T\cdot epochs + \text{{ref/old/reward}}\ 2N\cdot T\ (+\text{{critic}}) \Rightarrow {st['productive_gpu_hours'] - st['rollout_gpu_hours']:,.0f}\ \text{{GPU-h}}",
+                    "PPO per trained token: 6N_actor + 6N_critic + 2N_ref + 2N_reward (cost-model-notes Sec. 1); GRPO drops the critic"))
+    if stage == "eval":
+        out.append(("Evaluation inference",
+                    rf"\text{{runs}}\cdot(2N\cdot\text{{prompt tokens}}/\text{{(peak·util)}} + \text{{decode roofline}}) = {st['productive_gpu_hours']:,.1f}\ \text{{GPU-h}}",
+                    "prefill compute bound; decode bandwidth bound (LLM-Viewer)"))
+    if stage != "eval":
+        out.append(("Checkpoint interval and failures",
+                    rf"\tau = \sqrt{{2\delta M}}[\ldots] - \delta:\ \delta = {st['ckpt_write_s']:.1f}\,s,\ \tau = {st['ckpt_interval_h']:.2f}\,h\ (\text{{Young/Daly}}\ {st['young_daly_h']:.2f}\,h),\ "
+                    rf"{st['interruptions']:.1f}\ \text{{interruptions}} \times (\tau/2 + \text{{restart}})",
+                    "Young 1974; Daly 2006 (LLNL/scr scr_ckpt_interval.py); failure rate: Llama 3 (arXiv:2407.21783) Sec. 3.3.4"))
+    out.append(("Billed GPU-hours and money",
+                rf"{st['gpu_hours']:,.0f}\ \text{{GPU-h}} \times \${price:g}/\text{{GPU-h}} = {fmt.usd(st['gpu_hours'] * price).replace('$', chr(92) + '$')}"
+                rf";\ \text{{wall}} = {st['wall_days']:.1f}\ \text{{days on}}\ {st['num_gpus']:,.0f}\ \text{{GPUs}}",
+                "billed = productive + failures + checkpoint stalls + idle + failed runs + repeated experiments"))
+    return out
+
+
+def checks(res: Result) -> list[str]:
+    """Plain-sentence warnings: plans that do not fit, inputs outside what the model was checked on."""
+    scn = res.scenario
+    w = []
+    gpu = effective_value(scn, "hardware.gpu")
+    if CATALOG[gpu].get("confidence") == "low":
+        w.append(f"The {CATALOG[gpu]['label']} figures are low confidence ({CATALOG[gpu]['source']}); "
+                 "set hardware.usd_per_gpu_hour and the stages' mfu to your own measurements.")
+    p = float(effective_value(scn, "model.params_b"))
+    if p < 0.1 or p > 1100:
+        w.append(f"Model size {p:g}B is outside the 0.1B-1.1T range the utilization model was checked on.")
+    for s in res.stages:
+        if res.stat(s, "fits") < 0.5:
+            ming = res.stat(s, "min_gpus")
+            need = (f"at least {ming:,.0f} GPUs with this sharding" if ming > 0
+                    else "more tensor/pipeline parallelism, ZeRO-3 or LoRA/QLoRA")
+            w.append(f"{s}: needs {res.stat(s, 'memory_per_gpu_gb'):,.1f} GB per GPU, more than the "
+                     f"{float(effective_value(scn, 'hardware.memory_gb')) * float(effective_value(scn, 'efficiency.usable_memory_fraction')):,.0f} GB usable; it needs {need}.")
+        if s in ("pretrain", "cpt", "sft", "dpo", "rl"):
+            seq = float(effective_value(scn, f"stages.{s}.seq_len"))
+            if seq > 131072:
+                w.append(f"{s}: sequence length {seq:,.0f} is beyond the 128K the attention term was checked on.")
+        g = res.stat(s, "num_gpus")
+        if g > 32768:
+            w.append(f"{s}: {g:,.0f} GPUs is beyond the largest published run (16,384) the model was checked on.")
+    return w

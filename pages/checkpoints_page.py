@@ -1,0 +1,114 @@
+"""Checkpoints and reliability: interval U-curve, retention policies, storage held over time."""
+import altair as alt
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+import costcore
+from costcore import fmt, schema
+from costcore.formulas import held_checkpoints
+from costcore.schema import STAGE_LABELS
+from pages import common
+
+res = common.frame(
+    "Checkpoints and reliability",
+    "Large jobs are interrupted: about one unexpected interruption per 50,000 GPU-hours (Llama 3). Each "
+    "one loses the work since the last checkpoint plus the restart; each checkpoint stalls training "
+    "while it is written. Checkpointing too often wastes write time, too rarely wastes recomputation: "
+    "the **Young/Daly** interval √(2δM) balances the two. What you keep, and on which tier, sets the "
+    "storage bill.")
+
+train = [s for s in res.stages if s != "eval"]
+if not train:
+    st.info("No training stage is switched on.")
+    st.stop()
+stage = st.selectbox("Stage", train, format_func=lambda s: STAGE_LABELS[s], key="ckpt_stage")
+p = f"stages.{stage}."
+c1, c2, c3 = st.columns(3)
+with c1:
+    common.knob(p + "ckpt_interval_h", "Checkpoint interval, h (0 = Young/Daly)", 0.0, 24.0, 0.05)
+    common.knob(p + "ckpt_type", "Checkpoint contents")
+with c2:
+    common.knob(p + "keep_last", "Keep last K (0 = all)", 0, 50, 1)
+    common.knob(p + "milestone_every", "Keep every M-th forever (0 = none)", 0, 100, 1)
+with c3:
+    common.knob("reliability.failures_per_gpu_hour", "Interruptions per GPU-hour", 0.0, 0.0002, 0.000001,
+                fmt_str="%.6f")
+    common.knob("storage.retention_months", "Keep after the stage (months)", 0.0, 60.0, 1.0)
+res = common.result()
+i = costcore.STAGES.index(stage)
+yd = res.stat(stage, "young_daly_h")
+tau = res.stat(stage, "ckpt_interval_h")
+m = st.columns(4)
+m[0].metric("Interval used", f"{tau:.2f} h")
+m[1].metric("Young/Daly optimum", f"{yd:.2f} h" if yd > 0 else "n/a", help="tau = sqrt(2 delta M)[...] - delta")
+m[2].metric("Checkpoint size", fmt.gb(res.stat(stage, "ckpt_gb")),
+            help=f"written in {res.stat(stage, 'ckpt_write_s'):.1f} s")
+m[3].metric("Expected interruptions", f"{res.stat(stage, 'interruptions'):.1f}")
+
+st.subheader("Cost against checkpoint interval")
+taus = np.geomspace(0.01, 48, 120)
+out = costcore.batch(res.scenario, {p + "ckpt_interval_h": taus}, full=True, vector=res.vector)
+rs = list(costcore.RESOURCES)
+curve = pd.DataFrame({"interval_h": taus, "hidden": out[:, i, rs.index("hidden")],
+                      "storage": out[:, i, rs.index("storage")],
+                      "total": out[:, i, :7].sum(axis=1)})
+lo = curve.total.min()
+curve_long = curve.melt("interval_h", ["total", "hidden", "storage"], var_name="part", value_name="usd")
+base = alt.Chart(curve_long).mark_line().encode(
+    x=alt.X("interval_h:Q", scale=alt.Scale(type="log"), title="Checkpoint interval (hours, log scale)"),
+    y=alt.Y("usd:Q", title=f"{STAGE_LABELS[stage]} cost ($)", axis=alt.Axis(format="$~s"),
+            scale=alt.Scale(zero=False)),
+    color=alt.Color("part:N", scale=alt.Scale(domain=["total", "hidden", "storage"],
+                                              range=["#333333", "#E45756", "#F58518"])),
+    tooltip=[alt.Tooltip("interval_h:Q", format=".2f"), "part:N", alt.Tooltip("usd:Q", format="$,.0f")])
+marks = pd.DataFrame({"interval_h": [max(yd, 0.01), max(tau, 0.01)], "what": ["Young/Daly optimum", "current"]})
+rules = alt.Chart(marks).mark_rule(strokeDash=[5, 3]).encode(
+    x="interval_h:Q", color=alt.Color("what:N", scale=alt.Scale(domain=["Young/Daly optimum", "current"],
+                                                               range=["#2ca02c", "#1f77b4"]), title=None),
+    tooltip=["what:N", alt.Tooltip("interval_h:Q", format=".2f")])
+st.altair_chart((base + rules).properties(height=300).resolve_scale(color="independent"),
+                width="stretch")
+
+st.subheader("Retention policies compared")
+policies = {"keep all": {"keep_last": 0, "milestone_every": 0},
+            "keep last 3": {"keep_last": 3, "milestone_every": 0},
+            "last 3 + every 10th": {"keep_last": 3, "milestone_every": 10},
+            "last 3, weights only": {"keep_last": 3, "milestone_every": 0, "ckpt_type": "weights"}}
+rows = []
+for name, pol in policies.items():
+    s2 = res.scenario
+    for k, v in pol.items():
+        s2 = schema.set_path(s2, p + k, v)
+    if "ckpt_type" not in pol:
+        s2 = schema.set_path(s2, p + "ckpt_type", schema.effective_value(res.scenario, p + "ckpt_type"))
+    r2 = costcore.estimate(s2)
+    rows.append({"policy": name, "storage_usd": r2.stage_usd(stage)["storage"],
+                 "network_usd": r2.stage_usd(stage)["network"], "held_gb": r2.stat(stage, "storage_peak_gb")})
+pol_df = pd.DataFrame(rows)
+pol_df["held at end"] = pol_df.held_gb.map(fmt.gb)
+common.money_table(pol_df[["policy", "storage_usd", "network_usd", "held at end"]], ["storage_usd", "network_usd"])
+
+st.subheader("Checkpoint storage held over time")
+n = int(res.stat(stage, "ckpt_count"))
+wall_d = res.stat(stage, "wall_days")
+keep = float(schema.effective_value(res.scenario, p + "keep_last"))
+mile = float(schema.effective_value(res.scenario, p + "milestone_every"))
+gb = res.stat(stage, "ckpt_gb")
+ks = np.unique(np.linspace(1, max(n, 1), min(max(n, 1), 200)).round())
+ret_d = float(schema.effective_value(res.scenario, "storage.retention_months")) * 30.4
+cold_d = min(float(schema.effective_value(res.scenario, "storage.cold_after_days")), ret_d)
+final = held_checkpoints(float(n), keep, mile) * gb
+held = pd.DataFrame({"day": ks / max(n, 1) * wall_d, "gb": [held_checkpoints(k, keep, mile) * gb for k in ks],
+                     "tier": "hot (during run)"})
+after = pd.DataFrame({"day": [wall_d, wall_d + cold_d, wall_d + cold_d, wall_d + ret_d],
+                      "gb": [final, final, final, final],
+                      "tier": ["hot (retained)", "hot (retained)", "cold", "cold"]})
+hist = pd.concat([held, after])
+st.altair_chart(alt.Chart(hist).mark_line(interpolate="step-after").encode(
+    x=alt.X("day:Q", title="Days from the stage start"), y=alt.Y("gb:Q", title="Checkpoint GB held"),
+    color=alt.Color("tier:N", scale=alt.Scale(domain=["hot (during run)", "hot (retained)", "cold"],
+                                              range=["#F58518", "#d62728", "#4C78A8"])),
+    tooltip=[alt.Tooltip("day:Q", format=".1f"), alt.Tooltip("gb:Q", format=",.0f"), "tier:N"],
+).properties(height=260), width="stretch")
+common.how_computed(res, stage)

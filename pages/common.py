@@ -1,0 +1,306 @@
+"""Shared UI pieces for every page: scenario state, URL sync, sidebar, knobs, charts.
+
+Pages stay thin: they arrange prose, knobs and results; every number comes
+from costcore.
+"""
+from __future__ import annotations
+
+import html
+import math
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+import costcore
+from costcore import api, explain, fmt, schema, share
+from costcore.schema import BY_PATH, RESOURCES, STAGE_LABELS, STAGES, ScenarioError
+from costcore.yamlio import MAX_YAML_BYTES, dump_yaml
+
+DEFAULT_PRESET = "pipeline-70b"
+RESOURCE_COLORS = {"compute": "#4C78A8", "storage": "#F58518", "network": "#72B7B2", "data": "#54A24B",
+                   "labor": "#B279A2", "ops": "#9D755D", "hidden": "#E45756"}
+STAGE_COLORS = {"pretrain": "#1f77b4", "cpt": "#17becf", "sft": "#2ca02c", "dpo": "#bcbd22",
+                "rl": "#d62728", "eval": "#9467bd"}
+
+
+@st.cache_resource(show_spinner=False)
+def _warm_up() -> bool:
+    """Compile or load the numba kernels once per server process."""
+    costcore.warm_up()
+    return True
+
+
+def _default_preset() -> str:
+    names = api.preset_names()
+    return DEFAULT_PRESET if DEFAULT_PRESET in names else names[0]
+
+
+@st.cache_data(show_spinner=False)
+def _preset_titles() -> dict:
+    return api.preset_titles()
+
+
+def state():
+    """Session state with a valid scenario; the first run of a session reads the URL."""
+    _warm_up()
+    ss = st.session_state
+    if "scenario" not in ss:
+        try:
+            params = {k: st.query_params.get(k) for k in st.query_params.keys()}
+        except Exception:  # noqa: BLE001 - a malformed query string must not crash the page
+            params = {}
+        scn, preset, warns = share.decode(params, _default_preset())
+        ss.scenario, ss.preset, ss.rev = scn, preset, 0
+        ss.messages = list(warns)
+    ss.setdefault("messages", [])
+    return ss
+
+
+def scenario() -> dict:
+    return state().scenario
+
+
+def result() -> api.Result:
+    return api.estimate(scenario())
+
+
+def _sync_url() -> None:
+    ss = st.session_state
+    params = share.encode(ss.scenario, ss.preset)
+    current = {k: st.query_params.get(k) for k in st.query_params.keys()}
+    if current != params:
+        st.query_params.from_dict(params)
+
+
+def share_url() -> str:
+    ss = st.session_state
+    q = share.query_string(share.encode(ss.scenario, ss.preset))
+    try:
+        base = (st.context.url or "").split("?")[0]
+    except Exception:  # noqa: BLE001
+        base = ""
+    return f"{base}?{q}"
+
+
+# ---------------------------------------------------------------------------
+# Changing the scenario
+# ---------------------------------------------------------------------------
+def apply(path: str, value) -> bool:
+    """Set one value; on bad input keep the last good scenario and say why."""
+    ss = st.session_state
+    cand = schema.set_path(ss.scenario, path, value)
+    try:
+        ss.scenario = schema.validate(cand)
+        return True
+    except ScenarioError as err:
+        ss.messages.append(str(err))
+        return False
+
+
+def set_stage(stage: str, on: bool) -> None:
+    ss = st.session_state
+    stages = dict(ss.scenario.get("stages", {}))
+    if on:
+        stages.setdefault(stage, {})
+    else:
+        stages.pop(stage, None)
+    ss.scenario = schema.validate(dict(ss.scenario, stages=stages))
+
+
+def load_preset(name: str) -> None:
+    ss = st.session_state
+    try:
+        ss.scenario = api.load_preset(name)
+        ss.preset = name
+    except ScenarioError as err:
+        ss.messages.append(str(err))
+    ss.rev += 1
+
+
+def _num(v):
+    return v if (isinstance(v, (int, float)) and math.isfinite(v)) else 0
+
+
+def knob(path: str, label: str, lo=None, hi=None, step=None, widget: str = "slider", fmt_str=None,
+         help: str | None = None, options=None):
+    """A widget bound to one scenario path; its change recomputes everything."""
+    ss = state()
+    f = BY_PATH[path]
+    cur = schema.effective_value(ss.scenario, path)
+    key = f"k:{path}:{ss.rev}"
+    tip = help or f"{f.doc} ({f.allowed()}). Source of the default: {f.source}."
+
+    def changed():
+        apply(path, st.session_state[key])
+
+    if f.kind == "enum":
+        choices = list(options or f.choices)
+        return st.selectbox(label, choices, index=choices.index(cur) if cur in choices else 0, key=key,
+                            on_change=changed, help=tip)
+    if f.kind == "bool":
+        return st.checkbox(label, value=bool(cur), key=key, on_change=changed, help=tip)
+    is_int = f.kind == "int"
+    cast = int if is_int else float
+    lo = cast(f.lo if lo is None else lo)
+    hi = cast(f.hi if hi is None else hi)
+    cur = cast(_num(cur))
+    lo, hi = min(lo, cur), max(hi, cur)
+    if fmt_str is None and not is_int and step is not None and float(step) >= 1:
+        fmt_str = "%.0f"
+    if widget == "slider":
+        return st.slider(label, min_value=lo, max_value=hi, value=cur,
+                         step=cast(step) if step is not None else None, key=key, on_change=changed,
+                         help=tip, format=fmt_str)
+    return st.number_input(label, min_value=cast(f.lo), max_value=cast(f.hi), value=cur,
+                           step=cast(step) if step is not None else None, key=key, on_change=changed,
+                           help=tip, format=fmt_str)
+
+
+def stage_toggle(stage: str, label: str | None = None) -> bool:
+    ss = state()
+    on = stage in ss.scenario.get("stages", {})
+    key = f"stage:{stage}:{ss.rev}"
+
+    def changed():
+        set_stage(stage, st.session_state[key])
+
+    st.toggle(label or f"Include {STAGE_LABELS[stage].lower()}", value=on, key=key, on_change=changed)
+    return on
+
+
+# ---------------------------------------------------------------------------
+# Sidebar and page frame
+# ---------------------------------------------------------------------------
+def sidebar() -> None:
+    ss = state()
+    with st.sidebar:
+        st.markdown("### Scenario")
+        titles = _preset_titles()
+        names = list(titles)
+        pkey = f"preset:{ss.rev}"
+
+        def preset_changed():
+            load_preset(st.session_state[pkey])
+
+        st.selectbox("Preset", names, index=names.index(ss.preset) if ss.preset in names else 0,
+                     format_func=lambda n: titles.get(n, n), key=pkey, on_change=preset_changed)
+        knob("hardware.gpu", "GPU type", options=schema.GPU_NAMES,
+             help="Accelerator; specs and default price from costcore/data/hardware.yaml.")
+        knob("hardware.num_gpus", "GPUs (default for every stage)", widget="number", step=1)
+        knob("hardware.usd_per_gpu_hour", "Price, $ per GPU-hour", widget="number", step=0.05, fmt_str="%.2f")
+        if st.button("Reset to preset", width="stretch"):
+            load_preset(ss.preset)
+            st.rerun()
+        st.markdown("### Share")
+        st.caption("This link reproduces the scenario exactly (preset + changed values).")
+        st.code(share_url(), language=None, wrap_lines=True)
+        st.download_button("Download scenario (YAML)", data=dump_yaml(ss.scenario),
+                           file_name="scenario.yaml", mime="application/x-yaml", width="stretch")
+        ukey = f"upload:{ss.rev}"
+
+        def uploaded():
+            up = st.session_state.get(ukey)
+            if up is None:
+                return
+            data = up.getvalue()
+            if len(data) > MAX_YAML_BYTES:
+                ss.messages.append(f"upload: the file is {len(data):,} bytes; the limit is {MAX_YAML_BYTES:,}. "
+                                   "The previous scenario is kept.")
+                return
+            try:
+                ss.scenario = api.load_yaml_text(data, what="upload")
+                ss.rev += 1
+            except ScenarioError as err:
+                ss.messages.append(f"{err}. The previous scenario is kept.")
+
+        st.file_uploader("Upload scenario (YAML)", type=["yaml", "yml"], key=ukey, on_change=uploaded)
+
+
+def frame(title: str, intro: str) -> api.Result:
+    """Title, sidebar, messages, URL sync and the headline numbers of every page."""
+    ss = state()
+    sidebar()
+    res = result()
+    _sync_url()
+    st.title(title)
+    for msg in ss.messages:
+        st.warning(msg, icon="⚠️")
+    ss.messages = []
+    name = html.escape(ss.scenario.get("name", ""))
+    st.caption(f"Scenario: **{name}** · preset `{ss.preset}` · {len(res.stages)} stage(s) · "
+               f"{costcore.schema.CATALOG[schema.effective_value(ss.scenario, 'hardware.gpu')]['label']}")
+    cols = st.columns(5)
+    cols[0].metric("Total cost", fmt.usd(res.total_usd), help=fmt.usd_exact(res.total_usd))
+    cols[1].metric("GPU-hours (billed)", fmt.gpu_hours(res.gpu_hours), help=f"{res.gpu_hours:,.0f} GPU-hours")
+    cols[2].metric("Fixed cost", fmt.usd(res.fixed_usd), help="people, platform, bought data, datasets kept: "
+                   + fmt.usd_exact(res.fixed_usd))
+    cols[3].metric("Elastic cost", fmt.usd(res.elastic_usd), help="scales with GPU time, tokens and samples: "
+                   + fmt.usd_exact(res.elastic_usd))
+    cols[4].metric("Peak GPUs", f"{res.peak_gpus:,}")
+    st.markdown(intro)
+    return res
+
+
+def show_checks(res: api.Result, stages=None) -> None:
+    for w in explain.checks(res):
+        if stages is None or any(w.startswith(s + ":") for s in stages) or ":" not in w.split(" ")[0]:
+            st.warning(w, icon="⚠️")
+
+
+def how_computed(res: api.Result, stage: str) -> None:
+    with st.expander(f"How this was computed — {STAGE_LABELS[stage]}"):
+        for title, formula, source in explain.stage_explanation(res, stage):
+            st.markdown(f"**{title}**")
+            st.latex(formula)
+            st.caption(f"Source: {source}")
+
+
+# ---------------------------------------------------------------------------
+# Tables and charts
+# ---------------------------------------------------------------------------
+def resource_frame(res: api.Result, stages=None) -> pd.DataFrame:
+    m = res.resource_matrix()
+    rows = []
+    for s in res.stages:
+        if stages and s not in stages:
+            continue
+        i = STAGES.index(s)
+        for j, r in enumerate(RESOURCES):
+            rows.append({"stage": STAGE_LABELS[s], "stage_key": s, "resource": r, "usd": float(m[i, j]),
+                         "cost": fmt.usd(float(m[i, j])), "exact": fmt.usd_exact(float(m[i, j]))})
+    return pd.DataFrame(rows)
+
+
+def stacked_bar(res: api.Result, stages=None, height: int = 320):
+    df = resource_frame(res, stages)
+    if df.empty:
+        st.info("No stage is switched on.")
+        return
+    order = [STAGE_LABELS[s] for s in STAGES]
+    chart = alt.Chart(df).mark_bar().encode(
+        x=alt.X("stage:N", sort=order, title=None, axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("sum(usd):Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
+        color=alt.Color("resource:N", title="Resource",
+                        scale=alt.Scale(domain=list(RESOURCE_COLORS), range=list(RESOURCE_COLORS.values()))),
+        order=alt.Order("resource:N"),
+        tooltip=[alt.Tooltip("stage:N"), alt.Tooltip("resource:N"), alt.Tooltip("exact:N", title="cost")],
+    ).properties(height=height)
+    st.altair_chart(chart, width="stretch")
+
+
+def money_table(df: pd.DataFrame, money_cols) -> None:
+    cfg = {c: st.column_config.NumberColumn(c, format="dollar") for c in money_cols}
+    st.dataframe(df, hide_index=True, width="stretch", column_config=cfg)
+
+
+def stage_metrics(res: api.Result, stage: str) -> None:
+    c = st.columns(4)
+    c[0].metric(f"{STAGE_LABELS[stage]} cost", fmt.usd(res.stat(stage, "usd_total")),
+                help=fmt.usd_exact(res.stat(stage, "usd_total")))
+    c[1].metric("GPU-hours (billed)", fmt.gpu_hours(res.stat(stage, "gpu_hours")),
+                help=f"productive {res.stat(stage, 'productive_gpu_hours'):,.0f} GPU-h")
+    c[2].metric("Wall-clock", fmt.days(res.stat(stage, "wall_days")),
+                help=f"on {res.stat(stage, 'num_gpus'):,.0f} GPUs")
+    c[3].metric("Memory per GPU", f"{res.stat(stage, 'memory_per_gpu_gb'):,.1f} GB",
+                help="fits" if res.stat(stage, "fits") > 0.5 else "does not fit")

@@ -1,0 +1,69 @@
+"""Data, evaluation and people."""
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from costcore.schema import STAGE_LABELS
+from pages import common
+
+res = common.frame(
+    "Data, evaluation and people",
+    "Outside the GPU bill: buying and cleaning data, human labels and their review, synthetic data, "
+    "evaluation runs and human raters, the team, and the platform. Post-training is often cheaper in "
+    "GPUs than in people and labels; labor and ops are billed for each stage's setup plus run time.")
+
+st.header("Labeling and synthetic data")
+post = [s for s in ("sft", "dpo", "rl") if s in res.stages]
+if post:
+    stage = st.selectbox("Stage", post, format_func=lambda s: STAGE_LABELS[s], key="data_stage")
+    p = f"stages.{stage}."
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        common.knob(p + "labels", "Human-labeled samples", 0, 1_000_000, 500)
+    with c2:
+        common.knob(p + "usd_per_label", "$ per label", 0.0, 100.0, 0.5)
+        common.knob("data.review_fraction", "Review fraction", 0.0, 1.0, 0.05)
+    with c3:
+        common.knob(p + "synthetic_tokens_m", "Synthetic tokens (millions)", 0.0, 10000.0, 10.0)
+        common.knob("data.usd_per_m_synthetic_tokens", "$ per million synthetic tokens", 0.0, 60.0, 0.5)
+else:
+    st.caption("No post-training stage is on.")
+
+st.header("Evaluation")
+if common.stage_toggle("eval"):
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        common.knob("stages.eval.runs", "Evaluation runs", 1, 500, 1)
+    with c2:
+        common.knob("stages.eval.human_samples", "Human-rated samples per run", 0, 5000, 50)
+    with c3:
+        common.knob("stages.eval.usd_per_human_sample", "$ per human rating", 0.0, 50.0, 0.5)
+    res = common.result()
+    common.stage_metrics(res, "eval")
+    common.how_computed(res, "eval")
+
+st.header("People and platform")
+roles = [("researcher", "Researchers"), ("ml_engineer", "ML engineers"), ("data_engineer", "Data engineers"),
+         ("infra_engineer", "Infra engineers")]
+cols = st.columns(4)
+for col, (role, label) in zip(cols, roles):
+    with col:
+        common.knob(f"labor.{role}.fte", f"{label} (FTE)", 0.0, 50.0, 0.5)
+        common.knob(f"labor.{role}.usd_per_month", "$ per month", 0.0, 60000.0, 500.0)
+common.knob("ops.usd_per_month", "Platform and operations, $ per month", 0.0, 200000.0, 1000.0)
+
+res = common.result()
+df = common.resource_frame(res)
+if not df.empty:
+    df = df[df.resource.isin(["data", "labor", "ops"])]
+    st.subheader("Data, labor and ops by stage")
+    st.altair_chart(alt.Chart(df).mark_bar().encode(
+        x=alt.X("stage:N", sort=[STAGE_LABELS[s] for s in common.STAGES], title=None, axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("sum(usd):Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
+        color=alt.Color("resource:N", scale=alt.Scale(domain=["data", "labor", "ops"],
+                                                      range=[common.RESOURCE_COLORS[r] for r in ("data", "labor", "ops")])),
+        tooltip=["stage:N", "resource:N", alt.Tooltip("exact:N", title="cost")],
+    ).properties(height=280), width="stretch")
+    months = pd.DataFrame([{"stage": STAGE_LABELS[s], "months billed": round(res.stat(s, "months"), 2)}
+                           for s in res.stages])
+    st.dataframe(months, hide_index=True)

@@ -1,0 +1,73 @@
+"""Full fine-tuning vs LoRA vs QLoRA on the same data."""
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+import costcore
+from costcore import fmt, schema
+from pages import common
+
+res = common.frame(
+    "Fine-tuning methods",
+    "The same SFT data trained three ways. **Full** fine-tuning updates every weight (6N FLOPs per token, "
+    "16-20 bytes of model state per parameter). **LoRA** freezes the base and trains low-rank adapters "
+    "(about 4N FLOPs per token: no weight gradients for the base; 2 bytes per base parameter). **QLoRA** "
+    "stores the base in 4-bit NF4 (about 0.52 bytes per parameter) and pays a dequantization overhead.")
+
+scn = common.scenario()
+if "sft" not in scn.get("stages", {}):
+    st.info("SFT is off in this scenario: the comparison below uses SFT with default settings. "
+            "Switch it on to plan it.")
+    scn = schema.validate(dict(scn, stages=dict(scn.get("stages", {}), sft={})))
+c1, c2, c3 = st.columns(3)
+with c1:
+    common.knob("stages.sft.samples", "Samples", 1000, 5_000_000, 1000)
+with c2:
+    common.knob("stages.sft.lora_rank", "LoRA rank", 1, 256, 1)
+with c3:
+    common.knob("stages.sft.num_gpus", "GPUs for SFT (0 = sidebar value)", widget="number", step=1)
+scn = common.scenario() if "sft" in common.scenario().get("stages", {}) else scn
+
+rows = []
+for method in ("full", "lora", "qlora"):
+    r = costcore.estimate(schema.set_path(scn, "stages.sft.method", method))
+    rows.append({"method": method, "usd": r.stat("sft", "usd_total"),
+                 "compute_usd": r.stage_usd("sft")["compute"] + r.stage_usd("sft")["hidden"],
+                 "gpu_hours": r.stat("sft", "gpu_hours"), "wall_days": r.stat("sft", "wall_days"),
+                 "checkpoint_gb": r.stat("sft", "ckpt_gb"), "memory_gb": r.stat("sft", "memory_per_gpu_gb"),
+                 "fits": r.stat("sft", "fits") > 0.5, "min_gpus": int(r.stat("sft", "min_gpus")),
+                 "trainable_b": r.stat("sft", "trainable_params_b")})
+df = pd.DataFrame(rows)
+current = schema.effective_value(scn, "stages.sft.method")
+st.markdown(f"Current plan uses **{current}**. GPUs: {int(res.stat('sft', 'num_gpus')) if 'sft' in res.stages else int(schema.effective_value(scn, 'hardware.num_gpus'))} × "
+            f"{schema.CATALOG[schema.effective_value(scn, 'hardware.gpu')]['label']}.")
+show = df.copy()
+show["wall"] = show.wall_days.map(fmt.days)
+show["checkpoint"] = show.checkpoint_gb.map(fmt.gb)
+show["memory per GPU"] = show.memory_gb.map(lambda v: f"{v:,.1f} GB")
+show["min GPUs"] = show.apply(lambda r: f"{r.min_gpus:,}" if r.min_gpus > 0 else "no fit", axis=1)
+show["trainable params"] = show.trainable_b.map(lambda v: f"{v * 1e3:,.1f} M" if v < 1 else f"{v:,.2f} B")
+show = show.rename(columns={"usd": "SFT cost", "compute_usd": "GPU cost", "gpu_hours": "GPU-hours"})
+st.dataframe(show[["method", "SFT cost", "GPU cost", "GPU-hours", "wall", "checkpoint", "memory per GPU",
+                   "fits", "min GPUs", "trainable params"]], hide_index=True, width="stretch",
+             column_config={"SFT cost": st.column_config.NumberColumn(format="dollar"),
+                            "GPU cost": st.column_config.NumberColumn(format="dollar"),
+                            "GPU-hours": st.column_config.NumberColumn(format="localized")})
+for r in rows:
+    if not r["fits"]:
+        st.warning(f"{r['method']}: needs {r['memory_gb']:,.1f} GB per GPU and does not fit on this GPU count; "
+                   + (f"at least {r['min_gpus']:,} GPUs would." if r["min_gpus"] > 0 else
+                      "no GPU count fits with this sharding (try ZeRO-3 or more tensor parallelism)."))
+
+long = df.melt("method", value_vars=["gpu_hours", "memory_gb", "checkpoint_gb"], var_name="measure")
+long["measure"] = long.measure.map({"gpu_hours": "GPU-hours (billed)", "memory_gb": "Memory per GPU (GB)",
+                                    "checkpoint_gb": "Checkpoint size (GB)"})
+chart = alt.Chart(long).mark_bar().encode(
+    x=alt.X("method:N", title=None, sort=["full", "lora", "qlora"], axis=alt.Axis(labelAngle=0)),
+    y=alt.Y("value:Q", title=None),
+    color=alt.Color("method:N", scale=alt.Scale(domain=["full", "lora", "qlora"],
+                                                range=["#4C78A8", "#54A24B", "#F58518"]), legend=None),
+    column=alt.Column("measure:N", title=None),
+    tooltip=["method:N", "measure:N", alt.Tooltip("value:Q", format=",.1f")],
+).properties(width=220, height=240).resolve_scale(y="independent")
+st.altair_chart(chart)

@@ -1,0 +1,72 @@
+"""Overview: total cost, stage x resource, line items, top drivers, stage shares."""
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from costcore import fmt
+from costcore.schema import STAGE_LABELS
+from pages import common
+
+res = common.frame(
+    "Overview",
+    "The whole plan at a glance: what every stage costs, in which resource, and which line items "
+    "drive the total. Change the model, tokens or hardware below or in the sidebar and every number "
+    "on every page recomputes at once.")
+
+c1, c2, c3 = st.columns(3)
+with c1:
+    common.knob("model.params_b", "Model size (billion parameters)", 0.1, 1000.0, 0.1)
+with c2:
+    if "pretrain" in res.stages:
+        common.knob("stages.pretrain.tokens_b", "Pre-training tokens (billions)", 1.0, 30000.0, 1.0)
+    elif res.stages:
+        common.knob("hardware.num_gpus", "GPUs", 1, 16384, 1)
+with c3:
+    if "pretrain" in res.stages:
+        common.knob("stages.pretrain.seq_len", "Pre-training sequence length", 512, 131072, 512)
+
+res = common.result()
+common.show_checks(res)
+
+st.subheader("Cost by stage and resource")
+common.stacked_bar(res)
+
+left, right = st.columns([3, 2])
+with left:
+    st.subheader("Top cost drivers")
+    items = res.line_items()
+    if not items.empty:
+        top = items[items.usd > 0].sort_values("usd", ascending=False).head(8).copy()
+        top["share"] = top.usd / max(res.total_usd, 1e-9)
+        top["stage"] = top.stage.map(STAGE_LABELS)
+        st.dataframe(top[["stage", "label", "resource", "kind", "usd", "share"]], hide_index=True,
+                     width="stretch",
+                     column_config={"usd": st.column_config.NumberColumn("cost", format="dollar"),
+                                    "share": st.column_config.ProgressColumn("share", format="percent",
+                                                                              min_value=0, max_value=1)})
+with right:
+    st.subheader("Each stage's share")
+    shares = pd.DataFrame([{"stage": STAGE_LABELS[s], "key": s, "usd": res.stat(s, "usd_total"),
+                            "cost": fmt.usd(res.stat(s, "usd_total")),
+                            "share": res.stat(s, "usd_total") / max(res.total_usd, 1e-9)} for s in res.stages])
+    if not shares.empty:
+        shares["label"] = shares.apply(lambda r: f"{r.share:.0%}", axis=1)
+        donut = alt.Chart(shares).mark_arc(innerRadius=60).encode(
+            theta=alt.Theta("usd:Q", stack=True),
+            color=alt.Color("key:N", title="Stage",
+                            scale=alt.Scale(domain=list(common.STAGE_COLORS), range=list(common.STAGE_COLORS.values())),
+                            legend=alt.Legend(labelExpr="datum.label")),
+            tooltip=["stage:N", "cost:N", alt.Tooltip("share:Q", format=".1%")]).properties(height=260)
+        st.altair_chart(donut, width="stretch")
+
+st.subheader("Stages")
+tbl = res.stage_table()
+if not tbl.empty:
+    tbl["stage"] = tbl.stage.map(STAGE_LABELS)
+    common.money_table(tbl, ["compute", "storage", "network", "data", "labor", "ops", "hidden", "total"])
+
+with st.expander("All line items (stage × resource × item, fixed or elastic)"):
+    li = res.line_items()
+    li["stage"] = li.stage.map(STAGE_LABELS)
+    common.money_table(li, ["usd"])
+    st.download_button("Download line items (CSV)", li.to_csv(index=False), "line_items.csv", "text/csv")

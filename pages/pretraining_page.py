@@ -1,0 +1,61 @@
+"""Pre-training and continued pre-training."""
+import altair as alt
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+import costcore
+from costcore import fmt
+from costcore.schema import STAGE_LABELS
+from pages import common
+
+res = common.frame(
+    "Pre-training and CPT",
+    "Pre-training teaches the model from raw text; continued pre-training (CPT) extends a trained model "
+    "with new domain or language data. Both cost about **6 N FLOPs per token** plus attention "
+    "(12·L·d·s), so compute grows with model size × tokens; how fast the GPUs turn FLOPs into progress "
+    "(MFU) and how much time failures and checkpoints steal decide the rest.")
+
+for stage in ("pretrain", "cpt"):
+    st.header(STAGE_LABELS[stage])
+    on = common.stage_toggle(stage)
+    if not on:
+        st.caption("Switched off: switch it on to plan it with the defaults.")
+        continue
+    p = f"stages.{stage}."
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        common.knob(p + "tokens_b", "Tokens (billions)", 1.0, 30000.0 if stage == "pretrain" else 2000.0, 1.0)
+        common.knob(p + "seq_len", "Sequence length", 512, 131072, 512)
+    with c2:
+        common.knob(p + "num_gpus", "GPUs for this stage (0 = sidebar value)", widget="number", step=1)
+        common.knob(p + "mfu", "MFU (0 = calibrated default)", 0.0, 0.75, 0.01)
+    with c3:
+        common.knob(p + "recompute", "Activation recompute")
+        common.knob(p + "tp", "Tensor parallel", 1, 16, 1)
+    res = common.result()
+    common.stage_metrics(res, stage)
+    common.show_checks(res, [stage])
+    st.caption(f"MFU used: {res.stat(stage, 'mfu'):.1%} · recompute: "
+               f"{['none', 'selective', 'full'][int(res.stat(stage, 'recompute_mode'))]} · "
+               f"{res.stat(stage, 'interruptions'):.1f} expected interruptions · "
+               f"checkpoint {fmt.gb(res.stat(stage, 'ckpt_gb'))} every {res.stat(stage, 'ckpt_interval_h'):.2f} h")
+
+    # Cost against tokens: one batch call of the kernel, current value marked.
+    cur = res.stat(stage, "tokens") / 1e9
+    xs = np.unique(np.concatenate([np.geomspace(max(cur / 10, 0.01), cur * 3, 60), [cur]]))
+    out = costcore.batch(res.scenario, {p + "tokens_b": xs}, full=True, vector=res.vector)
+    i = costcore.STAGES.index(stage)
+    df = pd.DataFrame(out[:, i, :7], columns=list(costcore.RESOURCES))
+    df["tokens_b"] = xs
+    long = df.melt("tokens_b", var_name="resource", value_name="usd")
+    area = alt.Chart(long).mark_area().encode(
+        x=alt.X("tokens_b:Q", title="Tokens (billions)", scale=alt.Scale(type="log")),
+        y=alt.Y("usd:Q", stack=True, title=f"{STAGE_LABELS[stage]} cost ($)", axis=alt.Axis(format="$~s")),
+        color=alt.Color("resource:N", scale=alt.Scale(domain=list(common.RESOURCE_COLORS),
+                                                      range=list(common.RESOURCE_COLORS.values()))),
+        tooltip=["resource:N", alt.Tooltip("tokens_b:Q", format=",.0f"), alt.Tooltip("usd:Q", format="$,.0f")])
+    rule = alt.Chart(pd.DataFrame({"tokens_b": [cur], "label": [f"now: {cur:,.0f}B"]})).mark_rule(
+        color="black", strokeDash=[4, 3]).encode(x="tokens_b:Q", tooltip=["label:N"])
+    st.altair_chart((area + rule).properties(height=280), width="stretch")
+    common.how_computed(res, stage)
