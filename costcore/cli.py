@@ -33,7 +33,7 @@ def apply_sets(scn: dict, sets: list[str]) -> dict:
         value = parse_yaml(text, what=f"--set {key}") if text.strip() else None
         if value is None:
             raise ScenarioError(key, "needs a value")
-        raw = schema.set_path(raw, key, value)
+        raw = schema.set_path(raw, key, schema.coerce_text(key, value))
     return schema.validate(raw)
 
 

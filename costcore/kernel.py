@@ -21,8 +21,7 @@ from numba import njit, prange
 from . import config
 from .formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, NF4_BYTES_PER_PARAM, activation_bytes_per_gpu,
                        decode_gpu_seconds_per_token, default_mfu, forward_flops_per_token,
-                       gpu_hours_for_flops, held_checkpoint_sum, held_checkpoints, inference_tp,
-                       kv_cache_bytes_per_token, lora_trainable_params, model_shape,
+                       gpu_hours_for_flops, held_checkpoint_sum, held_checkpoints, kv_cache_bytes_per_token, lora_trainable_params, model_shape,
                        model_state_bytes_per_gpu, train_flops_per_token, young_daly_interval_h)
 from .schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_REVIEW, D_SYNTH_USD_PER_M, DPO_CHOSEN,
                      DPO_EPOCHS, DPO_PAIRS, DPO_REF_PRECOMPUTED, DPO_REFERENCE, DPO_REJECTED, E_CLUSTER_REF,
@@ -30,7 +29,7 @@ from .schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_REVIEW, D_SYNTH_U
                      E_SIZE_EXP, E_SMALL_B, E_USABLE_MEM, EV_BENCH_M, EV_CONTEXT, EV_DECODE_BATCH, EV_DECODE_EFF,
                      EV_GEN_M, EV_HUMAN, EV_RUNS, EV_USD_HUMAN, H_BW_TBS, H_MEM_GB, H_MFU_BASE,
                      H_NUM_GPUS, H_PEAK_TFLOPS, H_USD_GPU_H, L_ROLES, M_ACTIVE_B, M_FFN, M_HEADS,
-                     M_HIDDEN, M_KV_HEADS, M_LAYERS, M_PARAMS_B, M_VOCAB, METHOD_QLORA, N_CKPT_REPLICAS,
+                     M_HIDDEN, M_KV_HEADS, M_LAYERS, M_PARAMS_B, M_VOCAB, N_CKPT_REPLICAS,
                      N_DATASET_MOVES, N_EXPORTS, N_USD_PER_GB, NS, O_USD_PER_MONTH, PT_EPOCHS,
                      PT_TOKENS_B, R_FAIL_RATE, R_FAILED_RUNS, R_IDLE, R_RESTART_H, R_WRITE_GBPS,
                      RECOMPUTE_AUTO, RECOMPUTE_FULL, RECOMPUTE_NONE, RESOURCES, RL_ALGO, RL_CRITIC_B, RL_PPO,

@@ -439,6 +439,18 @@ def to_vector(scn: dict) -> np.ndarray:
     return x
 
 
+def coerce_text(path: str, value):
+    """Read a number written as text for a numeric field ('3e-5' is not a YAML 1.1 float)."""
+    f = BY_PATH.get(path)
+    if f is not None and f.kind in ("float", "int") and isinstance(value, str):
+        try:
+            v = float(value.strip())
+        except ValueError:
+            return value
+        return int(v) if f.kind == "int" and math.isfinite(v) and v == int(v) else v
+    return value
+
+
 def set_path(scn: dict, path: str, value) -> dict:
     """Return a copy of a scenario with one dotted path set (not validated)."""
     out = copy.deepcopy(scn)

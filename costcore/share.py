@@ -10,8 +10,6 @@ the default is kept.
 from __future__ import annotations
 
 import copy
-import math
-
 from . import api, schema
 from .schema import BY_PATH, STAGES, ScenarioError
 from .yamlio import parse_yaml
@@ -104,10 +102,7 @@ def decode(params: dict, default_preset: str) -> tuple[dict, str, list[str]]:
                 value = parse_yaml(str(text), what=key)
             except ScenarioError:
                 value = text
-            f = BY_PATH[key]
-            if f.kind in ("float", "int") and isinstance(value, (int, float)) and not isinstance(value, bool) \
-                    and f.kind == "int" and isinstance(value, float) and math.isfinite(value) and value == int(value):
-                value = int(value)
+            value = schema.coerce_text(key, value)
             if key.startswith("stages.") and key.split(".")[1] not in raw.get("stages", {}):
                 raw.setdefault("stages", {})[key.split(".")[1]] = {}
             cand = schema.set_path(raw, key, value)

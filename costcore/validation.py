@@ -91,7 +91,6 @@ def validation_table(throughput: bool = False) -> pd.DataFrame:
         if not scn:
             continue
         res = api.estimate(scn)
-        pred_h = res.stat("pretrain", "gpu_hours") - 0.0
         pred_days = res.stat("pretrain", "wall_days")
         main_h = pred_days * 24 * res.stat("pretrain", "num_gpus")
         if not pd.isna(row["gpu_hours"]):

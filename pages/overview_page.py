@@ -13,17 +13,24 @@ res = common.frame(
     "drive the total. Change the model, tokens or hardware below or in the sidebar and every number "
     "on every page recomputes at once.")
 
+# The knobs that move this plan most: model size, then the main stage's volume and context.
+MAIN_VOLUME = {"pretrain": ("tokens_b", "Pre-training tokens (billions)", 1.0, 30000.0, 1.0),
+               "cpt": ("tokens_b", "CPT tokens (billions)", 1.0, 2000.0, 1.0),
+               "sft": ("samples", "SFT samples", 1000, 5_000_000, 1000),
+               "dpo": ("pairs", "DPO preference pairs", 1000, 2_000_000, 1000),
+               "rl": ("steps", "RL steps", 10, 5000, 10),
+               "eval": ("runs", "Evaluation runs", 1, 500, 1)}
+main = next((s for s in MAIN_VOLUME if s in res.stages), None)
 c1, c2, c3 = st.columns(3)
 with c1:
     common.knob("model.params_b", "Model size (billion parameters)", 0.1, 1000.0, 0.1)
-with c2:
-    if "pretrain" in res.stages:
-        common.knob("stages.pretrain.tokens_b", "Pre-training tokens (billions)", 1.0, 30000.0, 1.0)
-    elif res.stages:
-        common.knob("hardware.num_gpus", "GPUs", 1, 16384, 1)
-with c3:
-    if "pretrain" in res.stages:
-        common.knob("stages.pretrain.seq_len", "Pre-training sequence length", 512, 131072, 512)
+if main:
+    key, label, lo, hi, step = MAIN_VOLUME[main]
+    with c2:
+        common.knob(f"stages.{main}.{key}", label, lo, hi, step)
+    if main != "eval":
+        with c3:
+            common.knob(f"stages.{main}.seq_len", f"{STAGE_LABELS[main]}: sequence length", 512, 131072, 512)
 
 res = common.result()
 common.show_checks(res)

@@ -1,0 +1,203 @@
+"""AppTest (streamlit.testing.v1) for every page of the planner.
+
+Each page: runs without exception; moving one of its knobs moves the
+expected number in the right direction. The URL reproduces the CLI's total;
+a bad URL parameter shows a warning and keeps the page alive.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import costcore
+from costcore import fmt, share
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+PAGES = ["pages/overview_page.py", "pages/pretraining_page.py", "pages/post_training_page.py",
+         "pages/finetune_methods_page.py", "pages/checkpoints_page.py", "pages/data_people_page.py"]
+
+
+def _app(page=None, **params) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    if page:
+        at.switch_page(page)
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _metric(at: AppTest, label: str, nth: int = 0) -> str:
+    vals = [m.value for m in at.metric if m.label == label]
+    assert vals, f"no metric {label!r}; have {[m.label for m in at.metric]}"
+    return vals[nth]
+
+
+def _total(at: AppTest) -> float:
+    return costcore.estimate(at.session_state["scenario"]).total_usd
+
+
+def _move(at: AppTest, path: str, value):
+    key = f"k:{path}:{at.session_state['rev']}"
+    widget = at.slider(key=key) if any(w.key == key for w in at.slider) else \
+        at.selectbox(key=key) if any(w.key == key for w in at.selectbox) else at.number_input(key=key)
+    widget.set_value(value)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_runs(page):
+    at = _app(page)
+    assert at.title, "page has a title"
+    assert _metric(at, "Total cost").startswith("$")
+    assert not [w.value for w in at.warning if "URL parameter" in w.value]
+
+
+@pytest.mark.parametrize("preset", costcore.preset_names())
+def test_every_preset_renders_overview(preset):
+    at = _app(p=preset)
+    assert at.session_state["preset"] == preset
+    assert _metric(at, "Total cost") == fmt.usd(costcore.estimate(preset).total_usd)
+
+
+def test_overview_model_size_slider_raises_total():
+    at = _app(p="pipeline-70b")
+    before = _total(at)
+    shown = _metric(at, "Total cost")
+    _move(at, "model.params_b", 140.0)
+    assert _total(at) > before
+    assert _metric(at, "Total cost") != shown
+    assert at.query_params["model.params_b"] == "140"
+
+
+def test_pretraining_tokens_slider_raises_pretrain_cost():
+    at = _app("pages/pretraining_page.py", p="scratch-7b")
+    res0 = costcore.estimate(at.session_state["scenario"])
+    _move(at, "stages.pretrain.tokens_b", res0.stat("pretrain", "tokens") / 1e9 * 2)
+    res1 = costcore.estimate(at.session_state["scenario"])
+    assert res1.stat("pretrain", "usd_total") > res0.stat("pretrain", "usd_total")
+    assert _metric(at, "Pre-training cost") == fmt.usd(res1.stat("pretrain", "usd_total"))
+
+
+def test_post_training_lora_lowers_sft_gpu_hours():
+    at = _app("pages/post_training_page.py", p="pipeline-70b")
+    assert at.session_state["scenario"]["stages"]["sft"].get("method", "full") == "full"
+    h0 = costcore.estimate(at.session_state["scenario"]).stat("sft", "gpu_hours")
+    _move(at, "stages.sft.method", "lora")
+    h1 = costcore.estimate(at.session_state["scenario"]).stat("sft", "gpu_hours")
+    assert h1 < h0
+
+
+def test_finetune_methods_table_and_samples():
+    at = _app("pages/finetune_methods_page.py", p="vertical-7b-lora")
+    df = at.dataframe[0].value
+    assert list(df["method"]) == ["full", "lora", "qlora"]
+    assert df.loc[df.method == "lora", "GPU-hours"].iloc[0] < df.loc[df.method == "full", "GPU-hours"].iloc[0]
+    before = _total(at)
+    samples = at.session_state["scenario"]["stages"]["sft"].get("samples", 100000)
+    _move(at, "stages.sft.samples", int(samples * 2))
+    assert _total(at) > before
+
+
+def test_checkpoints_keep_all_costs_more_storage():
+    at = _app("pages/checkpoints_page.py", p="pipeline-70b")
+    s0 = costcore.estimate(at.session_state["scenario"]).stage_usd("pretrain")["storage"]
+    _move(at, "stages.pretrain.keep_last", 0)
+    s1 = costcore.estimate(at.session_state["scenario"]).stage_usd("pretrain")["storage"]
+    assert s1 > s0
+
+
+def test_data_people_labels_and_team_raise_total():
+    at = _app("pages/data_people_page.py", p="pipeline-70b")
+    before = _total(at)
+    fte = costcore.schema.effective_value(at.session_state["scenario"], "labor.researcher.fte")
+    _move(at, "labor.researcher.fte", float(fte) + 5.0)
+    assert _total(at) > before
+    if "sft" in at.session_state["scenario"]["stages"]:
+        before = _total(at)
+        labels = costcore.schema.effective_value(at.session_state["scenario"], "stages.sft.labels")
+        _move(at, "stages.sft.labels", float(labels) + 10000)
+        assert _total(at) > before
+
+
+def test_sidebar_gpu_price_moves_total():
+    at = _app(p="scratch-7b")
+    before = _total(at)
+    _move(at, "hardware.usd_per_gpu_hour", 5.0)
+    assert _total(at) > before
+
+
+def _cli_total(preset: str, sets: list[str]) -> float:
+    cmd = [sys.executable, "-m", "costcore", "estimate", preset, "--format", "json"]
+    for s in sets:
+        cmd += ["--set", s]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)["total_usd"]
+
+
+def test_query_parameters_reproduce_cli_total():
+    params = {"p": "pipeline-70b", "model.params_b": "65", "stages.sft.method": "lora",
+              "hardware.usd_per_gpu_hour": "2.25", "stages.rl": "off"}
+    at = _app(**params)
+    # The CLI has no "stage off" switch: compare against the same scenario written out.
+    scn = at.session_state["scenario"]
+    assert "rl" not in scn["stages"]
+    tmp = ROOT / "artifacts" / "url_scenario.yaml"
+    tmp.parent.mkdir(exist_ok=True)
+    tmp.write_text(costcore.yamlio.dump_yaml(scn))
+    out = subprocess.run([sys.executable, "-m", "costcore", "estimate", str(tmp), "--format", "json"], cwd=ROOT,
+                         capture_output=True, text=True, check=True)
+    cli = json.loads(out.stdout)["total_usd"]
+    assert _total(at) == pytest.approx(cli, rel=1e-12)
+    assert _metric(at, "Total cost") == fmt.usd(cli)
+    # and with plain --set overrides
+    at2 = _app(p="scratch-7b", **{"model.params_b": "8", "stages.pretrain.tokens_b": "3000"})
+    cli2 = _cli_total("scratch-7b", ["model.params_b=8", "stages.pretrain.tokens_b=3000"])
+    assert _total(at2) == pytest.approx(cli2, rel=1e-12)
+
+
+def test_share_link_round_trip_with_20_changes_is_short():
+    scn = costcore.load_preset("pipeline-70b")
+    changes = {"model.params_b": 65.5, "hardware.num_gpus": 4096, "hardware.usd_per_gpu_hour": 2.2,
+               "stages.pretrain.tokens_b": 12000, "stages.pretrain.seq_len": 4096, "stages.pretrain.mfu": 0.41,
+               "stages.cpt.tokens_b": 150, "stages.sft.method": "qlora", "stages.sft.lora_rank": 64,
+               "stages.sft.samples": 250000, "stages.dpo.pairs": 80000, "stages.dpo.reference": "precomputed",
+               "stages.rl.algorithm": "ppo", "stages.rl.steps": 800, "stages.rl.response_tokens": 4096,
+               "stages.eval.runs": 40, "storage.retention_months": 6, "storage.cold_after_days": 14,
+               "reliability.failures_per_gpu_hour": 3e-5, "labor.researcher.fte": 4}
+    for k, v in changes.items():
+        scn = costcore.schema.set_path(scn, k, v)
+    scn = costcore.schema.validate(scn)
+    params = share.encode(scn, "pipeline-70b")
+    url = "http://localhost:8501/?" + share.query_string(params)
+    assert len(url) < 2000, len(url)
+    back, preset, warns = share.decode(params, "scratch-7b")
+    assert not warns and preset == "pipeline-70b"
+    assert costcore.estimate(back).total_usd == costcore.estimate(scn).total_usd
+    at = _app(**params)
+    assert _total(at) == costcore.estimate(scn).total_usd
+
+
+@pytest.mark.parametrize("params, name", [
+    ({"p": "pipeline-70b", "model.params_b": "-5"}, "model.params_b"),
+    ({"p": "pipeline-70b", "stages.sft.epochs": "abc"}, "stages.sft.epochs"),
+    ({"p": "pipeline-70b", "hardware.gpu": "tpu-v9"}, "hardware.gpu"),
+    ({"p": "pipeline-70b", "nonsense.key": "1"}, "nonsense.key"),
+    ({"p": "../../etc/passwd"}, "p"),
+    ({"p": "pipeline-70b", "stages.pretrain.tokens_b": ".nan"}, "stages.pretrain.tokens_b"),
+])
+def test_bad_query_parameter_warns_and_keeps_running(params, name):
+    at = _app(**params)
+    warnings = [w.value for w in at.warning]
+    assert any(name in w for w in warnings), warnings
+    assert _metric(at, "Total cost").startswith("$")
+
