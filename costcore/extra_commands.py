@@ -12,6 +12,9 @@ def cmd_validate(args) -> int:
                          indent=2, default=float))
         return 0
     cols = ["run", "gpu", "num_gpus", "basis", "published", "predicted", "ratio", "mfu", "notes"]
+    if args.format == "markdown":
+        print(markdown_table(df, throughput=args.throughput))
+        return 0
     with_fmt = df[cols].copy()
     print(with_fmt.to_string(index=False, float_format=lambda v: f"{v:,.3g}"))
     s = validation.summary(df)
@@ -22,8 +25,25 @@ def cmd_validate(args) -> int:
     return 0
 
 
+def markdown_table(df, throughput: bool = False) -> str:
+    from . import validation
+    lines = ["| run | GPU | GPUs | compared | published | predicted | predicted / published | MFU used | notes |",
+             "|---|---|---:|---|---:|---:|---:|---:|---|"]
+    for r in df.itertuples():
+        lines.append(f"| {r.run} | {r.gpu} | {r.num_gpus:,} | {r.basis} | {r.published:,.0f} | {r.predicted:,.0f} | "
+                     f"{r.ratio:.2f} | {r.mfu:.1%} | {r.notes} |")
+    s = validation.summary(df)
+    lines.append("")
+    lines.append(f"Median error **{s['median_error']:.1%}**, worst **{s['worst_fold']:.2f}x** ({s['worst_run']}), {s['runs']} runs.")
+    if not throughput:
+        b = validation.baseline_table()
+        lines.append(f"The plain rule 6ND / (peak x 30%) on the same rows: median error {b['error'].median():.1%}, "
+                     f"worst {b['fold'].max():.2f}x.")
+    return "\n".join(lines)
+
+
 def register(sub) -> None:
     v = sub.add_parser("validate", help="predicted vs published GPU-hours of public pre-training runs")
     v.add_argument("--throughput", action="store_true", help="feed each run's published throughput instead of defaults")
-    v.add_argument("--format", choices=("table", "json"), default="table")
+    v.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     v.set_defaults(func=cmd_validate)
