@@ -19,7 +19,8 @@ import numpy as np
 from numba import njit, prange
 
 from . import config
-from .formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, NF4_BYTES_PER_PARAM, activation_bytes_per_gpu,
+from .formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, LORA_TRAINABLE_BYTES, NF4_BYTES_PER_PARAM,
+                       QLORA_TRAINABLE_BYTES, activation_bytes_per_gpu,
                        decode_gpu_seconds_per_token, default_mfu, forward_flops_per_token,
                        gpu_hours_for_flops, held_checkpoint_sum, held_checkpoints, kv_cache_bytes_per_token, lora_trainable_params, model_shape,
                        model_state_bytes_per_gpu, train_flops_per_token, young_daly_interval_h)
@@ -39,7 +40,7 @@ from .schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_REVIEW, D_SYNTH_U
                      S_CKPT_INTERVAL_H, S_CKPT_TYPE, S_CLEAN_USD_B, S_ENABLED, S_EXP_SIZE,
                      S_EXPERIMENTS, S_KEEP_LAST, S_LABELS, S_LORA_RANK, S_LORA_TARGETS, S_METHOD,
                      S_MFU, S_MICRO_BATCH, S_MILESTONE, S_NUM_GPUS, S_PP, S_QLORA_DEQ, S_RECOMPUTE,
-                     S_SEQ_LEN, S_SETUP_MO, S_SYNTH_M, S_TOK_PER_GPU_S, S_TP, S_USD_PER_LABEL,
+                     S_SEQ_LEN, S_SETUP_MO, S_TFLOPS, S_SYNTH_M, S_TOK_PER_GPU_S, S_TP, S_USD_PER_LABEL,
                      S_ZERO, SFT_EPOCHS, SFT_SAMPLES, SFT_TOK_PER_SAMPLE, STAGE_BASE, ST_BYTES_PER_TOKEN,
                      ST_COLD, ST_COLD_AFTER_D, ST_FULL_CKPT_BPP, ST_HOT, ST_OBJECT, ST_RETENTION_MO,
                      ST_VERSIONS, ST_WEIGHTS_CKPT_BPP)
@@ -118,7 +119,7 @@ def _train_memory(x, b, n_total, n_lora, method, L, d, a, vocab, ffn, G, mbs_mul
     else:
         base_bpp = NF4_BYTES_PER_PARAM if method > 1.5 else 2.0
         base = base_bpp * n_total / mp
-        fixed = 20.0 * n_lora / mp
+        fixed = (QLORA_TRAINABLE_BYTES if method > 1.5 else LORA_TRAINABLE_BYTES) * n_lora / mp
         sharded = 0.0
         if zero > 2.5:
             sharded = base
@@ -170,6 +171,9 @@ def _stage_mfu(x, b, act_b, G, method, mode):
     mfu = x[b + S_MFU]
     if mfu > 0.0:
         return mfu
+    if x[b + S_TFLOPS] > 0.0:  # hardware FLOP/s: full recompute does 8N instead of 6N per token
+        mfu = x[b + S_TFLOPS] / x[H_PEAK_TFLOPS]
+        return mfu * x[E_RECOMP_FULL] if mode > 1.5 else mfu
     mfu = default_mfu(x[H_MFU_BASE], act_b, G, x[E_SIZE_EXP], x[E_SMALL_B],
                       x[E_CLUSTER_REF], x[E_CLUSTER_SLOPE], x[E_MFU_MIN])
     if mode > 1.5:

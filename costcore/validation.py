@@ -32,20 +32,23 @@ def load_runs() -> pd.DataFrame:
 
 
 def _published_throughput(row, peak_tflops: float):
-    """(key, value) of the scenario override that encodes the run's published throughput."""
+    """(key, value) of the scenario override that encodes the run's published throughput.
+
+    Tokens/s/GPU first (unambiguous), then MFU, then hardware TFLOP/s/GPU.
+    """
     text = str(row.get("throughput") or "")
-    m = re.search(r"([\d.,]+)\s*k?\s*tokens/s/GPU", text)
+    m = re.search(r"([\d.,]+)\s*(k?)\s*tokens/s/GPU", text)
     if m:
         v = float(m.group(1).replace(",", ""))
-        if re.search(r"[\d.]\s*k\s*tokens", text):
-            v *= 1000
-        return "tokens_per_gpu_s", v
+        return "tokens_per_gpu_s", v * (1000 if m.group(2) else 1)
+    m = re.search(r"([\d.]+)(?:\s*-\s*([\d.]+))?%\s*(?:BF16\s*)?MFU", text)
+    if m:  # a range such as 38-43% counts as its midpoint
+        lo = float(m.group(1))
+        hi = float(m.group(2)) if m.group(2) else lo
+        return "mfu", (lo + hi) / 200.0
     m = re.search(r"([\d.]+)\s*TFLOP/s", text)
     if m:
-        return "mfu", float(m.group(1)) / peak_tflops
-    m = re.search(r"([\d.]+)%\s*(BF16\s*)?MFU", text)
-    if m:
-        return "mfu", float(m.group(1)) / 100.0
+        return "tflops_per_gpu", float(m.group(1))
     return None
 
 
