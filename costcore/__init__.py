@@ -11,3 +11,4 @@ from .api import (BATCH_COLUMNS, Result, batch, estimate, load_preset, load_scen
                   load_yaml_text, preset_names, preset_titles)
 from .kernel import LINE_ITEMS, STATS, warm_up  # noqa: F401
 from .schema import FIELDS, RESOURCES, STAGES, ScenarioError  # noqa: F401
+from .sensitivity import heatmap, monte_carlo, solve_budget, sweep, tornado  # noqa: F401,E402

@@ -228,8 +228,10 @@ def batch(scenario: Mapping | str | Path, columns: Mapping[str, Any], full: bool
     idx, cols = _expand_columns(columns)
     if not cols:
         raise ScenarioError("columns", "give at least one setting to vary")
-    vals = np.column_stack(cols)
-    out = kernel.evaluate_batch(base, np.array(idx, dtype=np.int64), vals, full=full)
+    mat = np.empty((len(cols), len(cols[0])))
+    for j, c in enumerate(cols):
+        mat[j] = c
+    out = kernel.evaluate_batch(base, np.array(idx, dtype=np.int64), mat, full=full)
     return out if full else out[:, :, 0]
 
 

@@ -102,5 +102,8 @@ def main(argv=None) -> int:
     except ScenarioError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except ArithmeticError as err:  # a scenario the model cannot evaluate finitely
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         return 0

@@ -96,6 +96,7 @@ NBATCH_FULL = NR + len(BATCH_EXTRA)
 
 PRETRAIN, CPT, SFT, DPO, RL, EVAL = range(6)
 _CHUNK = 512
+SERIAL_BELOW = 4096  # variants; below this the parallel launch costs more than it saves
 
 
 @njit(cache=True)
@@ -219,6 +220,7 @@ def _eval_one(x, items, stats):
         deq = x[b + S_QLORA_DEQ]
         seq = x[b + S_SEQ_LEN]
         flops = 0.0
+        roll_short = False
         mfu = 0.0
         mode = 0.0
         prod_h = 0.0
@@ -307,6 +309,10 @@ def _eval_one(x, items, stats):
             roll_mem = (2.0 * n_total + b_used * kv_tok * ctx) / tp_inf
             if roll_mem > mem:
                 mem = roll_mem
+            if tp_inf > G:  # an inference replica needs more GPUs than the stage has
+                roll_short = True
+            if min_g > 0.0 and tp_inf > min_g:
+                min_g = tp_inf
         else:  # EVAL
             runs = x[EV_RUNS]
             ctx = x[EV_CONTEXT]
@@ -324,6 +330,8 @@ def _eval_one(x, items, stats):
             mfu = inf_mfu
             mem = (2.0 * n_total + b_used * kv_tok * ctx) / tp_inf
             min_g = tp_inf
+            if tp_inf > G:
+                roll_short = True
             items[s, I_DATA_HEVAL] = runs * x[EV_HUMAN] * x[EV_USD_HUMAN]
 
         # ---- hidden GPU time: failures, checkpoint stalls, idle, failed runs, experiments
@@ -410,7 +418,7 @@ def _eval_one(x, items, stats):
         st[K_DATASET_GB] = dataset_gb
         st[K_STORAGE_PEAK_GB] = final_held * ckpt_gb + dataset_gb
         st[K_MEM_GB] = mem / 1e9
-        st[K_FITS] = 1.0 if mem <= mem_gb * 1e9 * x[E_USABLE_MEM] else 0.0
+        st[K_FITS] = 1.0 if (mem <= mem_gb * 1e9 * x[E_USABLE_MEM] and not roll_short) else 0.0
         st[K_MIN_GPUS] = min_g
         st[K_ROLLOUT_H] = rollout_h
         st[K_TRAINABLE_B] = (n_total if method < 0.5 else n_lora) / 1e9
@@ -439,26 +447,38 @@ def _write_row(out, i, items, stats):
         out[i, s, NR + 2] = stats[s, K_WALL_D]
 
 
-@njit(cache=True, parallel=True)
-def _batch_kernel(base, idx, vals, out):
-    """Evaluate ``base`` with ``vals[i]`` written at ``idx`` for every row i.
+@njit(cache=True)
+def _batch_range(base, idx, cols, out, start, stop):
+    """Rows start..stop-1: row i sets base[idx[j]] = cols[j, i] for every j, then evaluates."""
+    x = base.copy()
+    items = np.empty((NS, NI))
+    stats = np.empty((NS, NK))
+    k = idx.shape[0]
+    for i in range(start, stop):
+        for j in range(k):
+            x[idx[j]] = cols[j, i]
+        _eval_one(x, items, stats)
+        _write_row(out, i, items, stats)
 
+
+@njit(cache=True, parallel=True)
+def _batch_kernel(base, idx, cols, out):
+    """Evaluate ``base`` with column i of ``cols`` written at ``idx``, for every i, in parallel chunks.
+
+    cols: (k, n), one contiguous row per varied input (so callers fill it without a transpose).
     out: (n, NS, 1) stage totals in $, or (n, NS, NBATCH_FULL) resources in $
     followed by gpu_hours, productive_gpu_hours and wall_days.
     """
-    n = vals.shape[0]
-    k = idx.shape[0]
+    n = cols.shape[1]
     nchunks = (n + _CHUNK - 1) // _CHUNK
     for c in prange(nchunks):
-        x = base.copy()
-        items = np.empty((NS, NI))
-        stats = np.empty((NS, NK))
-        hi = min(n, (c + 1) * _CHUNK)
-        for i in range(c * _CHUNK, hi):
-            for j in range(k):
-                x[idx[j]] = vals[i, j]
-            _eval_one(x, items, stats)
-            _write_row(out, i, items, stats)
+        _batch_range(base, idx, cols, out, c * _CHUNK, min(n, (c + 1) * _CHUNK))
+
+
+@njit(cache=True)
+def _batch_serial(base, idx, cols, out):
+    """Same as _batch_kernel on one thread: small batches skip the thread-pool launch."""
+    _batch_range(base, idx, cols, out, 0, cols.shape[1])
 
 
 @njit(cache=True)
@@ -474,21 +494,25 @@ def evaluate_vector(x: np.ndarray):
     return _single(np.ascontiguousarray(x, dtype=np.float64))
 
 
-def evaluate_batch(base: np.ndarray, idx: np.ndarray, vals: np.ndarray, full: bool = False) -> np.ndarray:
-    """Evaluate many variants of ``base``: row i sets ``base[idx] = vals[i]``.
+def evaluate_batch(base: np.ndarray, idx: np.ndarray, cols: np.ndarray, full: bool = False) -> np.ndarray:
+    """Evaluate many variants of ``base``: variant i sets ``base[idx[j]] = cols[j, i]``.
 
-    Returns (n, NS, 1) stage totals ($), or with ``full=True`` (n, NS,
-    NBATCH_FULL): the resources ($) then gpu_hours, productive_gpu_hours,
-    wall_days.
+    ``cols`` is (len(idx), n). Returns (n, NS, 1) stage totals ($), or with
+    ``full=True`` (n, NS, NBATCH_FULL): the resources ($) then gpu_hours,
+    productive_gpu_hours, wall_days.
     """
     base = np.ascontiguousarray(base, dtype=np.float64)
     idx = np.ascontiguousarray(idx, dtype=np.int64)
-    vals = np.ascontiguousarray(vals, dtype=np.float64)
-    if vals.ndim != 2 or vals.shape[1] != idx.shape[0]:
-        raise ValueError("vals must be (n, len(idx))")
-    out = np.empty((vals.shape[0], NS, NBATCH_FULL if full else 1))
-    with config.PARALLEL_LOCK:
-        _batch_kernel(base, idx, vals, out)
+    cols = np.ascontiguousarray(cols, dtype=np.float64)
+    if cols.ndim != 2 or cols.shape[0] != idx.shape[0]:
+        raise ValueError("cols must be (len(idx), n)")
+    n = cols.shape[1]
+    out = np.empty((n, NS, NBATCH_FULL if full else 1))
+    if n <= SERIAL_BELOW:
+        _batch_serial(base, idx, cols, out)
+    else:
+        with config.PARALLEL_LOCK:
+            _batch_kernel(base, idx, cols, out)
     return out
 
 
@@ -497,5 +521,8 @@ def warm_up() -> None:
     from .schema import DEFAULT_VECTOR, IX
     x = DEFAULT_VECTOR.copy()
     evaluate_vector(x)
-    evaluate_batch(x, np.array([IX["model.params_b"]]), np.array([[7.0], [8.0]]))
-    evaluate_batch(x, np.array([IX["model.params_b"]]), np.array([[7.0], [8.0]]), full=True)
+    idx = np.array([IX["model.params_b"]])
+    for n in (2, SERIAL_BELOW + 1):
+        cols = np.full((1, n), 7.0)
+        evaluate_batch(x, idx, cols)
+        evaluate_batch(x, idx, cols, full=True)

@@ -64,6 +64,7 @@ class Field:
     doc: str = ""
     source: str = ""
     choices: tuple = field(default_factory=tuple)
+    min_nonzero: float = 0.0  # for "0 = auto" fields: the smallest meaningful explicit value
 
     def encode(self, value) -> float:
         if self.kind == "enum":
@@ -111,7 +112,8 @@ def _make_field(path: str, spec: dict, index: int, default_override=None) -> Fie
                  lo=float(spec.get("min", -math.inf)) if kind not in ("enum", "bool") else 0.0,
                  hi=float(spec.get("max", math.inf)) if kind not in ("enum", "bool") else float(max(len(choices) - 1, 1)),
                  unit=str(spec.get("unit", "")), doc=str(spec.get("doc", "")),
-                 source=str(spec.get("source", "")), choices=choices)
+                 source=str(spec.get("source", "")), choices=choices,
+                 min_nonzero=float(spec.get("min_nonzero", 0.0)))
 
 
 def _build_layout():
@@ -301,10 +303,12 @@ DEFAULT_VECTOR.setflags(write=False)
 def _flatten_keys(d: dict, prefix: str, out: dict) -> None:
     for k, v in d.items():
         if not isinstance(k, str):
-            raise ScenarioError(prefix.rstrip(".") or "scenario", f"keys must be text, got {k!r}")
+            raise ScenarioError(prefix.rstrip(".") or "scenario", f"keys must be text, got {_show(k)}")
         if isinstance(v, dict):
             _flatten_keys(v, prefix + k + ".", out)
         else:
+            if prefix + k in out:
+                raise ScenarioError(prefix + k, "is given twice (once nested, once with a dotted key)")
             out[prefix + k] = v
 
 
@@ -320,11 +324,17 @@ def _check_value(f: Field, v):
         return v
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})")
-    fv = float(v)
+    try:
+        fv = float(v)
+    except OverflowError:
+        raise ScenarioError(path, f"must be {f.allowed()} (got a number with {len(str(v)):,} digits)") from None
     if not math.isfinite(fv):
         raise ScenarioError(path, f"must be a finite number: {f.allowed()} (got {_show(v)})")
     if fv < f.lo or fv > f.hi:
         raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})")
+    if f.min_nonzero and 0.0 < fv < f.min_nonzero:
+        raise ScenarioError(path, f"must be 0 (auto) or from {_fmt(f.min_nonzero)} to {_fmt(f.hi)}"
+                                  + (f" {f.unit}" if f.unit else "") + f" (got {_show(v)})")
     if f.kind == "int":
         if fv != math.floor(fv):
             raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})")

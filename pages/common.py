@@ -217,8 +217,27 @@ def sidebar() -> None:
         st.file_uploader("Upload scenario (YAML)", type=["yaml", "yml"], key=ukey, on_change=uploaded)
 
 
+def _leave_legacy_router() -> None:
+    """Hand a deep link over to st.navigation.
+
+    Streamlit still has a legacy router for apps with a pages/ folder: while
+    it is on, a fresh server runs /checkpoints as pages/checkpoints.py alone
+    (no app.py, no navigation, no page config). The page files are named
+    like their st.navigation url paths, so the legacy router finds them; this
+    switches it off for the process and reruns through app.py.
+    """
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+    except Exception:  # noqa: BLE001 - private API; the page still renders without it
+        return
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def frame(title: str, intro: str) -> api.Result:
     """Title, sidebar, messages, URL sync and the headline numbers of every page."""
+    _leave_legacy_router()
     ss = state()
     sidebar()
     res = result()
@@ -232,7 +251,8 @@ def frame(title: str, intro: str) -> api.Result:
                f"{costcore.schema.CATALOG[schema.effective_value(ss.scenario, 'hardware.gpu')]['label']}")
     cols = st.columns(5)
     cols[0].metric("Total cost", fmt.usd(res.total_usd), help=fmt.usd_exact(res.total_usd))
-    cols[1].metric("GPU-hours (billed)", fmt.gpu_hours(res.gpu_hours), help=f"{res.gpu_hours:,.0f} GPU-hours")
+    cols[1].metric("GPU-hours (billed)", fmt.gpu_hours(res.gpu_hours).replace(" GPU-h", ""),
+                   help=f"{res.gpu_hours:,.0f} GPU-hours")
     cols[2].metric("Fixed cost", fmt.usd(res.fixed_usd), help="people, platform, bought data, datasets kept: "
                    + fmt.usd_exact(res.fixed_usd))
     cols[3].metric("Elastic cost", fmt.usd(res.elastic_usd), help="scales with GPU time, tokens and samples: "

@@ -19,8 +19,8 @@ from costcore import fmt, share
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
-PAGES = ["pages/overview_page.py", "pages/pretraining_page.py", "pages/post_training_page.py",
-         "pages/finetune_methods_page.py", "pages/checkpoints_page.py", "pages/data_people_page.py"]
+PAGES = ["pages/overview.py", "pages/pretraining.py", "pages/post-training.py",
+         "pages/fine-tuning.py", "pages/checkpoints.py", "pages/data-people.py"]
 
 
 def _app(page=None, **params) -> AppTest:
@@ -80,7 +80,7 @@ def test_overview_model_size_slider_raises_total():
 
 
 def test_pretraining_tokens_slider_raises_pretrain_cost():
-    at = _app("pages/pretraining_page.py", p="scratch-7b")
+    at = _app("pages/pretraining.py", p="scratch-7b")
     res0 = costcore.estimate(at.session_state["scenario"])
     _move(at, "stages.pretrain.tokens_b", res0.stat("pretrain", "tokens") / 1e9 * 2)
     res1 = costcore.estimate(at.session_state["scenario"])
@@ -89,7 +89,7 @@ def test_pretraining_tokens_slider_raises_pretrain_cost():
 
 
 def test_post_training_lora_lowers_sft_gpu_hours():
-    at = _app("pages/post_training_page.py", p="pipeline-70b")
+    at = _app("pages/post-training.py", p="pipeline-70b")
     assert at.session_state["scenario"]["stages"]["sft"].get("method", "full") == "full"
     h0 = costcore.estimate(at.session_state["scenario"]).stat("sft", "gpu_hours")
     _move(at, "stages.sft.method", "lora")
@@ -98,7 +98,7 @@ def test_post_training_lora_lowers_sft_gpu_hours():
 
 
 def test_finetune_methods_table_and_samples():
-    at = _app("pages/finetune_methods_page.py", p="vertical-7b-lora")
+    at = _app("pages/fine-tuning.py", p="vertical-7b-lora")
     df = at.dataframe[0].value
     assert list(df["method"]) == ["full", "lora", "qlora"]
     assert df.loc[df.method == "lora", "GPU-hours"].iloc[0] < df.loc[df.method == "full", "GPU-hours"].iloc[0]
@@ -109,7 +109,7 @@ def test_finetune_methods_table_and_samples():
 
 
 def test_checkpoints_keep_all_costs_more_storage():
-    at = _app("pages/checkpoints_page.py", p="pipeline-70b")
+    at = _app("pages/checkpoints.py", p="pipeline-70b")
     s0 = costcore.estimate(at.session_state["scenario"]).stage_usd("pretrain")["storage"]
     _move(at, "stages.pretrain.keep_last", 0)
     s1 = costcore.estimate(at.session_state["scenario"]).stage_usd("pretrain")["storage"]
@@ -117,7 +117,7 @@ def test_checkpoints_keep_all_costs_more_storage():
 
 
 def test_data_people_labels_and_team_raise_total():
-    at = _app("pages/data_people_page.py", p="pipeline-70b")
+    at = _app("pages/data-people.py", p="pipeline-70b")
     before = _total(at)
     fte = costcore.schema.effective_value(at.session_state["scenario"], "labor.researcher.fte")
     _move(at, "labor.researcher.fte", float(fte) + 5.0)

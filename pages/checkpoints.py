@@ -47,7 +47,10 @@ m[2].metric("Checkpoint size", fmt.gb(res.stat(stage, "ckpt_gb")),
 m[3].metric("Expected interruptions", f"{res.stat(stage, 'interruptions'):.1f}")
 
 st.subheader("Cost against checkpoint interval")
-taus = np.geomspace(0.01, 48, 120)
+write_h = res.stat(stage, "ckpt_write_s") / 3600
+center = yd if yd > 0 else max(tau, 0.1)
+# around the optimum: from just above the write time (all stall) to far past it (all lost work)
+taus = np.geomspace(max(center / 40, write_h * 1.2, 1e-4), min(center * 40, 1000.0), 120)
 out = costcore.batch(res.scenario, {p + "ckpt_interval_h": taus}, full=True, vector=res.vector)
 rs = list(costcore.RESOURCES)
 curve = pd.DataFrame({"interval_h": taus, "hidden": out[:, i, rs.index("hidden")],
@@ -62,7 +65,7 @@ base = alt.Chart(curve_long).mark_line().encode(
     color=alt.Color("part:N", scale=alt.Scale(domain=["total", "hidden", "storage"],
                                               range=["#333333", "#E45756", "#F58518"])),
     tooltip=[alt.Tooltip("interval_h:Q", format=".2f"), "part:N", alt.Tooltip("usd:Q", format="$,.0f")])
-marks = pd.DataFrame({"interval_h": [max(yd, 0.01), max(tau, 0.01)], "what": ["Young/Daly optimum", "current"]})
+marks = pd.DataFrame({"interval_h": [max(yd, 1e-4), max(tau, 1e-4)], "what": ["Young/Daly optimum", "current"]})
 rules = alt.Chart(marks).mark_rule(strokeDash=[5, 3]).encode(
     x="interval_h:Q", color=alt.Color("what:N", scale=alt.Scale(domain=["Young/Daly optimum", "current"],
                                                                range=["#2ca02c", "#1f77b4"]), title=None),

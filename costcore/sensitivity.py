@@ -1,0 +1,322 @@
+"""Sensitivity and uncertainty: tornado, sweeps, heatmaps, Monte Carlo, budget solver.
+
+Every function builds one matrix of variants and evaluates it with a single
+call of the parallel batch kernel (:func:`costcore.kernel.evaluate_batch`);
+there is no Python loop per scenario.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from . import api, kernel, schema
+from .schema import BY_PATH, IX, STAGES, ScenarioError
+
+# Fields whose 0 means "auto": the tornado moves the value the core resolved instead.
+_RESOLVED = {"mfu": "mfu", "ckpt_interval_h": "ckpt_interval_h"}
+_SKIP_ZERO_AUTO = {"model.active_params_b", "model.layers", "model.hidden", "model.heads", "model.kv_heads",
+                   "model.ffn", "stages.rl.reward_params_b", "stages.rl.critic_params_b"}
+
+
+def _base(scenario) -> tuple[dict, np.ndarray, api.Result]:
+    res = api.estimate(scenario)
+    return res.scenario, res.vector, res
+
+
+def numeric_inputs(scenario) -> list[str]:
+    """Numeric inputs that matter for this scenario: global settings and enabled stages' settings."""
+    scn = api.load_scenario(scenario)
+    on = set(scn.get("stages", {}))
+    out = []
+    for f in schema.FIELDS:
+        if f.kind not in ("float", "int"):
+            continue
+        parts = f.path.split(".")
+        if parts[0] == "stages":
+            if parts[1] not in on or parts[2] not in schema.STAGE_KEYS[parts[1]]:
+                continue
+            if parts[2] == "num_gpus":
+                continue  # 0 = the hardware count, which is an input of its own
+            if parts[2] in ("tokens_per_gpu_s", "tflops_per_gpu"):
+                continue  # measured overrides, off unless given
+        out.append(f.path)
+    return out
+
+
+def _current_values(paths: Sequence[str], scn: dict, res: api.Result) -> np.ndarray:
+    vals = []
+    for p in paths:
+        v = float(res.vector[IX[p]])
+        parts = p.split(".")
+        if v == 0.0 and parts[0] == "stages" and parts[2] in _RESOLVED:
+            v = res.stat(parts[1], _RESOLVED[parts[2]])
+        vals.append(v)
+    return np.array(vals)
+
+
+@dataclass
+class Tornado:
+    table: pd.DataFrame  # input, low, high, base value, total_low, total_high, swing, per-stage swings
+    base_total: float
+
+
+def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
+            ranges: Mapping[str, tuple[float, float]] | None = None) -> Tornado:
+    """Move every numeric input to low/high (±rel, or per-input (low, high)) one at a time.
+
+    Returns the total and per-stage cost at both ends and the swing, sorted by
+    the swing of the total (largest first). Inputs at 0 with no meaning of
+    their own are skipped; "auto" MFU and checkpoint interval are moved
+    around the value the core resolved.
+    """
+    scn, x, res = _base(scenario)
+    paths = list(inputs) if inputs is not None else numeric_inputs(scn)
+    for p in paths:
+        if p not in BY_PATH:
+            raise ScenarioError(p, "unknown setting")
+    cur = _current_values(paths, scn, res)
+    keep = [i for i, p in enumerate(paths) if not (cur[i] == 0.0 and (ranges is None or p not in ranges))
+            and not (p in _SKIP_ZERO_AUTO and cur[i] == 0.0)]
+    paths = [paths[i] for i in keep]
+    cur = cur[keep]
+    k = len(paths)
+    if k == 0:
+        raise ScenarioError("inputs", "no numeric input to move")
+    lo = np.empty(k)
+    hi = np.empty(k)
+    for i, p in enumerate(paths):
+        f = BY_PATH[p]
+        if ranges and p in ranges:
+            lo[i], hi[i] = ranges[p]
+        else:
+            lo[i], hi[i] = cur[i] * (1 - rel), cur[i] * (1 + rel)
+        lo[i], hi[i] = max(f.lo, lo[i]), min(f.hi, hi[i])
+        if f.kind == "int":
+            lo[i], hi[i] = math.floor(lo[i]), math.ceil(hi[i])
+    idx = np.array([IX[p] for p in paths], dtype=np.int64)
+    # Every row keeps the scenario's own values ("auto" stays auto) except the one input it moves.
+    cols = np.repeat(x[idx][:, None], 2 * k, axis=1)  # (inputs, variants)
+    rows = np.arange(k)
+    cols[rows, 2 * rows] = lo
+    cols[rows, 2 * rows + 1] = hi
+    out = kernel.evaluate_batch(x, idx, cols)[:, :, 0]
+    tot = out.sum(axis=1)
+    t_lo, t_hi = tot[0::2], tot[1::2]
+    df = pd.DataFrame({"input": paths, "value": cur, "low": lo, "high": hi, "total_low": t_lo,
+                       "total_high": t_hi, "swing": t_hi - t_lo, "abs_swing": np.abs(t_hi - t_lo)})
+    for si, s in enumerate(STAGES):
+        if s in res.stages:
+            df[f"swing_{s}"] = out[1::2, si] - out[0::2, si]
+    df["unit"] = [BY_PATH[p].unit for p in paths]
+    df = df.sort_values("abs_swing", ascending=False, kind="stable").reset_index(drop=True)
+    return Tornado(table=df, base_total=res.total_usd)
+
+
+def sweep(scenario, key: str, values: Sequence[float], full: bool = False) -> pd.DataFrame:
+    """Cost of every stage for each value of one input (a long table: value, stage[, resource], usd)."""
+    scn, x, res = _base(scenario)
+    values = np.asarray(values, dtype=float) if BY_PATH[key].kind != "enum" else list(values)
+    out = api.batch(scn, {key: values}, full=full, vector=x)
+    rows = []
+    for i, v in enumerate(values):
+        for si, s in enumerate(STAGES):
+            if s not in res.stages:
+                continue
+            if full:
+                for ri, r in enumerate(schema.RESOURCES):
+                    rows.append({"value": v, "stage": s, "resource": r, "usd": float(out[i, si, ri])})
+            else:
+                rows.append({"value": v, "stage": s, "usd": float(out[i, si])})
+    return pd.DataFrame(rows)
+
+
+def heatmap(scenario, key_x: str, xs: Sequence[float], key_y: str, ys: Sequence[float]) -> np.ndarray:
+    """Total cost on a grid: result[j, i] for ys[j], xs[i]."""
+    scn, x, _ = _base(scenario)
+    xs = np.asarray(xs, dtype=float)
+    ys = np.asarray(ys, dtype=float)
+    gx, gy = np.meshgrid(xs, ys)
+    out = api.batch(scn, {key_x: gx.ravel(), key_y: gy.ravel()}, vector=x)
+    return out.sum(axis=1).reshape(len(ys), len(xs))
+
+
+# ---------------------------------------------------------------------------
+# Monte Carlo
+# ---------------------------------------------------------------------------
+@dataclass
+class Dist:
+    """A distribution on one input, relative to its current value unless absolute=True.
+
+    kind: "triangular" (low, mode, high), "uniform" (low, high), "lognormal" (sigma; median = current).
+    """
+    kind: str
+    a: float = 1.0
+    b: float = 1.0
+    c: float = 1.0
+    absolute: bool = False
+
+    def sample(self, rng: np.random.Generator, center: float, n: int) -> np.ndarray:
+        scale = 1.0 if self.absolute else center
+        if self.kind == "triangular":
+            lo, mode, hi = self.a * scale, self.b * scale, self.c * scale
+            if hi - lo <= 0:
+                return np.full(n, mode)
+            return rng.triangular(lo, mode, hi, n)
+        if self.kind == "uniform":
+            lo, hi = self.a * scale, self.b * scale
+            return np.full(n, lo) if hi <= lo else rng.uniform(lo, hi, n)
+        if self.kind == "lognormal":
+            return center * np.exp(self.a * rng.standard_normal(n)) if self.a > 0 else np.full(n, center)
+        raise ScenarioError("distribution", f"unknown kind {self.kind!r}; use triangular, uniform or lognormal")
+
+
+def default_distributions(scenario) -> dict[str, Dist]:
+    """Sensible uncertainty on the inputs nobody knows in advance (documented in the page)."""
+    scn = api.load_scenario(scenario)
+    d: dict[str, Dist] = {
+        "hardware.usd_per_gpu_hour": Dist("triangular", 0.8, 1.0, 1.3),
+        "reliability.failures_per_gpu_hour": Dist("lognormal", 0.5),
+        "reliability.failed_run_fraction": Dist("triangular", 0.0, 1.0, 3.0),
+        "reliability.idle_fraction": Dist("triangular", 0.5, 1.0, 3.0),
+    }
+    for s in scn.get("stages", {}):
+        p = f"stages.{s}."
+        if s != "eval":
+            d[p + "mfu"] = Dist("triangular", 0.75, 1.0, 1.15)
+        d[p + "experiments"] = Dist("triangular", 0.5, 1.0, 2.0)
+        if s in ("pretrain", "cpt"):
+            d[p + "tokens_b"] = Dist("uniform", 0.9, 1.1)
+        if s in ("sft", "dpo"):
+            d[p + "usd_per_label"] = Dist("triangular", 0.7, 1.0, 1.5)
+        if s == "rl":
+            d[p + "response_tokens"] = Dist("triangular", 0.7, 1.0, 1.6)
+            d[p + "steps"] = Dist("triangular", 0.8, 1.0, 1.5)
+        if s == "eval":
+            d[p + "runs"] = Dist("triangular", 0.8, 1.0, 2.0)
+    return d
+
+
+@dataclass
+class MonteCarlo:
+    totals: np.ndarray  # (n,)
+    stages: np.ndarray  # (n, stages)
+    percentiles: pd.DataFrame  # rows: total + stages; columns P10, P50, P90, mean
+    p_over_budget: float | None
+    deterministic_total: float
+
+
+def monte_carlo(scenario, n: int = 100_000, seed: int = 0, dists: Mapping[str, Dist] | None = None,
+                budget_usd: float | None = None) -> MonteCarlo:
+    """Sample uncertain inputs, evaluate every sample in one batch call, summarize.
+
+    Samples are clipped to each field's allowed range. With every spread zero
+    the distribution collapses on the deterministic estimate.
+    """
+    if not (1 <= n <= 5_000_000):
+        raise ScenarioError("n", "samples must be from 1 to 5,000,000")
+    scn, x, res = _base(scenario)
+    dists = dict(default_distributions(scn) if dists is None else dists)
+    rng = np.random.default_rng(seed)
+    paths = list(dists)
+    cur = _current_values(paths, scn, res)
+    cols = {}
+    for p, c in zip(paths, cur):
+        f = BY_PATH[p]
+        v = dists[p].sample(rng, c, n)
+        np.clip(v, f.lo, f.hi, out=v)
+        if f.kind == "int":
+            np.round(v, out=v)
+        cols[p] = v
+    out = api.batch(scn, cols, vector=x) if cols else np.tile(
+        np.array([res.stat(s, "usd_total") for s in STAGES]), (n, 1))
+    totals = out.sum(axis=1)
+    rows = {"total": totals}
+    for si, s in enumerate(STAGES):
+        if s in res.stages:
+            rows[s] = out[:, si]
+    pct = pd.DataFrame({k: dict(zip(("P10", "P50", "P90"), np.percentile(v, (10, 50, 90))), mean=float(v.mean()))
+                        for k, v in rows.items()}).T
+    p_over = float((totals > budget_usd).mean()) if budget_usd is not None else None
+    return MonteCarlo(totals=totals, stages=out, percentiles=pct, p_over_budget=p_over,
+                      deterministic_total=res.total_usd)
+
+
+# ---------------------------------------------------------------------------
+# Budget solver
+# ---------------------------------------------------------------------------
+TOKENS_PER_PARAM = 20.0  # Hoffmann et al. 2022 (Chinchilla), compute-optimal ~20 tokens per parameter
+
+
+@dataclass
+class Solution:
+    params_b: float
+    tokens_b: float
+    total_usd: float
+    next_total_usd: float  # one step larger
+    step: float  # relative step of the final search grid
+    result: api.Result
+
+
+def _largest_within(f_cost, lo: float, hi: float, budget: float, rounds: int = 4, points: int = 256):
+    """Largest x on a geometric grid with cost(x) <= budget, refined; returns (x, x_next, costs)."""
+    if f_cost(np.array([lo]))[0] > budget:
+        raise ScenarioError("budget_usd", f"even the smallest option costs more than ${budget:,.0f}")
+    a, b = lo, hi
+    for _ in range(rounds):
+        grid = np.geomspace(a, b, points)
+        cost = f_cost(grid)
+        over = np.nonzero(cost > budget)[0]
+        if len(over) == 0:
+            return grid[-1], None, cost[-1], None
+        j = over[0]
+        if j == 0:
+            raise ScenarioError("budget_usd", "the budget is below the cost at the search's lower end")
+        a, b = grid[j - 1], grid[j]
+    return a, b, f_cost(np.array([a]))[0], f_cost(np.array([b]))[0]
+
+
+def solve_budget(scenario, budget_usd: float, mode: str = "compute_optimal",
+                 tokens_per_param: float = TOKENS_PER_PARAM) -> Solution:
+    """Largest plan that fits a budget (whole scenario total, all enabled stages).
+
+    mode "compute_optimal": model size N and pre-training tokens D = 20 N
+    (Hoffmann et al. 2022) grow together; "tokens": the model stays, the
+    pre-training tokens grow. Returns the answer, its cost (<= budget) and the
+    cost one grid step larger (> budget).
+    """
+    if not (isinstance(budget_usd, (int, float)) and math.isfinite(budget_usd) and budget_usd > 0):
+        raise ScenarioError("budget_usd", "must be a positive number of dollars")
+    scn, x, res = _base(scenario)
+    if "pretrain" not in res.stages:
+        raise ScenarioError("stages.pretrain", "the budget solver sizes pre-training: switch it on")
+    fp = BY_PATH["model.params_b"]
+    ft = BY_PATH["stages.pretrain.tokens_b"]
+
+    if mode == "compute_optimal":
+        lo_b, hi_b = max(fp.lo, 0.01), min(fp.hi, ft.hi / tokens_per_param)
+
+        def cost(ps):
+            return api.batch(scn, {"model.params_b": ps, "stages.pretrain.tokens_b": ps * tokens_per_param},
+                             vector=x).sum(axis=1)
+        p, p_next, c, c_next = _largest_within(cost, lo_b, hi_b, budget_usd)
+        params_b, tokens_b = p, p * tokens_per_param
+        step = (p_next / p - 1) if p_next else 0.0
+        final = schema.set_path(schema.set_path(scn, "model.params_b", params_b),
+                                "stages.pretrain.tokens_b", tokens_b)
+    elif mode == "tokens":
+        def cost(ts):
+            return api.batch(scn, {"stages.pretrain.tokens_b": ts}, vector=x).sum(axis=1)
+        t, t_next, c, c_next = _largest_within(cost, ft.lo, ft.hi, budget_usd)
+        params_b, tokens_b = float(schema.effective_value(scn, "model.params_b")), t
+        step = (t_next / t - 1) if t_next else 0.0
+        final = schema.set_path(scn, "stages.pretrain.tokens_b", tokens_b)
+    else:
+        raise ScenarioError("mode", "must be compute_optimal or tokens")
+    final_res = api.estimate(final)
+    return Solution(params_b=params_b, tokens_b=tokens_b, total_usd=final_res.total_usd,
+                    next_total_usd=float(c_next) if c_next is not None else math.inf, step=step,
+                    result=final_res)
