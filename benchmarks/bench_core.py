@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 import costcore  # noqa: E402
 from costcore import kernel, schema  # noqa: E402
+from costcore import sensitivity as S  # noqa: E402
 
 SCENARIO = {
     "name": "bench: 70B, all six stages",
@@ -70,6 +71,15 @@ def run(n: int, pure: bool) -> dict:
     out["batch_s"] = timeit(lambda: costcore.batch(scn, cols, vector=x), repeat=3)
     out["batch_per_s"] = n / out["batch_s"]
     out["batch_full_s"] = timeit(lambda: costcore.batch(scn, cols, full=True, vector=x), repeat=3)
+    out["tornado_inputs"] = len(S.tornado(scn).table)
+    out["tornado_s"] = timeit(lambda: S.tornado(scn), repeat=7)
+    hm = 200 if not pure else 20
+    xs, ys = np.geomspace(7, 400, hm), np.geomspace(1000, 30000, hm)
+    out["heatmap_cells"] = hm * hm
+    out["heatmap_s"] = timeit(lambda: S.heatmap(scn, "model.params_b", xs, "stages.pretrain.tokens_b", ys), repeat=3)
+    mc_n = 1_000_000 if not pure else 2_000
+    out["mc_n"] = mc_n
+    out["mc_s"] = timeit(lambda: S.monte_carlo(scn, n=mc_n, seed=1), repeat=3 if not pure else 1)
     return out
 
 
@@ -88,6 +98,9 @@ def main():
     print(f"one scenario, estimate() incl. checks: {r['one_estimate_s'] * 1e6:10.2f} us")
     print(f"batch of {r['n']:,} variants (stage totals): {r['batch_s'] * 1e3:8.1f} ms -> {r['batch_per_s']:,.0f} scenarios/s")
     print(f"batch of {r['n']:,} variants (full breakdown): {r['batch_full_s'] * 1e3:8.1f} ms -> {r['n'] / r['batch_full_s']:,.0f} scenarios/s")
+    print(f"tornado over all {r['tornado_inputs']} inputs (2 variants each): {r['tornado_s'] * 1e3:8.2f} ms   (target <= 5 ms)")
+    print(f"heatmap {r['heatmap_cells']:,} cells: {r['heatmap_s'] * 1e3:8.1f} ms   (target <= 50 ms)")
+    print(f"Monte Carlo {r['mc_n']:,} samples (sampling + kernel + percentiles): {r['mc_s']:.3f} s   (target <= 1 s)")
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
     p = subprocess.run([sys.executable, __file__, "--child", "--n", str(args.pure_n)], env=env,
                        capture_output=True, text=True, cwd=ROOT)
@@ -97,6 +110,9 @@ def main():
     q = json.loads(p.stdout.strip().splitlines()[-1])
     print(f"pure Python (NUMBA_DISABLE_JIT=1): one scenario {q['one_vector_s'] * 1e6:,.0f} us; "
           f"batch {q['batch_per_s']:,.0f} scenarios/s (n={q['n']:,})")
+    print(f"pure Python: tornado {q['tornado_s'] * 1e3:,.0f} ms; heatmap {q['heatmap_cells']:,} cells "
+          f"{q['heatmap_s'] * 1e3:,.0f} ms (200x200 would take ~{q['heatmap_s'] * 100:,.0f} s); "
+          f"Monte Carlo {q['mc_n']:,} samples {q['mc_s']:.2f} s (1,000,000 would take ~{q['mc_s'] * 500:,.0f} s)")
     print(f"speed-up of the jitted batch over pure Python: {r['batch_per_s'] / q['batch_per_s']:,.0f}x")
 
 

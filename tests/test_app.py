@@ -20,7 +20,7 @@ from costcore import fmt, share
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 PAGES = ["pages/overview.py", "pages/pretraining.py", "pages/post-training.py",
-         "pages/fine-tuning.py", "pages/checkpoints.py", "pages/data-people.py"]
+         "pages/fine-tuning.py", "pages/checkpoints.py", "pages/data-people.py", "pages/sensitivity.py"]
 
 
 def _app(page=None, **params) -> AppTest:

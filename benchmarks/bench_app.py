@@ -1,0 +1,206 @@
+"""App benchmark: prints numbers, asserts nothing.
+
+    python benchmarks/bench_app.py                 # both parts
+    python benchmarks/bench_app.py --moves 40      # more slider moves in part (a)
+    python benchmarks/bench_app.py --skip-browser  # part (a) only
+
+(a) Server-side time of one rerun after a slider move on the overview page,
+    measured with streamlit.testing.v1.AppTest (no browser, no websocket):
+    "Model size (billion parameters)" is moved ``--moves`` times and each
+    ``at.run()`` is timed. Target: median <= 100 ms.
+(b) First page load of a fresh server process with the numba on-disk cache
+    warm: one warm-up start (so the cache exists), then ``--starts`` measured
+    starts, each timed from ``Popen`` of ``streamlit run app.py`` until a
+    headless Chromium page shows the first "Total cost" metric value.
+    Chromium is launched before the clock starts. Target: <= 5 s.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = ROOT / "app.py"
+SLIDER_LABEL = "Model size (billion parameters)"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+def pct(values, q):
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    k = (len(s) - 1) * q / 100
+    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+# ---------------------------------------------------------------------------
+# (a) rerun time
+# ---------------------------------------------------------------------------
+def bench_rerun(moves: int) -> None:
+    import logging
+
+    from streamlit.testing.v1 import AppTest
+
+    # "missing ScriptRunContext" is expected in AppTest's bare mode
+    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").setLevel(logging.ERROR)
+
+    print(f"(a) server-side rerun after a slider move ({moves} moves, AppTest, overview page)")
+    t0 = time.perf_counter()
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.run()
+    first = time.perf_counter() - t0
+    if at.exception:
+        print("    the first run raised:", [e.value for e in at.exception])
+        return
+    print(f"    first run (incl. numba cache load / compile): {first * 1000:,.0f} ms")
+
+    def slider():
+        found = [s for s in at.slider if s.label == SLIDER_LABEL]
+        if not found:
+            raise SystemExit(f"no slider labelled {SLIDER_LABEL!r}; sliders: {[s.label for s in at.slider]}")
+        return found[0]
+
+    def total():
+        return next((m.value for m in at.metric if m.label == "Total cost"), None)
+
+    start_value, start_total = float(slider().value), total()
+    times, totals = [], []
+    for i in range(moves):
+        value = round(start_value + (i + 1) * 7.3, 1)  # distinct values, all inside 0.1..1000
+        slider().set_value(value)
+        t = time.perf_counter()
+        at.run()
+        times.append((time.perf_counter() - t) * 1000)
+        totals.append(total())
+        if at.exception:
+            print("    a rerun raised:", [e.value for e in at.exception])
+            return
+    ms = times
+    print(f"    Total cost: {start_total} at {start_value} B -> {totals[-1]} at {slider().value} B "
+          f"({len(set(totals))} distinct values over {moves} moves)")
+    print(f"    rerun time: median {statistics.median(ms):.1f} ms, p95 {pct(ms, 95):.1f} ms, "
+          f"min {min(ms):.1f} ms, max {max(ms):.1f} ms   (target median <= 100 ms)")
+
+
+# ---------------------------------------------------------------------------
+# (b) first page load of a fresh process
+# ---------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def one_start(browser, timeout_s: float = 120.0) -> dict:
+    """Start a fresh server; seconds from Popen to health 'ok' and to the first Total cost value."""
+    port = _free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port", str(port),
+           "--server.headless", "true", "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
+    base = f"http://127.0.0.1:{port}"
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = ctx.new_page()
+    with tempfile.TemporaryFile() as log:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+
+        def fail(why: str):
+            log.seek(0)
+            raise RuntimeError(f"{why}; server log:\n{log.read().decode(errors='replace')[-3000:]}")
+
+        try:
+            while True:
+                if proc.poll() is not None:
+                    fail(f"server exited ({proc.returncode})")
+                try:
+                    with urllib.request.urlopen(base + "/_stcore/health", timeout=1) as r:
+                        if r.read().decode().strip() == "ok":
+                            break
+                except OSError:
+                    pass
+                if time.perf_counter() - t0 > timeout_s:
+                    fail(f"server not healthy after {timeout_s} s")
+                time.sleep(0.05)
+            t_health = time.perf_counter() - t0
+            page.goto(base + "/")
+            metric = page.locator('[data-testid="stMetric"]').filter(
+                has=page.locator('[data-testid="stMetricLabel"]', has_text="Total cost")
+            ).first.locator('[data-testid="stMetricValue"]')
+            metric.wait_for(state="visible", timeout=timeout_s * 1000)
+            t_metric = time.perf_counter() - t0
+            return {"health": t_health, "metric": t_metric, "value": metric.inner_text().strip()}
+        finally:
+            ctx.close()
+            _stop(proc)
+
+
+def bench_first_load(starts: int) -> None:
+    print(f"(b) first page load of a fresh server process, numba cache warm "
+          f"(1 warm-up start + {starts} measured)")
+    chromium = shutil.which("chromium")
+    if not chromium:
+        print("    skipped: no chromium on PATH")
+        return
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        print("    skipped: playwright is not installed")
+        return
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            w = one_start(browser)
+            print(f"    warm-up start: health {w['health']:.2f} s, first Total cost {w['metric']:.2f} s "
+                  f"({w['value']})")
+            runs = []
+            for i in range(starts):
+                r = one_start(browser)
+                runs.append(r)
+                print(f"    start {i + 1}: health ok after {r['health']:.2f} s, first Total cost "
+                      f"({r['value']}) after {r['metric']:.2f} s")
+            m = [r["metric"] for r in runs]
+            print(f"    process start -> first Total cost: median {statistics.median(m):.2f} s, "
+                  f"min {min(m):.2f} s, max {max(m):.2f} s   (target <= 5 s)")
+        finally:
+            browser.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--moves", type=int, default=20, help="slider moves timed in part (a)")
+    ap.add_argument("--starts", type=int, default=1, help="measured fresh starts in part (b), after the warm-up")
+    ap.add_argument("--skip-browser", action="store_true", help="only part (a)")
+    args = ap.parse_args()
+    print(f"python {sys.version.split()[0]}, app {APP}")
+    bench_rerun(args.moves)
+    if not args.skip_browser:
+        bench_first_load(args.starts)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""Sensitivity, uncertainty and the budget solver, checked against direct estimates."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import costcore
+from costcore import schema
+from costcore import sensitivity as S
+from costcore.schema import ScenarioError
+
+SCN = "pipeline-70b"
+
+
+def _total_with(scn, path, value):
+    return costcore.estimate(schema.set_path(scn, path, value)).total_usd
+
+
+def test_tornado_agrees_with_finite_differences():
+    scn = costcore.load_preset(SCN)
+    tor = S.tornado(scn, rel=0.1)
+    t = tor.table
+    assert tor.base_total == pytest.approx(costcore.estimate(scn).total_usd, rel=1e-12)
+    # every row equals two direct estimates (explicit values only: "auto" rows move the resolved value)
+    res = costcore.estimate(scn)
+    checked = 0
+    for row in t.itertuples():
+        if schema.get_path(scn, row.input) is None and row.input.split(".")[-1] in ("mfu", "ckpt_interval_h"):
+            continue
+        lo = _total_with(scn, row.input, schema.BY_PATH[row.input].decode(row.low))
+        hi = _total_with(scn, row.input, schema.BY_PATH[row.input].decode(row.high))
+        assert row.total_low == pytest.approx(lo, rel=1e-9), row.input
+        assert row.total_high == pytest.approx(hi, rel=1e-9), row.input
+        checked += 1
+        if checked >= 40:
+            break
+    assert checked >= 20
+    # order: sorted by |swing|, and the finite-difference ranking of the top inputs agrees
+    assert list(t.abs_swing) == sorted(t.abs_swing, reverse=True)
+    # central finite differences (±1%) from plain estimates, scaled to the ±10% range, rank the
+    # top inputs the same way wherever their swings are not near-ties
+    fd = []
+    for row in t.head(10).itertuples():
+        f = schema.BY_PATH[row.input]
+        if f.kind == "int" or schema.effective_value(scn, row.input) in (0, 0.0):
+            continue
+        lo, hi = max(f.lo, row.value * 0.99), min(f.hi, row.value * 1.01)
+        slope = (_total_with(scn, row.input, hi) - _total_with(scn, row.input, lo)) / (hi - lo)
+        fd.append((row.input, abs(slope) * (row.high - row.low), row.abs_swing))
+    assert len(fd) >= 4
+    for (n1, fd1, sw1), (n2, fd2, sw2) in zip(fd, fd[1:]):
+        if sw1 > 1.15 * sw2:
+            assert fd1 > fd2, (n1, fd1, n2, fd2)
+    assert res.total_usd > 0
+
+
+def test_tornado_auto_mfu_moves_around_resolved_value():
+    tor = S.tornado(SCN, inputs=["stages.pretrain.mfu"], rel=0.2)
+    row = tor.table.iloc[0]
+    resolved = costcore.estimate(SCN).stat("pretrain", "mfu")
+    assert row.value == pytest.approx(resolved)
+    assert row.total_low > tor.base_total > row.total_high  # higher MFU is cheaper
+
+
+def test_sweep_matches_estimates_and_is_monotone_in_tokens():
+    xs = [1000, 5000, 15000]
+    sw = S.sweep(SCN, "stages.pretrain.tokens_b", xs)
+    for x in xs:
+        got = sw[sw.value == x].usd.sum()
+        assert got == pytest.approx(_total_with(costcore.load_preset(SCN), "stages.pretrain.tokens_b", x), rel=1e-9)
+    pre = sw[sw.stage == "pretrain"].usd.to_numpy()
+    assert np.all(np.diff(pre) > 0)
+
+
+def test_heatmap_cells_match_estimates():
+    xs = np.array([7.0, 70.0, 200.0])
+    ys = np.array([1000.0, 10000.0])
+    grid = S.heatmap(SCN, "model.params_b", xs, "stages.pretrain.tokens_b", ys)
+    assert grid.shape == (2, 3)
+    scn = costcore.load_preset(SCN)
+    for j, y in enumerate(ys):
+        for i, x in enumerate(xs):
+            s2 = schema.set_path(schema.set_path(scn, "model.params_b", x), "stages.pretrain.tokens_b", y)
+            assert grid[j, i] == pytest.approx(costcore.estimate(s2).total_usd, rel=1e-9)
+
+
+def test_monte_carlo_is_reproducible_and_collapses_without_spread():
+    a = S.monte_carlo(SCN, n=20_000, seed=7, budget_usd=3e7)
+    b = S.monte_carlo(SCN, n=20_000, seed=7, budget_usd=3e7)
+    c = S.monte_carlo(SCN, n=20_000, seed=8, budget_usd=3e7)
+    assert np.array_equal(a.totals, b.totals)
+    assert not np.array_equal(a.totals, c.totals)
+    assert a.percentiles.loc["total", "P10"] <= a.percentiles.loc["total", "P50"] <= a.percentiles.loc["total", "P90"]
+    assert 0.0 <= a.p_over_budget <= 1.0
+    assert a.p_over_budget == pytest.approx(float((a.totals > 3e7).mean()))
+    zero = {k: S.Dist("triangular", 1.0, 1.0, 1.0) for k in S.default_distributions(SCN)}
+    z = S.monte_carlo(SCN, n=2_000, seed=1, dists=zero)
+    det = costcore.estimate(SCN).total_usd
+    assert z.percentiles.loc["total", "P50"] == pytest.approx(det, rel=1e-12)
+    assert z.totals.std() == pytest.approx(0.0, abs=det * 1e-12)
+
+
+def test_monte_carlo_p50_converges_as_spread_shrinks():
+    det = costcore.estimate(SCN).total_usd
+    gaps = []
+    for spread in (0.2, 0.05, 0.01):
+        d = {k: S.Dist("triangular", 1 - spread, 1.0, 1 + spread) for k in S.default_distributions(SCN)}
+        mc = S.monte_carlo(SCN, n=20_000, seed=3, dists=d)
+        gaps.append(abs(mc.percentiles.loc["total", "P50"] / det - 1))
+    assert gaps[0] > gaps[2] and gaps[2] < 0.005
+
+
+@pytest.mark.parametrize("mode", ["compute_optimal", "tokens"])
+def test_solver_answer_fits_and_one_step_more_does_not(mode):
+    budget = 2.0e7
+    sol = S.solve_budget(SCN, budget, mode=mode)
+    assert sol.total_usd <= budget
+    assert sol.next_total_usd > budget
+    assert 0 < sol.step < 1e-3
+    scn = costcore.load_preset(SCN)
+    if mode == "compute_optimal":
+        assert sol.tokens_b == pytest.approx(20 * sol.params_b)
+        bigger = schema.set_path(schema.set_path(scn, "model.params_b", sol.params_b * (1 + sol.step)),
+                                 "stages.pretrain.tokens_b", sol.tokens_b * (1 + sol.step))
+    else:
+        assert sol.params_b == pytest.approx(schema.effective_value(scn, "model.params_b"))
+        bigger = schema.set_path(scn, "stages.pretrain.tokens_b", sol.tokens_b * (1 + sol.step))
+    assert costcore.estimate(bigger).total_usd > budget
+    assert sol.result.total_usd == pytest.approx(sol.total_usd)
+
+
+def test_solver_refuses_impossible_budgets():
+    with pytest.raises(ScenarioError):
+        S.solve_budget(SCN, 10.0)
+    with pytest.raises(ScenarioError):
+        S.solve_budget(SCN, -5)
+    with pytest.raises(ScenarioError):
+        S.solve_budget("alpaca-7b-sft", 1e6)  # no pre-training stage
+
+
+def test_thirty_plus_inputs_in_tornado():
+    assert len(S.tornado(SCN).table) >= 30
