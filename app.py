@@ -21,4 +21,6 @@ PAGES = {
     ],
 }
 
-st.navigation(PAGES).run()
+page = st.navigation(PAGES)
+st.session_state["_page_url_path"] = page.url_path  # the share link points at the page being read
+page.run()

@@ -29,7 +29,7 @@ STAGES = ("pretrain", "cpt", "sft", "dpo", "rl", "eval")
 RESOURCES = ("compute", "storage", "network", "data", "labor", "ops", "hidden")
 GROUP_ORDER = ("run", "train", "peft", "data")
 TOP_LEVEL_KEYS = ("name", "description", "model", "hardware", "efficiency", "reliability",
-                  "storage", "network", "data", "labor", "ops", "stages", "budget", "tags")
+                  "storage", "network", "data", "labor", "ops", "stages", "budget", "schedule", "lifecycle", "tags")
 
 
 class ScenarioError(ValueError):
@@ -67,6 +67,8 @@ class Field:
     min_nonzero: float = 0.0  # for "0 = auto" fields: the smallest meaningful explicit value
 
     def encode(self, value) -> float:
+        if self.index < 0:
+            raise ValueError(f"{self.path} is a planning setting, not a kernel input")
         if self.kind == "enum":
             return float(self.choices.index(value))
         if self.kind == "bool":
@@ -83,6 +85,10 @@ class Field:
         return float(x)
 
     def allowed(self) -> str:
+        if self.kind == "str":
+            return "text of at most 100 characters"
+        if self.kind == "date":
+            return "a date written YYYY-MM-DD between 2000-01-01 and 2100-12-31"
         if self.kind == "enum":
             return "one of " + ", ".join(self.choices)
         if self.kind == "bool":
@@ -109,8 +115,8 @@ def _make_field(path: str, spec: dict, index: int, default_override=None) -> Fie
         key = path.rsplit(".", 1)[1]
         default = CATALOG[_SCHEMA["sections"]["hardware"]["gpu"]["default"]][key]
     return Field(path=path, index=index, kind=kind, default=default,
-                 lo=float(spec.get("min", -math.inf)) if kind not in ("enum", "bool") else 0.0,
-                 hi=float(spec.get("max", math.inf)) if kind not in ("enum", "bool") else float(max(len(choices) - 1, 1)),
+                 lo=float(spec.get("min", -math.inf)) if kind in ("float", "int") else 0.0,
+                 hi=float(spec.get("max", math.inf)) if kind in ("float", "int") else float(max(len(choices) - 1, 1)),
                  unit=str(spec.get("unit", "")), doc=str(spec.get("doc", "")),
                  source=str(spec.get("source", "")), choices=choices,
                  min_nonzero=float(spec.get("min_nonzero", 0.0)))
@@ -145,7 +151,11 @@ def _build_layout():
 FIELDS, STAGE_BASE, STAGE_KEYS = _build_layout()
 NF = len(FIELDS)
 IX: dict[str, int] = {f.path: f.index for f in FIELDS}
-BY_PATH: dict[str, Field] = {f.path: f for f in FIELDS}
+# Planning settings (budget, schedule, lifecycle, tags): validated and shared like inputs, not in the vector.
+PLAN_FIELDS = [_make_field(f"{sec}.{key}", spec, -1) for sec, specs in _SCHEMA["plan"].items()
+               for key, spec in specs.items()]
+PLAN_SECTIONS = tuple(_SCHEMA["plan"])
+BY_PATH: dict[str, Field] = {f.path: f for f in FIELDS + PLAN_FIELDS}
 STAGE_LABELS = {s: _SCHEMA["stages"][s]["label"] for s in STAGES}
 NS = len(STAGES)
 
@@ -314,6 +324,21 @@ def _flatten_keys(d: dict, prefix: str, out: dict) -> None:
 
 def _check_value(f: Field, v):
     path = f.path
+    if f.kind == "str":
+        if not isinstance(v, str) or len(v) > 100:
+            raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})")
+        return v
+    if f.kind == "date":
+        import datetime as _dt
+        if isinstance(v, _dt.date) and not isinstance(v, _dt.datetime):
+            v = v.isoformat()
+        try:
+            d = _dt.date.fromisoformat(v) if isinstance(v, str) and len(v) == 10 else None
+        except ValueError:
+            d = None
+        if d is None or not (_dt.date(2000, 1, 1) <= d <= _dt.date(2100, 12, 31)):
+            raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})")
+        return d.isoformat()
     if f.kind == "enum":
         if not isinstance(v, str) or v not in f.choices:
             raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})")
@@ -368,12 +393,7 @@ def validate(data: Any) -> dict:
         raise ScenarioError("description", "must be text of at most 5,000 characters")
     if desc:
         out["description"] = desc
-    for key in ("budget", "tags"):
-        if key in data:
-            if not isinstance(data[key], dict):
-                raise ScenarioError(key, "must be a mapping")
-            out[key] = copy.deepcopy(data[key])
-    for section in _SCHEMA["sections"]:
+    for section in list(_SCHEMA["sections"]) + list(PLAN_SECTIONS):
         sec = data.get(section)
         if sec is None:
             continue
@@ -385,7 +405,7 @@ def validate(data: Any) -> dict:
         for path, v in flat.items():
             f = BY_PATH.get(path)
             if f is None:
-                known = ", ".join(p.split(".", 1)[1] for p in IX if p.startswith(section + "."))
+                known = ", ".join(p.split(".", 1)[1] for p in BY_PATH if p.startswith(section + "."))
                 raise ScenarioError(path, f"unknown setting; allowed in {section}: {known}")
             clean[path] = _check_value(f, v)
         if clean:
@@ -426,9 +446,9 @@ def _unflatten(flat: dict) -> dict:
     return out
 
 
-def iter_values(scn: dict):
+def iter_values(scn: dict, plan: bool = True):
     """Yield (dotted path, value) for every explicit setting of a validated scenario."""
-    for section in _SCHEMA["sections"]:
+    for section in list(_SCHEMA["sections"]) + (list(PLAN_SECTIONS) if plan else []):
         flat: dict = {}
         _flatten_keys(scn.get(section, {}) or {}, section + ".", flat)
         yield from flat.items()
@@ -445,7 +465,7 @@ def to_vector(scn: dict) -> np.ndarray:
         x[IX["hardware." + key]] = float(CATALOG[gpu][key])
     for sname, sdata in scn.get("stages", {}).items():
         x[IX[f"stages.{sname}.enabled"]] = 1.0
-    for path, v in iter_values(scn):
+    for path, v in iter_values(scn, plan=False):
         x[IX[path]] = BY_PATH[path].encode(v)
     return x
 

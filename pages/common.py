@@ -20,6 +20,7 @@ from costcore.yamlio import MAX_YAML_BYTES, dump_yaml
 DEFAULT_PRESET = "pipeline-70b"
 RESOURCE_COLORS = {"compute": "#4C78A8", "storage": "#F58518", "network": "#72B7B2", "data": "#54A24B",
                    "labor": "#B279A2", "ops": "#9D755D", "hidden": "#E45756"}
+STAGE_SHORT = {"pretrain": "Pre-train", "cpt": "CPT", "sft": "SFT", "dpo": "DPO", "rl": "RL", "eval": "Eval"}
 STAGE_COLORS = {"pretrain": "#1f77b4", "cpt": "#17becf", "sft": "#2ca02c", "dpo": "#bcbd22",
                 "rl": "#d62728", "eval": "#9467bd"}
 
@@ -74,13 +75,25 @@ def _sync_url() -> None:
 
 
 def share_url() -> str:
+    """Absolute link to the current page with the scenario in the query string.
+
+    Built from the server's scheme and host and the current st.navigation
+    page (not the URL the session started on, which may be stale).
+    """
+    from urllib.parse import urlsplit
     ss = st.session_state
     q = share.query_string(share.encode(ss.scenario, ss.preset))
     try:
-        base = (st.context.url or "").split("?")[0]
+        parts = urlsplit(st.context.url or "")
+        origin = f"{parts.scheme}://{parts.netloc}" if parts.netloc else ""
     except Exception:  # noqa: BLE001
-        base = ""
-    return f"{base}?{q}"
+        origin = ""
+    try:
+        base_path = (st.get_option("server.baseUrlPath") or "").strip("/")
+    except Exception:  # noqa: BLE001
+        base_path = ""
+    path = "/".join(p for p in (base_path, ss.get("_page_url_path", "")) if p)
+    return f"{origin}/{path}?{q}"
 
 
 # ---------------------------------------------------------------------------
@@ -287,7 +300,8 @@ def resource_frame(res: api.Result, stages=None) -> pd.DataFrame:
             continue
         i = STAGES.index(s)
         for j, r in enumerate(RESOURCES):
-            rows.append({"stage": STAGE_LABELS[s], "stage_key": s, "resource": r, "usd": float(m[i, j]),
+            rows.append({"stage": STAGE_SHORT[s], "stage_name": STAGE_LABELS[s], "stage_key": s, "resource": r,
+                         "usd": float(m[i, j]),
                          "cost": fmt.usd(float(m[i, j])), "exact": fmt.usd_exact(float(m[i, j]))})
     return pd.DataFrame(rows)
 
@@ -297,14 +311,15 @@ def stacked_bar(res: api.Result, stages=None, height: int = 320):
     if df.empty:
         st.info("No stage is switched on.")
         return
-    order = [STAGE_LABELS[s] for s in STAGES]
+    order = [STAGE_SHORT[s] for s in STAGES]
     chart = alt.Chart(df).mark_bar().encode(
         x=alt.X("stage:N", sort=order, title=None, axis=alt.Axis(labelAngle=0)),
         y=alt.Y("sum(usd):Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
         color=alt.Color("resource:N", title="Resource",
                         scale=alt.Scale(domain=list(RESOURCE_COLORS), range=list(RESOURCE_COLORS.values()))),
         order=alt.Order("resource:N"),
-        tooltip=[alt.Tooltip("stage:N"), alt.Tooltip("resource:N"), alt.Tooltip("exact:N", title="cost")],
+        tooltip=[alt.Tooltip("stage_name:N", title="stage"), alt.Tooltip("resource:N"),
+                 alt.Tooltip("exact:N", title="cost")],
     ).properties(height=height)
     st.altair_chart(chart, width="stretch")
 

@@ -58,11 +58,12 @@ if not df.empty:
     df = df[df.resource.isin(["data", "labor", "ops"])]
     st.subheader("Data, labor and ops by stage")
     st.altair_chart(alt.Chart(df).mark_bar().encode(
-        x=alt.X("stage:N", sort=[STAGE_LABELS[s] for s in common.STAGES], title=None, axis=alt.Axis(labelAngle=0)),
+        x=alt.X("stage:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title=None,
+                axis=alt.Axis(labelAngle=0)),
         y=alt.Y("sum(usd):Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
         color=alt.Color("resource:N", scale=alt.Scale(domain=["data", "labor", "ops"],
                                                       range=[common.RESOURCE_COLORS[r] for r in ("data", "labor", "ops")])),
-        tooltip=["stage:N", "resource:N", alt.Tooltip("exact:N", title="cost")],
+        tooltip=[alt.Tooltip("stage_name:N", title="stage"), "resource:N", alt.Tooltip("exact:N", title="cost")],
     ).properties(height=280), width="stretch")
     months = pd.DataFrame([{"stage": STAGE_LABELS[s], "months billed": round(res.stat(s, "months"), 2)}
                            for s in res.stages])

@@ -59,15 +59,16 @@ for r in rows:
                    + (f"at least {r['min_gpus']:,} GPUs would." if r["min_gpus"] > 0 else
                       "no GPU count fits with this sharding (try ZeRO-3 or more tensor parallelism)."))
 
-long = df.melt("method", value_vars=["gpu_hours", "memory_gb", "checkpoint_gb"], var_name="measure")
-long["measure"] = long.measure.map({"gpu_hours": "GPU-hours (billed)", "memory_gb": "Memory per GPU (GB)",
-                                    "checkpoint_gb": "Checkpoint size (GB)"})
-chart = alt.Chart(long).mark_bar().encode(
-    x=alt.X("method:N", title=None, sort=["full", "lora", "qlora"], axis=alt.Axis(labelAngle=0)),
-    y=alt.Y("value:Q", title=None),
-    color=alt.Color("method:N", scale=alt.Scale(domain=["full", "lora", "qlora"],
-                                                range=["#4C78A8", "#54A24B", "#F58518"]), legend=None),
-    column=alt.Column("measure:N", title=None),
-    tooltip=["method:N", "measure:N", alt.Tooltip("value:Q", format=",.1f")],
-).properties(width=220, height=240).resolve_scale(y="independent")
+def method_bars(col: str, title: str, log: bool = False):
+    return alt.Chart(df).mark_bar().encode(
+        x=alt.X("method:N", title=None, sort=["full", "lora", "qlora"], axis=alt.Axis(labelAngle=0)),
+        y=alt.Y(f"{col}:Q", title=title, scale=alt.Scale(type="log") if log else alt.Scale()),
+        color=alt.Color("method:N", scale=alt.Scale(domain=["full", "lora", "qlora"],
+                                                    range=["#4C78A8", "#54A24B", "#F58518"]), legend=None),
+        tooltip=["method:N", alt.Tooltip(f"{col}:Q", format=",.1f", title=title)],
+    ).properties(width=230, height=240, title=title)
+
+
+chart = alt.hconcat(method_bars("gpu_hours", "GPU-hours (billed)"), method_bars("memory_gb", "Memory per GPU (GB)"),
+                    method_bars("checkpoint_gb", "Checkpoint size (GB, log scale)", log=True))
 st.altair_chart(chart)

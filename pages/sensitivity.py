@@ -40,7 +40,7 @@ t["hi_usd"] = np.maximum(t.total_low, t.total_high)
 t["direction"] = np.where(t.swing >= 0, "cost rises with the input", "cost falls as the input rises")
 order = list(t.label)
 bars = alt.Chart(t).mark_bar().encode(
-    y=alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)),
+    y=alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360, labelOverlap=False, labelFontSize=12)),
     x=alt.X("lo_usd:Q", title="Total cost ($)", axis=alt.Axis(format="$~s"), scale=alt.Scale(zero=False)),
     x2="hi_usd:Q",
     color=alt.Color("direction:N", scale=alt.Scale(range=["#E45756", "#4C78A8"]), title=None,
@@ -50,7 +50,7 @@ bars = alt.Chart(t).mark_bar().encode(
              alt.Tooltip("total_low:Q", format="$,.0f", title="total at low"),
              alt.Tooltip("total_high:Q", format="$,.0f", title="total at high")])
 base_rule = alt.Chart(pd.DataFrame({"x": [tor.base_total]})).mark_rule(color="black").encode(x="x:Q")
-st.altair_chart((bars + base_rule).properties(height=max(200, 22 * len(t))), width="stretch")
+st.altair_chart((bars + base_rule).properties(height=max(200, 26 * len(t) + 40)), width="stretch")
 st.caption(f"{len(tor.table)} numeric inputs moved; the black line is the current total "
            f"{fmt.usd(tor.base_total)}. \"auto\" MFU and checkpoint intervals are moved around the value the core "
            "resolved.")

@@ -1,0 +1,430 @@
+"""End-to-end browser tests: the real Streamlit server driven by headless Chromium.
+
+    python -m pytest tests/test_e2e_browser.py -q -x
+
+Uses Debian's chromium (``shutil.which("chromium")``) through the Python
+``playwright`` package; no browser is ever downloaded. Without chromium (or
+playwright) the module is skipped locally, but fails when the ``CI``
+environment variable is set: CI must run the browser tests.
+
+Full-page screenshots of every page go to ``artifacts/screenshots/<page>.png``.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHOTS = ROOT / "artifacts" / "screenshots"
+
+SERVER_START_TIMEOUT_S = 90      # the first start may compile the numba kernels
+FIRST_LOAD_TIMEOUT_MS = 90_000   # the first session of a server loads/compiles the kernels
+RERUN_TIMEOUT_MS = 30_000
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+VIEWPORT = {"width": 1400, "height": 900}
+
+# url path -> page title (st.title of the page, also its navigation title)
+PAGES = {
+    "overview": "Overview",
+    "pretraining": "Pre-training and CPT",
+    "post-training": "Post-training",
+    "fine-tuning": "Fine-tuning methods",
+    "checkpoints": "Checkpoints and reliability",
+    "data-people": "Data, evaluation and people",
+}
+
+METRIC_VALUE = '[data-testid="stMetricValue"]'
+METRIC_LABEL = '[data-testid="stMetricLabel"]'
+SHARE_CODE = '[data-testid="stSidebar"] [data-testid="stCode"]'
+ALERT = '[data-testid="stAlert"]'
+EXCEPTION = '[data-testid="stException"]'
+CHART = '[data-testid="stVegaLiteChart"]'
+MODEL_SLIDER_LABEL = "Model size (billion parameters)"
+
+
+def _unavailable(reason: str):
+    """Skip locally; fail under CI, which must run the browser tests."""
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set but the browser test cannot run: {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
+try:
+    from playwright.sync_api import expect, sync_playwright
+except ImportError as _err:  # pragma: no cover - depends on the environment
+    _unavailable(f"the Python package playwright is not importable ({_err}); pip install playwright")
+
+CHROMIUM = shutil.which("chromium")
+if CHROMIUM is None:  # pragma: no cover - depends on the environment
+    _unavailable("no 'chromium' executable on PATH (Debian: apt-get install chromium); "
+                 "the browser tests never download a browser")
+
+
+# ---------------------------------------------------------------------------
+# Fixtures
+# ---------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tail(path: Path, n: int = 4000) -> str:
+    try:
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return "(no server log)"
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Terminate the server's whole process group (streamlit may spawn helpers)."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def _running_server(log: Path):
+    """Start `streamlit run app.py` on a free port; yield its base URL (no trailing slash)."""
+    port = _free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+           "--server.headless", "true", "--server.address", "127.0.0.1",
+           "--browser.gatherUsageStats", "false"]
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"streamlit exited with code {proc.returncode} before it was healthy:\n{_tail(log)}",
+                            pytrace=False)
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
+                    if r.read().decode().strip() == "ok":
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"streamlit not healthy after {SERVER_START_TIMEOUT_S} s:\n{_tail(log)}", pytrace=False)
+            time.sleep(0.25)
+        yield base
+    finally:
+        _stop(proc)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """Base URL of a real server shared by the tests of this module."""
+    with _running_server(tmp_path_factory.mktemp("streamlit") / "server.log") as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def browser():
+    pw = sync_playwright().start()
+    try:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    except Exception as err:  # noqa: BLE001
+        pw.stop()
+        pytest.fail(f"could not launch {CHROMIUM}: {err}", pytrace=False)
+    yield b
+    b.close()
+    pw.stop()
+
+
+@pytest.fixture
+def context(browser):
+    ctx = browser.new_context(viewport=VIEWPORT)
+    ctx.set_default_timeout(RERUN_TIMEOUT_MS)
+    yield ctx
+    ctx.close()
+
+
+@pytest.fixture(scope="module")
+def baseline(server, browser):
+    """Total cost of the default scenario (app root, no parameters), from its own context."""
+    ctx = browser.new_context(viewport=VIEWPORT)
+    try:
+        page = ctx.new_page()
+        page.goto(server + "/")
+        total = _total_cost(page, FIRST_LOAD_TIMEOUT_MS)
+        expect(total).not_to_have_text("", timeout=RERUN_TIMEOUT_MS)
+        _wait_idle(page)
+        return {"total": total.inner_text().strip(), "url": page.url}
+    finally:
+        ctx.close()
+
+
+# ---------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------
+def _total_cost(page, timeout_ms: int = RERUN_TIMEOUT_MS):
+    """Locator of the "Total cost" metric value (the first metric of every page), once visible."""
+    metric = page.locator('[data-testid="stMetric"]').filter(
+        has=page.locator(METRIC_LABEL, has_text="Total cost")).first
+    value = metric.locator(METRIC_VALUE)
+    value.wait_for(state="visible", timeout=timeout_ms)
+    first_label = page.locator(METRIC_LABEL).first.inner_text().strip()
+    assert first_label == "Total cost", f"the first metric is {first_label!r}, expected 'Total cost'"
+    return value
+
+
+def _wait_idle(page, quiet_s: float = 0.6, timeout_s: float = 30.0) -> None:
+    """Wait until no rerun is in flight and the page text stops changing."""
+    deadline = time.monotonic() + timeout_s
+    last, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        snap = page.evaluate("""() => {
+            const running = !!document.querySelector('[data-testid="stStatusWidget"]')
+                && /running/i.test(document.querySelector('[data-testid="stStatusWidget"]').innerText);
+            const stale = document.querySelectorAll('[data-stale="true"]').length;
+            return [running, stale, location.href,
+                    [...document.querySelectorAll('[data-testid="stMetricValue"]')].map(e => e.innerText).join('|')];
+        }""")
+        busy = snap[0] or snap[1] > 0
+        if busy or snap != last:
+            last, since = snap, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the app did not settle within {timeout_s} s (last state {last})")
+
+
+def _usd(text: str) -> float:
+    """'$28.8M' -> 28.8e6 (inverse of costcore.fmt.usd, for comparisons only)."""
+    m = re.fullmatch(r"(-?)\$([\d,.]+)([KMBT]?)", text.strip())
+    assert m, f"not a money value: {text!r}"
+    mult = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}[m.group(3)]
+    return (-1 if m.group(1) else 1) * float(m.group(2).replace(",", "")) * mult
+
+
+def _headline_metrics(page) -> list[str]:
+    return [t.strip() for t in page.locator('[data-testid="stMain"] ' + METRIC_VALUE).all_inner_texts()[:5]]
+
+
+def _alerts(page) -> list[str]:
+    return [t.strip() for t in page.locator(ALERT).all_inner_texts()]
+
+
+def _share_link(page) -> str:
+    code = page.locator(SHARE_CODE).first
+    code.wait_for(state="visible")
+    return re.sub(r"\s+", "", code.inner_text())
+
+
+def _wait_charts(page, minimum: int = 1, timeout_s: float = 30.0) -> int:
+    """Wait until every Vega-Lite chart on the page has drawn a non-empty canvas or svg."""
+    deadline = time.monotonic() + timeout_s
+    state = None
+    while time.monotonic() < deadline:
+        state = page.evaluate("""(sel) => [...document.querySelectorAll(sel)].map(c => {
+            const g = c.querySelector('canvas, svg');
+            if (!g) return 0;
+            const r = g.getBoundingClientRect();
+            return (r.width > 10 && r.height > 10) ? 1 : 0;
+        })""", CHART)
+        if len(state) >= minimum and all(state):
+            return len(state)
+        time.sleep(0.2)
+    raise AssertionError(f"charts did not render within {timeout_s} s: {state!r} "
+                         f"(1 = drawn, 0 = empty; expected at least {minimum})")
+
+
+def _full_page_screenshot(page, path: Path) -> None:
+    """Streamlit scrolls inside stMain, not the document: grow the viewport to the content first."""
+    height = page.evaluate("""() => Math.max(
+        document.documentElement.scrollHeight,
+        ...[...document.querySelectorAll('[data-testid="stMain"], [data-testid="stSidebarContent"]')]
+            .map(e => e.scrollHeight))""")
+    page.set_viewport_size({"width": VIEWPORT["width"], "height": min(int(height) + 40, 12000)})
+    try:
+        time.sleep(0.5)  # let charts re-layout to the new viewport
+        _wait_charts(page, minimum=0)
+        page.screenshot(path=str(path), full_page=True)
+    finally:
+        page.set_viewport_size(VIEWPORT)
+
+
+# ---------------------------------------------------------------------------
+# Tests
+# ---------------------------------------------------------------------------
+def test_slider_changes_total_and_share_link_reproduces_it(server, browser, context, baseline):
+    page = context.new_page()
+    page.goto(server + "/")
+    total = _total_cost(page, FIRST_LOAD_TIMEOUT_MS)
+    _wait_idle(page)
+    before = total.inner_text().strip()
+    assert before == baseline["total"]
+
+    slider = page.locator('[data-testid="stSlider"]').filter(has_text=MODEL_SLIDER_LABEL).first
+    thumb = slider.locator('[role="slider"], input[type="range"]').first
+    old_value = float(thumb.get_attribute("aria-valuenow") or thumb.input_value())
+    thumb.focus()
+    page.keyboard.press("End")  # the slider's maximum: a much larger model
+
+    expect(total).not_to_have_text(before, timeout=RERUN_TIMEOUT_MS)
+    page.wait_for_url(re.compile(r"[?&]model\.params_b=1000(&|$)"), timeout=RERUN_TIMEOUT_MS)
+    _wait_idle(page)
+    after = total.inner_text().strip()
+    assert after != before
+    assert _usd(after) > _usd(before), f"a larger model ({old_value} B -> 1000 B) must cost more: {before} -> {after}"
+    assert "model.params_b=1000" in page.url, page.url
+    metrics = _headline_metrics(page)
+    checks = _alerts(page)  # feasibility checks (e.g. memory per GPU) of the changed scenario
+
+    link = _share_link(page)
+    assert link.startswith(server), f"share link {link!r} does not point at {server}"
+    assert "p=" in link and "model.params_b=1000" in link, link
+
+    fresh = browser.new_context(viewport=VIEWPORT)  # no cookies, storage or session shared
+    try:
+        other = fresh.new_page()
+        other.goto(link)
+        shared_total = _total_cost(other, FIRST_LOAD_TIMEOUT_MS)
+        expect(shared_total).to_have_text(after, timeout=RERUN_TIMEOUT_MS)
+        _wait_idle(other)
+        assert shared_total.inner_text().strip() == after
+        assert _headline_metrics(other) == metrics, "the share link must reproduce every headline metric"
+        shared_thumb = other.locator('[data-testid="stSlider"]').filter(has_text=MODEL_SLIDER_LABEL).first \
+            .locator('[role="slider"], input[type="range"]').first
+        assert float(shared_thumb.get_attribute("aria-valuenow") or shared_thumb.input_value()) == 1000
+        shared_alerts = _alerts(other)
+        assert not [a for a in shared_alerts if "URL parameter" in a], f"the share link was not clean: {shared_alerts}"
+        not_found = [t for t in other.locator('[role="dialog"]').all_inner_texts() if "not found" in t.lower()]
+        assert not not_found, f"the share link {link} shows {not_found}"
+        assert shared_alerts == checks, "the share link must show the same checks as the original page"
+    finally:
+        fresh.close()
+
+
+def test_tampered_url_warns_and_still_renders(server, context, baseline):
+    page = context.new_page()
+    page.goto(f"{server}/?p=pipeline-70b&model.params_b=-5&stages.sft.epochs=abc")
+    total = _total_cost(page, FIRST_LOAD_TIMEOUT_MS)
+    _wait_idle(page)
+    alerts = _alerts(page)
+    for param in ("model.params_b", "stages.sft.epochs"):
+        assert any(param in a for a in alerts), f"no warning names {param}: {alerts}"
+    assert total.inner_text().strip() == baseline["total"], "invalid values must fall back to the preset's"
+    assert page.locator(EXCEPTION).count() == 0
+    # the URL is rewritten to the valid scenario: the bad parameters are gone
+    assert "model.params_b" not in page.url and "epochs" not in page.url, page.url
+
+
+def test_path_traversal_preset_falls_back_to_default(server, context, baseline):
+    page = context.new_page()
+    page.goto(f"{server}/?p=../../etc/passwd")
+    total = _total_cost(page, FIRST_LOAD_TIMEOUT_MS)
+    _wait_idle(page)
+    alerts = _alerts(page)
+    assert any("etc/passwd" in a or "unknown preset" in a for a in alerts), f"no warning about the preset: {alerts}"
+    assert total.inner_text().strip() == baseline["total"], "the default preset must be rendered"
+    default_preset = re.search(r"[?&]p=([^&]+)", baseline["url"]).group(1)
+    assert re.search(rf"[?&]p={re.escape(default_preset)}(&|$)", page.url), page.url
+    assert default_preset in page.locator('[data-testid="stMain"] [data-testid="stCaptionContainer"]').first.inner_text()
+    body = page.locator("body").inner_text()
+    assert "root:x:0:0" not in body, "the contents of /etc/passwd leaked into the page"
+    assert page.locator(EXCEPTION).count() == 0
+
+
+def test_deep_link_is_the_first_request_of_a_fresh_server(browser, tmp_path):
+    """A shared deep link may be the very first request a server gets: it must go through
+    st.navigation (not Streamlit's legacy pages/ router) and show the right page."""
+    path, title = "checkpoints", PAGES["checkpoints"]
+    with _running_server(tmp_path / "server.log") as base:
+        ctx = browser.new_context(viewport=VIEWPORT)
+        try:
+            page = ctx.new_page()
+            page.goto(f"{base}/{path}?p=pipeline-70b")
+            _total_cost(page, FIRST_LOAD_TIMEOUT_MS)
+            _wait_idle(page)
+            heading = page.locator('[data-testid="stMain"] h1').first.inner_text().strip()
+            assert heading == title
+            nav = [t.strip().splitlines()[-1] for t in page.locator('[data-testid="stSidebarNav"] a').all_inner_texts()]
+            assert set(PAGES.values()) <= set(nav), f"the sidebar is not the app's navigation: {nav}"
+            not_found = [t for t in page.locator('[role="dialog"]').all_inner_texts() if "not found" in t.lower()]
+            assert not not_found, not_found
+            assert page.locator(EXCEPTION).count() == 0
+            assert re.search(rf"/{path}\?", page.url), page.url
+        finally:
+            ctx.close()
+
+
+def test_every_page_renders_with_charts_and_screenshots(server, context):
+    """Every page by its url path: title, Total cost, drawn charts, no exception, no
+    "Page not found", a share link that opens the same page; plus a full-page screenshot.
+
+    Problems are collected over all pages (so every screenshot is written) and reported together.
+    """
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = context.new_page()
+    js_errors: list[str] = []
+    page.on("pageerror", lambda e: js_errors.append(str(e)))
+    problems: list[str] = []
+    pages = dict(PAGES)
+    page.goto(server + "/")
+    _total_cost(page, FIRST_LOAD_TIMEOUT_MS)
+    for href, text in page.evaluate("""() => [...document.querySelectorAll('[data-testid="stSidebarNav"] a')]
+            .map(a => [new URL(a.href).pathname.replace(/^\\/+|\\/+$/g, ''), a.innerText])"""):
+        title = text.strip().splitlines()[-1].strip()
+        if href and href not in pages:  # a page added to the app since this test was written
+            pages[href] = title
+    for i, (path, title) in enumerate(pages.items()):
+        page.goto(f"{server}/{path}")
+        total = _total_cost(page, FIRST_LOAD_TIMEOUT_MS)
+        _wait_idle(page)
+        if not total.inner_text().strip():
+            problems.append(f"/{path}: empty Total cost")
+        heading = page.locator('[data-testid="stMain"] h1').first.inner_text().strip()
+        if heading != title:
+            problems.append(f"/{path}: shows the page {heading!r}, expected {title!r}")
+        try:
+            _wait_charts(page, minimum=1)
+        except AssertionError as err:
+            problems.append(f"/{path}: {err}")
+        exc = page.locator(EXCEPTION)
+        if exc.count():
+            problems.append(f"/{path}: shows an exception: {exc.first.inner_text()[:1500]}")
+        dialogs = [t for t in page.locator('[role="dialog"]').all_inner_texts() if "not found" in t.lower()]
+        if dialogs:
+            problems.append(f"/{path}: shows the dialog {dialogs[0]!r} (a deep link to this page does not work)")
+        # the share link must lead back to this page without a "Page not found" detour;
+        # Streamlit serves the default (first) page at the root, whatever its url_path
+        link_path = re.sub(r"^https?://[^/?#]+", "", _share_link(page)).split("?")[0].strip("/")
+        expected_path = "" if i == 0 else path
+        if link_path != expected_path:
+            problems.append(f"/{path}: the share link points at /{link_path}, expected /{expected_path}")
+        shot = SHOTS / f"{path}.png"
+        _full_page_screenshot(page, shot)
+        assert shot.exists(), shot
+        assert shot.stat().st_size > 20_000, f"{shot} is only {shot.stat().st_size} bytes"
+    if js_errors:
+        problems.append(f"JavaScript errors: {js_errors}")
+    assert not problems, "\n".join(problems)
