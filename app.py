@@ -15,6 +15,10 @@ PAGES = {
         st.Page("pages/checkpoints.py", title="Checkpoints and reliability", icon=":material/save:", url_path="checkpoints"),
         st.Page("pages/data-people.py", title="Data, evaluation and people", icon=":material/groups:", url_path="data-people"),
     ],
+    "Govern": [
+        st.Page("pages/budget.py", title="Budget and timeline", icon=":material/account_balance:", url_path="budget"),
+        st.Page("pages/compare.py", title="Compare and optimize", icon=":material/compare_arrows:", url_path="compare"),
+    ],
     "Analyse": [
         st.Page("pages/sensitivity.py", title="Sensitivity and uncertainty", icon=":material/insights:",
                 url_path="sensitivity"),

@@ -89,8 +89,9 @@ class Result:
 
     @property
     def peak_gpus(self) -> int:
-        """Most GPUs any single stage holds (stages run in sequence by default)."""
-        return int(self.stats[:, K_GPUS].max()) if self.stages else 0
+        """Most GPUs held at once: stages in sequence, overlapping as schedule.<stage>_overlap says."""
+        from .budget import concurrent_peak_gpus
+        return int(round(concurrent_peak_gpus(self))) if self.stages else 0
 
     def resource_matrix(self) -> np.ndarray:
         """(stages, resources) in $."""
@@ -132,6 +133,15 @@ class Result:
             "stages": stages,
             "resources": {r: float(m[:, j].sum()) for j, r in enumerate(RESOURCES)},
         }
+        from .budget import budget_status, lifecycle
+        status = budget_status(self)
+        if status is not None:
+            out["budget"] = status
+        life = lifecycle(self)
+        if life.iterations > 1:
+            out["lifecycle"] = {"iterations": life.iterations, "every_months": life.every_months,
+                                "stages": life.stages, "per_iteration_usd": life.per_iteration_usd,
+                                "total_usd": life.total_usd}
         _assert_finite(out)
         return out
 

@@ -42,7 +42,32 @@ def markdown_table(df, throughput: bool = False) -> str:
     return "\n".join(lines)
 
 
+def cmd_levers(args) -> int:
+    from . import api, levers
+    from .cli import apply_sets
+    from .fmt import usd
+    scn = apply_sets(api.load_scenario(args.file), args.set)
+    base = api.estimate(scn).total_usd
+    lv = levers.levers(scn)
+    if args.format == "json":
+        print(json.dumps({"total_usd": base, "levers": [
+            {"key": x.key, "title": x.title, "saving_usd": x.saving_usd, "new_total_usd": x.new_total_usd,
+             "risk": x.risk, "changes": x.changes} for x in lv]}, indent=2))
+        return 0
+    print(f"{scn.get('name', '')}: total {usd(base)}")
+    for x in lv:
+        share = x.saving_usd / base if base else 0.0
+        print(f"{usd(x.saving_usd):>10} ({share:6.1%})  {x.title}")
+        print(f"{'':>21}risk: {x.risk}")
+    return 0
+
+
 def register(sub) -> None:
+    lv = sub.add_parser("levers", help="optimization levers for a scenario, sorted by saving")
+    lv.add_argument("file", help="scenario YAML file or preset name")
+    lv.add_argument("--set", action="append", default=[], metavar="dotted.key=value")
+    lv.add_argument("--format", choices=("table", "json"), default="table")
+    lv.set_defaults(func=cmd_levers)
     v = sub.add_parser("validate", help="predicted vs published GPU-hours of public pre-training runs")
     v.add_argument("--throughput", action="store_true", help="feed each run's published throughput instead of defaults")
     v.add_argument("--format", choices=("table", "json", "markdown"), default="table")

@@ -42,7 +42,7 @@ from .schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_REVIEW, D_SYNTH_U
                      S_MFU, S_MICRO_BATCH, S_MILESTONE, S_NUM_GPUS, S_PP, S_QLORA_DEQ, S_RECOMPUTE,
                      S_SEQ_LEN, S_SETUP_MO, S_TFLOPS, S_SYNTH_M, S_TOK_PER_GPU_S, S_TP, S_USD_PER_LABEL,
                      S_ZERO, SFT_EPOCHS, SFT_SAMPLES, SFT_TOK_PER_SAMPLE, STAGE_BASE, ST_BYTES_PER_TOKEN,
-                     ST_COLD, ST_COLD_AFTER_D, ST_FULL_CKPT_BPP, ST_HOT, ST_OBJECT, ST_RETENTION_MO,
+                     ST_COLD, ST_COLD_AFTER_D, ST_FINISHED_WEIGHTS, ST_FULL_CKPT_BPP, ST_HOT, ST_OBJECT, ST_RETENTION_MO,
                      ST_VERSIONS, ST_WEIGHTS_CKPT_BPP)
 
 # ---------------------------------------------------------------------------
@@ -374,8 +374,11 @@ def _eval_one(x, items, stats):
         final_held = held_checkpoints(n_ckpt, keep, mile) if n_ckpt > 0.0 else 0.0
         spacing_h = wall_h / n_ckpt if n_ckpt > 0.0 else 0.0
         in_run_gb_months = ckpt_gb * held_checkpoint_sum(n_ckpt, keep, mile) * spacing_h / HOURS_PER_MONTH
-        items[s, I_ST_HOT] = x[ST_HOT] * (in_run_gb_months + final_held * ckpt_gb * hot_after)
-        items[s, I_ST_COLD] = x[ST_COLD] * final_held * ckpt_gb * (retention - hot_after)
+        kept_gb = ckpt_gb  # size of each checkpoint retained after the stage
+        if x[ST_FINISHED_WEIGHTS] > 0.5 and x[b + S_CKPT_TYPE] != CKPT_WEIGHTS:
+            kept_gb = ckpt_gb * x[ST_WEIGHTS_CKPT_BPP] / x[ST_FULL_CKPT_BPP]
+        items[s, I_ST_HOT] = x[ST_HOT] * (in_run_gb_months + final_held * kept_gb * hot_after)
+        items[s, I_ST_COLD] = x[ST_COLD] * final_held * kept_gb * (retention - hot_after)
         one_copy_gb = unique_tokens * x[ST_BYTES_PER_TOKEN] / 1e9
         dataset_gb = one_copy_gb * x[ST_VERSIONS]
         items[s, I_ST_DATA] = x[ST_OBJECT] * dataset_gb * (months + retention)
@@ -383,7 +386,7 @@ def _eval_one(x, items, stats):
         # ---- network (billed transfers)
         usd_gb = x[N_USD_PER_GB]
         items[s, I_NET_DATA] = one_copy_gb * x[N_DATASET_MOVES] * usd_gb
-        items[s, I_NET_REPL] = final_held * ckpt_gb * x[N_CKPT_REPLICAS] * usd_gb
+        items[s, I_NET_REPL] = final_held * kept_gb * x[N_CKPT_REPLICAS] * usd_gb
         if s != EVAL:
             items[s, I_NET_EXPORT] = saved_params * x[ST_WEIGHTS_CKPT_BPP] / 1e9 * x[N_EXPORTS] * usd_gb
 
@@ -416,7 +419,7 @@ def _eval_one(x, items, stats):
         st[K_CKPT_GB] = ckpt_gb
         st[K_CKPT_WRITE_S] = write_h * 3600.0
         st[K_DATASET_GB] = dataset_gb
-        st[K_STORAGE_PEAK_GB] = final_held * ckpt_gb + dataset_gb
+        st[K_STORAGE_PEAK_GB] = final_held * ckpt_gb + dataset_gb  # at the end of the run, before conversion
         st[K_MEM_GB] = mem / 1e9
         st[K_FITS] = 1.0 if (mem <= mem_gb * 1e9 * x[E_USABLE_MEM] and not roll_short) else 0.0
         st[K_MIN_GPUS] = min_g

@@ -153,6 +153,16 @@ def knob(path: str, label: str, lo=None, hi=None, step=None, widget: str = "slid
                             on_change=changed, help=tip)
     if f.kind == "bool":
         return st.checkbox(label, value=bool(cur), key=key, on_change=changed, help=tip)
+    if f.kind == "date":
+        import datetime as _dt
+
+        def date_changed():
+            apply(path, st.session_state[key].isoformat())
+
+        return st.date_input(label, value=_dt.date.fromisoformat(str(cur)), key=key, on_change=date_changed,
+                             help=tip, min_value=_dt.date(2000, 1, 1), max_value=_dt.date(2100, 12, 31))
+    if f.kind == "str":
+        return st.text_input(label, value=str(cur), key=key, on_change=changed, help=tip, max_chars=100)
     is_int = f.kind == "int"
     cast = int if is_int else float
     lo = cast(f.lo if lo is None else lo)
@@ -271,8 +281,24 @@ def frame(title: str, intro: str) -> api.Result:
     cols[3].metric("Elastic cost", fmt.usd(res.elastic_usd), help="scales with GPU time, tokens and samples: "
                    + fmt.usd_exact(res.elastic_usd))
     cols[4].metric("Peak GPUs", f"{res.peak_gpus:,}")
+    budget_header(res)
     st.markdown(intro)
     return res
+
+
+STATUS_COLORS = {"ok": "green", "warning": "orange", "over": "red"}
+
+
+def budget_header(res: api.Result) -> None:
+    """Budget status on every page: a coloured badge and one line per alert."""
+    from costcore.budget import budget_status
+    status = budget_status(res)
+    if status is None:
+        return
+    st.badge(f"Budget: {status['status'].upper()}", color=STATUS_COLORS[status["status"]],
+             icon=":material/account_balance_wallet:")
+    for a in status["alerts"]:
+        (st.error if a["status"] == "over" else st.warning)(a["message"], icon="🚨" if a["status"] == "over" else "⚠️")
 
 
 def show_checks(res: api.Result, stages=None) -> None:

@@ -20,7 +20,8 @@ from costcore import fmt, share
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 PAGES = ["pages/overview.py", "pages/pretraining.py", "pages/post-training.py",
-         "pages/fine-tuning.py", "pages/checkpoints.py", "pages/data-people.py", "pages/sensitivity.py"]
+         "pages/fine-tuning.py", "pages/checkpoints.py", "pages/data-people.py", "pages/sensitivity.py",
+         "pages/budget.py", "pages/compare.py"]
 
 
 def _app(page=None, **params) -> AppTest:
@@ -201,3 +202,34 @@ def test_bad_query_parameter_warns_and_keeps_running(params, name):
     assert any(name in w for w in warnings), warnings
     assert _metric(at, "Total cost").startswith("$")
 
+
+
+def test_budget_alert_shows_on_every_page():
+    sft = costcore.estimate("pipeline-70b").stat("sft", "usd_total")
+    for page in (None, "pages/checkpoints.py", "pages/budget.py"):
+        at = _app(page, p="pipeline-70b", **{"budget.sft_usd": str(round(sft / 2))})
+        errors = [e.value for e in at.error]
+        assert any("Supervised fine-tuning is over budget" in e for e in errors), errors
+
+
+def test_budget_page_sets_a_budget_and_the_lifecycle():
+    at = _app("pages/budget.py", p="pipeline-70b")
+    assert not at.error
+    _move(at, "budget.total_usd", 1000.0)
+    assert any("over budget" in e.value for e in at.error)
+    assert at.query_params["budget.total_usd"] == "1000"
+    _move(at, "lifecycle.iterations", 6)
+    labels = [m.label for m in at.metric]
+    assert any(lbl.startswith("Lifecycle total (6") for lbl in labels)
+
+
+def test_compare_page_lever_click_lowers_total():
+    at = _app("pages/compare.py", p="pipeline-70b")
+    before = _total(at)
+    buttons = [b for b in at.button if b.key and b.key.startswith("lever:")]
+    assert buttons
+    buttons[0].click()
+    at.run()
+    assert not at.exception
+    assert _total(at) < before
+    assert any("Applied:" in w.value for w in at.warning)

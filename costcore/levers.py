@@ -1,0 +1,129 @@
+"""Optimization levers: concrete what-ifs on the current scenario, each computed by the core.
+
+A lever is a named change to the scenario; its saving is the total of the
+current scenario minus the total of the changed one, both estimated by the
+kernel. Levers that do not apply (nothing to change) are left out. The
+lever figures (discounts, gains) live in data/levers.yaml with sources.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from . import api, schema
+from .schema import effective_value, set_path
+
+_DATA = yaml.safe_load((Path(__file__).parent / "data" / "levers.yaml").read_text())
+P = {k: v["value"] for k, v in _DATA.items()}
+SOURCES = {k: v["source"] for k, v in _DATA.items()}
+
+
+@dataclass
+class Lever:
+    key: str
+    title: str
+    risk: str
+    changes: dict  # dotted path -> new value
+    saving_usd: float = 0.0
+    new_total_usd: float = 0.0
+    sources: list = field(default_factory=list)
+
+
+def _train_stages(res) -> list[str]:
+    return [s for s in res.stages if s != "eval"]
+
+
+def _candidates(res: api.Result) -> list[Lever]:
+    scn = res.scenario
+    out: list[Lever] = []
+    ev = lambda p: effective_value(scn, p)  # noqa: E731
+    # PEFT instead of full fine-tuning
+    ch = {f"stages.{s}.method": "lora" for s in ("sft", "dpo") if s in res.stages and ev(f"stages.{s}.method") == "full"}
+    if ch:
+        out.append(Lever("lora", "LoRA instead of full fine-tuning (" + ", ".join(k.split(".")[1] for k in ch) + ")",
+                         "Can trail full fine-tuning on hard or knowledge-heavy tasks; check on your evals.", ch))
+    # retention: keep last K + milestones
+    ch = {}
+    for s in _train_stages(res):
+        k = ev(f"stages.{s}.keep_last")
+        if k == 0 or k > P["keep_last"]:
+            ch[f"stages.{s}.keep_last"] = P["keep_last"]
+            ch[f"stages.{s}.milestone_every"] = P["milestone_every"]
+    if ch:
+        out.append(Lever("retention", f"Keep the last {P['keep_last']} checkpoints plus every {P['milestone_every']}th",
+                         "Rolling back further than the kept checkpoints means retraining.", ch,
+                         sources=["keep_last", "milestone_every"]))
+    # cold tier sooner
+    if ev("storage.cold_after_days") > P["cold_after_days"]:
+        out.append(Lever("cold_tier", f"Move retained checkpoints to the cold tier after {P['cold_after_days']} days",
+                         "Slower and billed retrieval when an old checkpoint is needed.",
+                         {"storage.cold_after_days": P["cold_after_days"]}, sources=["cold_after_days"]))
+    # weights-only for finished stages
+    if not ev("storage.finished_weights_only"):
+        out.append(Lever("weights_only", "Keep weights only (no optimizer state) once a stage is finished",
+                         "A finished stage cannot be resumed exactly, only restarted from its weights.",
+                         {"storage.finished_weights_only": True}))
+    # checkpoint interval at Young/Daly
+    ch = {f"stages.{s}.ckpt_interval_h": 0 for s in _train_stages(res) if ev(f"stages.{s}.ckpt_interval_h") > 0}
+    if ch:
+        out.append(Lever("young_daly", "Checkpoint at the Young/Daly optimum interval",
+                         "More frequent writes load the storage system; fewer give less room to roll back.", ch))
+    # higher MFU
+    ch = {}
+    for s in _train_stages(res):
+        cur = res.stat(s, "mfu")
+        if cur > 0 and ev(f"stages.{s}.tokens_per_gpu_s") == 0:
+            ch[f"stages.{s}.mfu"] = round(min(0.75, cur + P["mfu_gain_points"]), 4)
+    if ch:
+        out.append(Lever("mfu", f"Raise MFU by {P['mfu_gain_points'] * 100:.0f} points (kernels, parallel layout)",
+                         "Engineering time; gains are not guaranteed at every scale.", ch, sources=["mfu_gain_points"]))
+    # fewer repeated experiments
+    ch = {f"stages.{s}.experiments": round(ev(f"stages.{s}.experiments") * P["experiments_factor"], 3)
+          for s in res.stages if ev(f"stages.{s}.experiments") > 0}
+    if ch:
+        out.append(Lever("experiments", "Halve the repeated experiments (smaller proxy runs, better tracking)",
+                         "Less tuning can leave quality on the table or hide a bad setting.", ch,
+                         sources=["experiments_factor"]))
+    # pricing
+    price = float(ev("hardware.usd_per_gpu_hour"))
+    out.append(Lever("reserved", f"Reserved capacity ({P['reserved_discount']:.0%} below on-demand)",
+                     "A 1-3 year commitment: you pay for idle time and are tied to one provider.",
+                     {"hardware.usd_per_gpu_hour": round(price * (1 - P["reserved_discount"]), 4)},
+                     sources=["reserved_discount"]))
+    rate = float(ev("reliability.failures_per_gpu_hour"))
+    out.append(Lever("spot", f"Spot capacity ({P['spot_discount']:.0%} below on-demand, "
+                             f"{P['spot_interruption_multiplier']}x interruptions)",
+                     "Preemptions: more lost work and restarts, and capacity may vanish for days.",
+                     {"hardware.usd_per_gpu_hour": round(price * (1 - P["spot_discount"]), 4),
+                      "reliability.failures_per_gpu_hour": min(0.01, rate * P["spot_interruption_multiplier"])},
+                     sources=["spot_discount", "spot_interruption_multiplier"]))
+    # DPO reference log-probs
+    if "dpo" in res.stages and ev("stages.dpo.reference") == "live":
+        out.append(Lever("dpo_ref", "Precompute DPO reference log-probs once",
+                         "Extra storage for the log-probs; the reference cannot change during training.",
+                         {"stages.dpo.reference": "precomputed"}))
+    return out
+
+
+def apply(scn: dict, lever: Lever) -> dict:
+    """The scenario with the lever's changes (validated)."""
+    for path, v in lever.changes.items():
+        scn = set_path(scn, path, v)
+    return schema.validate(scn)
+
+
+def levers(scenario) -> list[Lever]:
+    """Every applicable lever with its saving, sorted by saving (largest first)."""
+    res = api.estimate(scenario)
+    out = []
+    for lv in _candidates(res):
+        new = api.estimate(apply(res.scenario, lv))
+        lv.new_total_usd = new.total_usd
+        lv.saving_usd = res.total_usd - new.total_usd
+        if lv.saving_usd > 0.005:  # a lever that saves nothing here is not offered
+            out.append(lv)
+    out.sort(key=lambda lv: -lv.saving_usd)
+    return out
+

@@ -1,0 +1,173 @@
+"""Budget and timeline: budget lines and alerts, fixed vs elastic, calendar, lifecycle, attribution."""
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from costcore import budget as bud
+from costcore import fmt
+from costcore import schema as costcore_schema
+from costcore.schema import RESOURCES, STAGE_LABELS
+from pages import common
+
+res = common.frame(
+    "Budget and timeline",
+    "Teams do not only ask *how much* but *when, against which budget, and what recurs*. Set budget and "
+    "warning lines per stage, per resource and in total; see which part of the cost is fixed (people, "
+    "platform, bought data) and which elastic (GPU time, tokens, samples); lay the stages on a calendar; "
+    "and repeat post-training as a lifecycle of iterations.")
+scn = common.scenario()
+
+st.header("Budget lines")
+c1, c2 = st.columns(2)
+with c1:
+    common.knob("budget.total_usd", "Total budget ($, 0 = none)", widget="number", step=100000.0, fmt_str="%.0f")
+with c2:
+    common.knob("budget.warn_at", "Warning line (share of each budget)", 0.5, 1.0, 0.05)
+cols = st.columns(max(1, len(res.stages)))
+for col, s in zip(cols, res.stages):
+    with col:
+        common.knob(f"budget.{s}_usd", f"{common.STAGE_SHORT[s]} budget ($)", widget="number", step=10000.0,
+                    fmt_str="%.0f")
+with st.expander("Budgets per resource"):
+    rcols = st.columns(len(RESOURCES))
+    for col, r in zip(rcols, RESOURCES):
+        with col:
+            common.knob(f"budget.{r}_usd", f"{r} ($)", widget="number", step=10000.0, fmt_str="%.0f")
+res = common.result()
+lines = bud.budget_lines(res)
+if lines.empty:
+    st.info("No budget is set: enter one above to get status and alerts on every page.")
+else:
+    show = lines.copy()
+    show["name"] = [STAGE_LABELS.get(n, n) for n in show.name]
+    st.dataframe(show[["scope", "name", "budget_usd", "warning_usd", "actual_usd", "share_used", "status"]],
+                 hide_index=True, width="stretch",
+                 column_config={c: st.column_config.NumberColumn(format="dollar")
+                                for c in ("budget_usd", "warning_usd", "actual_usd")} |
+                 {"share_used": st.column_config.ProgressColumn("used", format="percent", min_value=0, max_value=1.5)})
+
+st.header("Fixed and elastic cost")
+li = res.line_items()
+if not li.empty:
+    fe = li.groupby(["stage", "kind"], as_index=False).usd.sum()
+    fe["stage_short"] = fe.stage.map(common.STAGE_SHORT)
+    m = st.columns(3)
+    m[0].metric("Fixed", fmt.usd(res.fixed_usd), help="committed: team, platform, bought data, datasets kept")
+    m[1].metric("Elastic", fmt.usd(res.elastic_usd), help="scales with GPU time, tokens and samples")
+    m[2].metric("Fixed share", f"{res.fixed_usd / max(res.total_usd, 1e-9):.0%}")
+    st.altair_chart(alt.Chart(fe).mark_bar().encode(
+        x=alt.X("stage_short:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title=None,
+                axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("usd:Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
+        color=alt.Color("kind:N", scale=alt.Scale(domain=["fixed", "elastic"], range=["#B279A2", "#4C78A8"])),
+        tooltip=["stage:N", "kind:N", alt.Tooltip("usd:Q", format="$,.0f")]).properties(height=240), width="stretch")
+
+st.header("Timeline")
+c1, c2, c3 = st.columns(3)
+with c1:
+    common.knob("schedule.start_date", "Start date")
+with c2:
+    later = [s for s in res.stages[1:]]
+    if later:
+        which = st.selectbox("Overlap of", later, format_func=lambda s: STAGE_LABELS[s], key="ov_stage")
+with c3:
+    if later:
+        common.knob(f"schedule.{which}_overlap", "with the stage before (share of its span)", 0.0, 1.0, 0.05)
+res = common.result()
+tl = bud.timeline(res)
+sched = tl.schedule.copy()
+sched["label"] = [f"{common.STAGE_SHORT[s]}" + (f" #{k}" if k > 1 else "") for s, k in zip(sched.stage, sched.iteration)]
+sched["stage_short"] = sched.stage.map(common.STAGE_SHORT)
+gantt = alt.Chart(sched).mark_bar(cornerRadius=3).encode(
+    x=alt.X("start:T", title=None), x2="end:T",
+    y=alt.Y("stage_short:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title=None),
+    color=alt.Color("stage:N", legend=None, scale=alt.Scale(domain=list(common.STAGE_COLORS),
+                                                            range=list(common.STAGE_COLORS.values()))),
+    tooltip=["label:N", alt.Tooltip("start:T", title="setup starts"), alt.Tooltip("run_start:T", title="run starts"),
+             alt.Tooltip("end:T", title="ends"), alt.Tooltip("gpus:Q", format=",.0f")])
+st.altair_chart(gantt.properties(height=40 + 32 * sched.stage.nunique()), width="stretch")
+
+mon = tl.monthly.copy()
+if not mon.empty:
+    mon["stage_short"] = mon.stage.map(common.STAGE_SHORT)
+    st.subheader("Monthly spend by stage")
+    st.altair_chart(alt.Chart(mon).mark_bar().encode(
+        x=alt.X("yearmonth(month):T", title=None),
+        y=alt.Y("sum(usd):Q", title="Spend per month ($)", axis=alt.Axis(format="$~s")),
+        color=alt.Color("stage:N", scale=alt.Scale(domain=list(common.STAGE_COLORS), range=list(common.STAGE_COLORS.values()))),
+        tooltip=["stage:N", alt.Tooltip("yearmonth(month):T", title="month"), alt.Tooltip("sum(usd):Q", format="$,.0f")]
+    ).properties(height=260), width="stretch")
+    cum = mon.groupby("month", as_index=False).usd.sum().sort_values("month")
+    cum["cumulative"] = cum.usd.cumsum()
+    layers = [alt.Chart(cum).mark_line(point=True, color="#333").encode(
+        x=alt.X("month:T", title=None), y=alt.Y("cumulative:Q", title="Cumulative spend ($)", axis=alt.Axis(format="$~s")),
+        tooltip=[alt.Tooltip("month:T"), alt.Tooltip("cumulative:Q", format="$,.0f")])]
+    total_budget = [r for r in lines.itertuples() if r.scope == "total"] if not lines.empty else []
+    if total_budget:
+        b = total_budget[0]
+        layers.append(alt.Chart(pd.DataFrame({"y": [b.budget_usd, b.warning_usd], "line": ["budget", "warning"]}))
+                      .mark_rule(strokeDash=[6, 3]).encode(y="y:Q", color=alt.Color(
+                          "line:N", scale=alt.Scale(domain=["budget", "warning"], range=["#E45756", "#F58518"]))))
+    st.subheader("Cumulative spend against the budget")
+    st.altair_chart(alt.layer(*layers).properties(height=240), width="stretch")
+    life_n = int(costcore_schema.effective_value(scn, "lifecycle.iterations"))
+    st.caption("Spend includes storage kept through the retention period"
+               + (f" and the {life_n - 1} further post-training iterations of the lifecycle; the budget lines "
+                  "above apply to the plan's first pass" if life_n > 1 else "") + ".")
+
+st.subheader("GPUs and storage held over time")
+m = st.columns(3)
+m[0].metric("Peak GPUs", f"{tl.peak_gpus:,.0f}")
+m[1].metric("Average GPUs while running", f"{tl.average_gpus:,.0f}")
+m[2].metric("Peak storage", fmt.gb(float(tl.usage.storage_gb.max())))
+u = tl.usage.melt(["day", "date"], ["gpus", "storage_gb"], var_name="measure")
+u["measure"] = u.measure.map({"gpus": "GPUs in use", "storage_gb": "Storage held (GB)"})
+st.altair_chart(alt.Chart(u).mark_area(opacity=0.7, interpolate="step-after").encode(
+    x=alt.X("date:T", title=None), y=alt.Y("value:Q", title=None),
+    color=alt.Color("measure:N", legend=None, scale=alt.Scale(range=["#4C78A8", "#F58518"])),
+    row=alt.Row("measure:N", title=None), tooltip=["measure:N", "date:T", alt.Tooltip("value:Q", format=",.0f")]
+).properties(height=140, width=900).resolve_scale(y="independent"))
+
+st.header("Iteration lifecycle")
+st.markdown("Post-training is rarely done once: models are refreshed as data and requirements change. "
+            "Repeat the chosen stages every few months; data reused between iterations is not bought again.")
+c1, c2, c3 = st.columns(3)
+with c1:
+    common.knob("lifecycle.iterations", "Iterations", 1, 36, 1)
+with c2:
+    common.knob("lifecycle.every_months", "Every (months)", 0.25, 12.0, 0.25)
+with c3:
+    common.knob("lifecycle.data_reuse", "Data reused between iterations", 0.0, 1.0, 0.05)
+lc = st.columns(4)
+for col, s in zip(lc, ("sft", "dpo", "rl", "eval")):
+    with col:
+        common.knob(f"lifecycle.{s}", f"repeat {common.STAGE_SHORT[s]}")
+res = common.result()
+life = bud.lifecycle(res)
+m = st.columns(3)
+m[0].metric("First pass (the plan)", fmt.usd(life.first_pass_usd))
+m[1].metric("Each further iteration", fmt.usd(life.per_iteration_usd))
+m[2].metric(f"Lifecycle total ({life.iterations} × over {life.horizon_months:g} months)", fmt.usd(life.total_usd))
+if life.iterations > 1 and not life.table.empty:
+    t = life.table.copy()
+    st.altair_chart(alt.Chart(t).mark_bar().encode(
+        x=alt.X("iteration:O", title="Iteration", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("usd:Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
+        color=alt.Color("stage:N", scale=alt.Scale(domain=list(common.STAGE_COLORS),
+                                                   range=list(common.STAGE_COLORS.values()))),
+        tooltip=["iteration:O", "stage:N", alt.Tooltip("usd:Q", format="$,.0f")]
+    ).properties(height=220), width="stretch")
+
+st.header("Attribution export")
+c1, c2 = st.columns(2)
+with c1:
+    common.knob("tags.project", "Project tag")
+with c2:
+    common.knob("tags.team", "Team / cost center")
+res = common.result()
+att = bud.attribution(res)
+c1, c2 = st.columns(2)
+c1.download_button("Download line items (CSV)", att.to_csv(index=False), "attribution.csv", "text/csv", width="stretch")
+c2.download_button("Download line items (YAML)", bud.attribution_yaml(res), "attribution.yaml", "application/x-yaml",
+                   width="stretch")
+st.dataframe(att, hide_index=True, width="stretch", column_config={"usd": st.column_config.NumberColumn(format="dollar")})

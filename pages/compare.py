@@ -1,0 +1,77 @@
+"""Compare scenarios and apply optimization levers."""
+import altair as alt
+import streamlit as st
+
+import costcore
+from costcore import budget as bud
+from costcore import fmt, levers
+from costcore.schema import ScenarioError
+from pages import common
+
+res = common.frame(
+    "Compare and optimize",
+    "Put the current plan next to another one (a preset, a saved snapshot or an uploaded file) to see which "
+    "inputs differ and what that does to every stage and resource. Below, the **levers**: concrete what-ifs "
+    "computed by the core on the current plan, sorted by what they save, each with the risk it carries. "
+    "One click applies a lever.")
+ss = common.state()
+
+st.header("Side by side")
+c1, c2, c3 = st.columns(3)
+if c1.button("Save the current plan as B", width="stretch"):
+    ss["saved_b"] = ss.scenario
+presets = costcore.preset_names()
+options = (["saved snapshot"] if "saved_b" in ss else []) + presets
+default_b = "saved snapshot" if "saved snapshot" in options else (ss.preset if ss.preset in options else options[0])
+choice = c2.selectbox("Compare with (B)", options, key="cmp_b", index=options.index(default_b),
+                      help="By default B is the preset the current plan started from: the diff shows your changes.")
+up = c3.file_uploader("or upload B (YAML)", type=["yaml", "yml"], key="cmp_upload")
+b_scn = None
+if up is not None:
+    try:
+        b_scn = costcore.load_yaml_text(up.getvalue(), what="upload")
+    except ScenarioError as err:
+        st.warning(f"{err}. Comparing with the selection instead.")
+if b_scn is None:
+    b_scn = ss["saved_b"] if choice == "saved snapshot" else costcore.load_preset(choice)
+b = costcore.estimate(b_scn)
+m = st.columns(3)
+m[0].metric("A: current", fmt.usd(res.total_usd))
+m[1].metric("B", fmt.usd(b.total_usd))
+m[2].metric("B - A", fmt.usd(b.total_usd - res.total_usd),
+            delta=f"{(b.total_usd / max(res.total_usd, 1e-9) - 1):+.1%}", delta_color="inverse")
+inputs, costs = bud.compare(res, b)
+left, right = st.columns([2, 3])
+with left:
+    st.subheader(f"Inputs that differ ({len(inputs)})")
+    st.dataframe(inputs, hide_index=True, width="stretch", height=320)
+with right:
+    st.subheader("Cost by stage")
+    by_stage = costs.groupby("stage", as_index=False)[["A", "B"]].sum().melt("stage", var_name="scenario", value_name="usd")
+    by_stage["stage"] = by_stage.stage.map(common.STAGE_SHORT)
+    st.altair_chart(alt.Chart(by_stage).mark_bar().encode(
+        x=alt.X("stage:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title=None, axis=alt.Axis(labelAngle=0)),
+        xOffset="scenario:N",
+        y=alt.Y("usd:Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
+        color=alt.Color("scenario:N", scale=alt.Scale(domain=["A", "B"], range=["#4C78A8", "#F58518"])),
+        tooltip=["stage:N", "scenario:N", alt.Tooltip("usd:Q", format="$,.0f")]).properties(height=300), width="stretch")
+with st.expander("Costs by stage and resource"):
+    st.dataframe(costs, hide_index=True, width="stretch",
+                 column_config={c: st.column_config.NumberColumn(format="dollar") for c in ("A", "B", "B_minus_A")})
+
+st.header("Optimization levers")
+lv = levers.levers(ss.scenario)
+if not lv:
+    st.info("No lever saves anything on this plan.")
+for i, x in enumerate(lv):
+    c1, c2, c3 = st.columns([5, 2, 1])
+    c1.markdown(f"**{x.title}**  \nRisk: {x.risk}")
+    c2.metric("saves", fmt.usd(x.saving_usd), delta=f"-{x.saving_usd / max(res.total_usd, 1e-9):.1%}",
+              delta_color="inverse", help=f"new total {fmt.usd_exact(x.new_total_usd)}")
+
+    def _apply(lever=x):
+        ss.scenario = levers.apply(ss.scenario, lever)
+        ss.rev += 1
+        ss.messages.append(f"Applied: {lever.title}. Saved {fmt.usd(lever.saving_usd)}.")
+
+    c3.button("Apply", key=f"lever:{x.key}", on_click=_apply, width="stretch")

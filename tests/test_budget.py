@@ -1,0 +1,167 @@
+"""Budget governance: lines and alerts, fixed/elastic, timeline, lifecycle, attribution, levers."""
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+import costcore
+from costcore import budget as bud
+from costcore import levers, schema
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _with(preset, **paths):
+    scn = costcore.load_preset(preset)
+    for k, v in paths.items():
+        scn = schema.set_path(scn, k.replace("__", "."), v)
+    return schema.validate(scn)
+
+
+def test_over_sft_budget_raises_exactly_that_alert():
+    base = costcore.estimate("pipeline-70b")
+    sft = base.stat("sft", "usd_total")
+    res = costcore.estimate(_with("pipeline-70b", budget__sft_usd=sft * 0.5,
+                                  budget__total_usd=base.total_usd * 10, budget__dpo_usd=1e12))
+    st = bud.budget_status(res)
+    assert st["status"] == "over"
+    assert len(st["alerts"]) == 1
+    a = st["alerts"][0]
+    assert (a["scope"], a["name"], a["status"]) == ("stage", "sft", "over")
+    assert a["over_usd"] == pytest.approx(sft * 0.5)
+    assert a["share_over"] == pytest.approx(1.0)
+    assert res.to_dict()["budget"] == st
+
+
+def test_warning_line_and_no_budget():
+    base = costcore.estimate("pipeline-70b")
+    assert "budget" not in base.to_dict() and bud.budget_status(base) is None
+    res = costcore.estimate(_with("pipeline-70b", budget__total_usd=base.total_usd / 0.9, budget__warn_at=0.85))
+    st = bud.budget_status(res)
+    assert st["status"] == "warning" and st["alerts"][0]["name"] == "total"
+    ok = costcore.estimate(_with("pipeline-70b", budget__total_usd=base.total_usd * 2))
+    assert bud.budget_status(ok) == {"status": "ok", "alerts": []}
+
+
+def test_resource_budget():
+    base = costcore.estimate("pipeline-70b")
+    compute = base.to_dict()["resources"]["compute"]
+    res = costcore.estimate(_with("pipeline-70b", budget__compute_usd=compute * 0.99))
+    a = bud.budget_status(res)["alerts"]
+    assert [(x["scope"], x["name"], x["status"]) for x in a] == [("resource", "compute", "over")]
+
+
+@pytest.mark.parametrize("preset", costcore.preset_names())
+def test_fixed_plus_elastic_is_total(preset):
+    res = costcore.estimate(preset)
+    d = res.to_dict()
+    assert d["fixed_usd"] + d["elastic_usd"] == pytest.approx(d["total_usd"], rel=1e-12)
+    li = res.line_items()
+    assert li[li.kind == "fixed"].usd.sum() == pytest.approx(d["fixed_usd"], rel=1e-12)
+    for s, v in d["stages"].items():
+        assert 0 <= v["fixed_usd"] <= v["usd_total"] * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("preset", costcore.preset_names())
+def test_monthly_spend_sums_to_total(preset):
+    res = costcore.estimate(preset)
+    tl = bud.timeline(res)
+    assert tl.monthly.usd.sum() == pytest.approx(res.total_usd, rel=1e-9)
+    assert tl.peak_gpus >= max(res.stat(s, "num_gpus") for s in res.stages)
+    assert tl.peak_gpus == res.peak_gpus == res.to_dict()["peak_gpus"]
+    seq = costcore.estimate(schema.set_path(res.scenario, "schedule.eval_overlap", 0.0))
+    assert seq.peak_gpus == max(seq.stat(s, "num_gpus") for s in seq.stages)
+
+
+def test_monthly_spend_with_lifecycle_sums_to_lifecycle_total():
+    res = costcore.estimate(_with("pipeline-70b", lifecycle__iterations=12, lifecycle__every_months=1,
+                                  lifecycle__data_reuse=0.7))
+    tl = bud.timeline(res)
+    life = bud.lifecycle(res)
+    assert tl.monthly.usd.sum() == pytest.approx(life.total_usd, rel=1e-9)
+    assert life.total_usd == pytest.approx(res.total_usd + 11 * life.per_iteration_usd, rel=1e-12)
+    assert (tl.schedule.iteration.max(), len(tl.schedule[tl.schedule.stage == "sft"])) == (12, 12)
+    assert res.to_dict()["lifecycle"]["iterations"] == 12
+
+
+def test_lifecycle_data_reuse_removes_data_costs():
+    full = bud.lifecycle(costcore.estimate(_with("pipeline-70b", lifecycle__iterations=3, lifecycle__data_reuse=0.0)))
+    reuse = bud.lifecycle(costcore.estimate(_with("pipeline-70b", lifecycle__iterations=3, lifecycle__data_reuse=1.0)))
+    res = costcore.estimate("pipeline-70b")
+    data = sum(res.stage_usd(s)["data"] - res.items[costcore.STAGES.index(s)][12] for s in full.stages)
+    assert full.per_iteration_usd - reuse.per_iteration_usd == pytest.approx(data, rel=1e-9)
+    assert full.per_iteration_usd == pytest.approx(sum(res.stat(s, "usd_total") for s in full.stages), rel=1e-12)
+
+
+def test_sequence_and_overlap():
+    res = costcore.estimate(_with("pipeline-70b", schedule__eval_overlap=0.0))
+    s = bud.timeline(res).schedule.set_index("stage")
+    order = res.stages
+    for a, b in zip(order, order[1:]):
+        assert s.loc[b, "start"] == s.loc[a, "end"]
+    res2 = costcore.estimate(_with("pipeline-70b", schedule__sft_overlap=0.5))
+    s2 = bud.timeline(res2).schedule.set_index("stage")
+    mid = s2.loc["cpt", "start"] + (s2.loc["cpt", "end"] - s2.loc["cpt", "start"]) / 2
+    assert abs((s2.loc["sft", "start"] - mid).total_seconds()) < 1
+    assert str(s2.loc["pretrain", "start"].date()) == schema.effective_value(res2.scenario, "schedule.start_date")
+
+
+def test_attribution_csv_and_yaml():
+    res = costcore.estimate(_with("pipeline-70b", tags__project="atlas", tags__team="ml-platform"))
+    df = bud.attribution(res)
+    back = pd.read_csv(io.StringIO(df.to_csv(index=False)))
+    assert back.usd.sum() == pytest.approx(res.total_usd, rel=1e-9)
+    assert set(back.project) == {"atlas"} and set(back.kind) == {"fixed", "elastic"}
+    y = yaml.safe_load(bud.attribution_yaml(res))
+    assert y["project"] == "atlas" and sum(i["usd"] for i in y["line_items"]) == pytest.approx(res.total_usd)
+
+
+def test_compare_lists_differences():
+    a = costcore.estimate("pipeline-70b")
+    b = costcore.estimate(_with("pipeline-70b", model__params_b=65.0, stages__sft__method="lora"))
+    inputs, costs = bud.compare(a, b)
+    assert set(inputs.input) == {"model.params_b", "stages.sft.method"}
+    assert costs.B.sum() == pytest.approx(b.total_usd) and costs.A.sum() == pytest.approx(a.total_usd)
+
+
+@pytest.mark.parametrize("preset", ["pipeline-70b", "vertical-7b-lora", "reasoning-grpo-32b", "scratch-7b"])
+def test_each_lever_saving_is_the_difference_of_two_estimates(preset):
+    base = costcore.estimate(preset)
+    lv = levers.levers(preset)
+    assert lv, "at least one lever applies"
+    assert [x.saving_usd for x in lv] == sorted((x.saving_usd for x in lv), reverse=True)
+    for x in lv:
+        changed = costcore.estimate(levers.apply(base.scenario, x))
+        assert x.saving_usd == pytest.approx(base.total_usd - changed.total_usd, rel=1e-12, abs=1e-6)
+        assert x.saving_usd > 0 and x.risk
+
+
+def test_cli_json_governance_fields_and_levers_command():
+    out = subprocess.run([sys.executable, "-m", "costcore", "estimate", "pipeline-70b", "--format", "json",
+                          "--set", "budget.sft_usd=1000"], cwd=ROOT, capture_output=True, text=True, check=True)
+    d = json.loads(out.stdout)
+    for k in ("fixed_usd", "elastic_usd", "peak_gpus"):
+        assert k in d
+    assert d["budget"]["status"] == "over" and d["budget"]["alerts"][0]["name"] == "sft"
+    out = subprocess.run([sys.executable, "-m", "costcore", "levers", "pipeline-70b", "--format", "json"], cwd=ROOT,
+                         capture_output=True, text=True, check=True)
+    j = json.loads(out.stdout)
+    assert j["levers"] and all(x["saving_usd"] > 0 for x in j["levers"])
+    txt = subprocess.run([sys.executable, "-m", "costcore", "levers", "pipeline-70b"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    assert "risk:" in txt and "Reserved" in txt
+
+
+def test_planning_settings_round_trip_through_the_url():
+    from costcore import share
+    scn = _with("pipeline-70b", budget__sft_usd=123456.0, schedule__start_date="2027-06-01",
+                lifecycle__iterations=4, tags__project="atlas")
+    back, _, warns = share.decode(share.encode(scn, "pipeline-70b"), "scratch-7b")
+    assert not warns and back == scn
