@@ -22,6 +22,7 @@ PAGES = {
     "Analyse": [
         st.Page("pages/sensitivity.py", title="Sensitivity and uncertainty", icon=":material/insights:",
                 url_path="sensitivity"),
+        st.Page("pages/validation.py", title="Validation", icon=":material/verified:", url_path="validation"),
     ],
 }
 

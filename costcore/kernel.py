@@ -373,7 +373,9 @@ def _eval_one(x, items, stats):
         hot_after = min(retention, x[ST_COLD_AFTER_D] / DAYS_PER_MONTH)
         final_held = held_checkpoints(n_ckpt, keep, mile) if n_ckpt > 0.0 else 0.0
         spacing_h = wall_h / n_ckpt if n_ckpt > 0.0 else 0.0
-        in_run_gb_months = ckpt_gb * held_checkpoint_sum(n_ckpt, keep, mile) * spacing_h / HOURS_PER_MONTH
+        # checkpoint k is written at the end of interval k: the set held after it is stored for the
+        # next interval, so during the run that is k = 1..n-1 (the n-th is written as the run ends)
+        in_run_gb_months = ckpt_gb * held_checkpoint_sum(n_ckpt - 1.0, keep, mile) * spacing_h / HOURS_PER_MONTH
         kept_gb = ckpt_gb  # size of each checkpoint retained after the stage
         if x[ST_FINISHED_WEIGHTS] > 0.5 and x[b + S_CKPT_TYPE] != CKPT_WEIGHTS:
             kept_gb = ckpt_gb * x[ST_WEIGHTS_CKPT_BPP] / x[ST_FULL_CKPT_BPP]

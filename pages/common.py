@@ -32,6 +32,16 @@ def _warm_up() -> bool:
     return True
 
 
+_MD_SPECIAL = set("\\`*[]!|~$#")  # links, images, code, emphasis, tables, math; HTML goes through html.escape
+
+
+def md_escape(text: str) -> str:
+    """Text from users (names, URL values, messages quoting them) made inert for st.markdown:
+    HTML is escaped and every markdown control character is backslash-escaped."""
+    text = html.escape(str(text), quote=False)
+    return "".join("\\" + c if c in _MD_SPECIAL else c for c in text)
+
+
 def _default_preset() -> str:
     names = api.preset_names()
     return DEFAULT_PRESET if DEFAULT_PRESET in names else names[0]
@@ -267,9 +277,9 @@ def frame(title: str, intro: str) -> api.Result:
     _sync_url()
     st.title(title)
     for msg in ss.messages:
-        st.warning(msg, icon="⚠️")
+        st.warning(md_escape(msg), icon="⚠️")
     ss.messages = []
-    name = html.escape(ss.scenario.get("name", ""))
+    name = md_escape(ss.scenario.get("name", ""))
     st.caption(f"Scenario: **{name}** · preset `{ss.preset}` · {len(res.stages)} stage(s) · "
                f"{costcore.schema.CATALOG[schema.effective_value(ss.scenario, 'hardware.gpu')]['label']}")
     cols = st.columns(5)

@@ -31,7 +31,7 @@ if up is not None:
     try:
         b_scn = costcore.load_yaml_text(up.getvalue(), what="upload")
     except ScenarioError as err:
-        st.warning(f"{err}. Comparing with the selection instead.")
+        st.warning(common.md_escape(f"{err}. Comparing with the selection instead."))
 if b_scn is None:
     b_scn = ss["saved_b"] if choice == "saved snapshot" else costcore.load_preset(choice)
 b = costcore.estimate(b_scn)

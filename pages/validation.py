@@ -1,0 +1,73 @@
+"""Validation: predicted vs published GPU-hours of public pre-training runs."""
+import altair as alt
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from costcore import validation
+from pages import common
+
+common.frame(
+    "Validation against published runs",
+    "How far can the defaults be trusted? Each public pre-training run below is re-estimated from its "
+    "parameters, tokens, sequence length, GPU type and count only: no MFU, no throughput. The table "
+    "compares the estimate with the GPU-hours (or days) the authors published. Switch on **published "
+    "throughput** to feed each run's measured tokens/s, MFU or TFLOP/s instead, which checks the rest of "
+    "the arithmetic (attention FLOPs, recompute, goodput).")
+
+
+@st.cache_data(show_spinner=False)
+def _table(throughput: bool) -> pd.DataFrame:
+    return validation.validation_table(throughput=throughput)
+
+
+@st.cache_data(show_spinner=False)
+def _baseline() -> pd.DataFrame:
+    return validation.baseline_table()
+
+
+tp = st.toggle("Use each run's published throughput", value=False, key="val_tp")
+df = _table(tp)
+s = validation.summary(df)
+base = _baseline()
+m = st.columns(4)
+m[0].metric("Runs", s["runs"])
+m[1].metric("Median error", f"{s['median_error']:.1%}",
+            help=f"the plain rule 6ND / (peak x 30%): {base['error'].median():.1%}")
+m[2].metric("Worst", f"{s['worst_fold']:.2f}x", help=s["worst_run"])
+m[3].metric("Within ±25%", f"{(df.error <= 0.25).mean():.0%}")
+
+plot = df.copy()
+plot["label"] = plot.run
+lo = float(min(plot.published_gpu_hours.min(), plot.predicted_gpu_hours.min()) / 2)
+hi = float(max(plot.published_gpu_hours.max(), plot.predicted_gpu_hours.max()) * 2)
+line = pd.DataFrame({"x": np.geomspace(lo, hi, 50)})
+line["y"], line["lo"], line["hi"] = line.x, line.x * 0.75, line.x * 1.25
+band = alt.Chart(line).mark_area(opacity=0.15, color="#54A24B").encode(
+    x=alt.X("x:Q", scale=alt.Scale(type="log", domain=[lo, hi]), title="Published GPU-hours"),
+    y=alt.Y("lo:Q", scale=alt.Scale(type="log", domain=[lo, hi]), title="Predicted GPU-hours"), y2="hi:Q")
+diag = alt.Chart(line).mark_line(color="#333", strokeDash=[4, 3]).encode(x="x:Q", y="y:Q")
+pts = alt.Chart(plot).mark_circle(size=90).encode(
+    x="published_gpu_hours:Q", y="predicted_gpu_hours:Q",
+    color=alt.Color("gpu:N", title="GPU"),
+    tooltip=["run:N", "gpu:N", alt.Tooltip("num_gpus:Q", format=","), "basis:N",
+             alt.Tooltip("published:Q", format=",.0f"), alt.Tooltip("predicted:Q", format=",.0f"),
+             alt.Tooltip("ratio:Q", format=".2f"), alt.Tooltip("mfu:Q", format=".1%"), "notes:N"])
+labels = pts.mark_text(align="left", dx=7, fontSize=11).encode(text="label:N")
+st.altair_chart(alt.layer(band, diag, pts, labels).properties(height=460), width="stretch")
+st.caption("Dashed: predicted = published. Green band: ±25%. Runs published in days are compared in days and "
+           "drawn at days x GPUs x 24.")
+show = df[["run", "gpu", "num_gpus", "params_b", "tokens_b", "basis", "published", "predicted", "ratio", "mfu",
+           "notes", "source"]]
+st.dataframe(show, hide_index=True, width="stretch",
+             column_config={"ratio": st.column_config.NumberColumn("predicted / published", format="%.2f"),
+                            "mfu": st.column_config.NumberColumn("MFU used", format="percent"),
+                            "published": st.column_config.NumberColumn(format="localized"),
+                            "predicted": st.column_config.NumberColumn(format="localized")})
+st.markdown(
+    "**The default utilization model.** MFU starts from a per-generation steady-state value "
+    "(`costcore/data/hardware.yaml`), falls mildly with model size and with clusters beyond 4,096 GPUs, and "
+    "drops by a quarter when the plan's activations do not fit without full recomputation (the memory model "
+    "decides). Attention FLOPs (12·L·d·s per token) are counted. On top, goodput losses: interruptions at the "
+    "Llama 3 rate with Young/Daly checkpointing, checkpoint stalls, 2% idle and 3% rolled-back work. The shared "
+    "coefficients are searched by `benchmarks/calibrate.py`; `python -m costcore validate` prints this table.")

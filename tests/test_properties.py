@@ -1,0 +1,295 @@
+"""Property-based tests of the cost core (hypothesis).
+
+``scenarios()`` draws random *valid* scenarios: every field of
+``costcore.schema.FIELDS`` may be set to a value inside its [lo, hi] range
+(log-uniform for wide ranges, so 1e-3 and 1e6 are both likely), and a random
+subset of the six stages is enabled. ``test_reference_parity.py`` reuses the
+strategy to compare the kernel with the reference model on random input.
+"""
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import costcore
+from costcore.kernel import LINE_ITEMS, STATS
+from costcore.schema import BY_PATH, CATALOG_KEYS, FIELDS, RESOURCES, STAGE_KEYS, STAGES, Field, set_path
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+TRAIN_STAGES = ("pretrain", "cpt", "sft", "dpo", "rl")
+PEFT_STAGES = ("sft", "dpo", "rl")
+WIDE = 1000.0  # hi/lo above which values are drawn log-uniformly
+
+
+# ---------------------------------------------------------------------------
+# Strategies
+# ---------------------------------------------------------------------------
+def field_values(f: Field, lo: float | None = None, hi: float | None = None) -> st.SearchStrategy:
+    """Valid values of one field, optionally inside a narrower [lo, hi]."""
+    if f.kind == "enum":
+        return st.sampled_from(f.choices)
+    if f.kind == "bool":
+        return st.booleans()
+    lo = f.lo if lo is None else max(lo, f.lo)
+    hi = f.hi if hi is None else min(hi, f.hi)
+    min_nonzero = getattr(f, "min_nonzero", 0.0)
+    if lo <= 0.0 and min_nonzero > 0.0:  # "0 = auto" fields: 0, or at least min_nonzero
+        inner = Field(path=f.path, index=f.index, kind=f.kind, lo=min_nonzero, hi=hi)
+        return st.one_of(st.just(0 if f.kind == "int" else 0.0), field_values(inner))
+    if lo <= 0.0:
+        floor = hi * 1e-7 if f.kind == "float" else 1.0
+        if floor >= hi:
+            core = st.floats(lo, hi)
+        else:
+            core = _log_uniform(floor, hi) if hi / floor > WIDE else st.floats(floor, hi)
+        vals = st.one_of(st.just(lo), core)
+    elif hi / lo > WIDE:
+        vals = st.one_of(st.just(lo), _log_uniform(lo, hi))
+    else:
+        vals = st.floats(lo, hi)
+    if f.kind == "int":
+        return vals.map(lambda x: int(min(hi, max(lo, round(x)))))
+    return vals.map(lambda x: float(min(hi, max(lo, x))))
+
+
+def _log_uniform(lo: float, hi: float) -> st.SearchStrategy:
+    return st.floats(math.log(lo), math.log(hi)).map(math.exp)
+
+
+GLOBAL_FIELDS = [f for f in FIELDS if not f.path.startswith("stages.")]
+
+
+def _put(d: dict, dotted: str, value) -> None:
+    parts = dotted.split(".")
+    for p in parts[:-1]:
+        d = d.setdefault(p, {})
+    d[parts[-1]] = value
+
+
+@st.composite
+def scenarios(draw, stages=None, min_stages=1, max_set=20, fixed=None):
+    """A random valid scenario.
+
+    stages: the stages to enable (default: a random non-empty subset).
+    max_set: at most this many global fields, and per stage this many stage
+    fields, are set explicitly (the rest keep their defaults).
+    fixed: {dotted path: value} applied last.
+    """
+    scn: dict = {}
+    chosen = draw(st.lists(st.sampled_from(GLOBAL_FIELDS), max_size=max_set, unique=True), label="globals")
+    for f in chosen:
+        _put(scn, f.path, draw(field_values(f), label=f.path))
+    if stages is None:
+        stages = draw(st.lists(st.sampled_from(STAGES), min_size=min_stages, unique=True), label="stages")
+    scn["stages"] = {}
+    for s in STAGES:  # in pipeline order
+        if s not in stages:
+            continue
+        keys = sorted(STAGE_KEYS[s] - {"enabled"})
+        sdata = {}
+        for key in draw(st.lists(st.sampled_from(keys), max_size=max_set, unique=True), label=s):
+            sdata[key] = draw(field_values(BY_PATH[f"stages.{s}.{key}"]), label=f"{s}.{key}")
+        scn["stages"][s] = sdata
+    for path, value in (fixed or {}).items():
+        _put(scn, path, value)
+    return scn
+
+
+def total(res) -> float:
+    return float(res.stats[:, STATS.index("usd_total")].sum())
+
+
+# ---------------------------------------------------------------------------
+# Every line item is a non-negative finite number; the totals add up
+# ---------------------------------------------------------------------------
+@SETTINGS
+@given(scenarios())
+def test_items_non_negative_and_finite(scn):
+    res = costcore.estimate(scn)
+    assert np.all(np.isfinite(res.items)), res.items
+    assert np.all(np.isfinite(res.stats)), res.stats
+    bad = [(STAGES[i], LINE_ITEMS[j][0], res.items[i, j]) for i, j in zip(*np.nonzero(res.items < 0))]
+    assert not bad
+    for s in res.stages:
+        for name in ("gpu_hours", "productive_gpu_hours", "wall_days", "memory_per_gpu_gb", "ckpt_count",
+                     "months", "flops", "tokens"):
+            assert res.stat(s, name) >= 0.0, (s, name)
+        assert res.stat(s, "gpu_hours") >= res.stat(s, "productive_gpu_hours") * (1 - 1e-12)
+    # disabled stages cost nothing
+    for i, s in enumerate(STAGES):
+        if s not in res.stages:
+            assert not res.items[i].any() and not res.stats[i].any()
+
+
+@SETTINGS
+@given(scenarios())
+def test_parts_sum_to_totals(scn):
+    res = costcore.estimate(scn)
+    d = res.to_dict()
+    assert set(d["stages"]) == set(scn["stages"])
+    stage_sum = 0.0
+    for s, sd in d["stages"].items():
+        assert math.isclose(sum(sd["usd"].values()), sd["usd_total"], rel_tol=1e-9, abs_tol=1e-9), s
+        i = STAGES.index(s)
+        assert math.isclose(float(res.items[i].sum()), sd["usd_total"], rel_tol=1e-9, abs_tol=1e-9), s
+        assert sd["fixed_usd"] <= sd["usd_total"] * (1 + 1e-12) + 1e-9
+        stage_sum += sd["usd_total"]
+    assert math.isclose(stage_sum, d["total_usd"], rel_tol=1e-9, abs_tol=1e-9)
+    assert math.isclose(sum(d["resources"].values()), d["total_usd"], rel_tol=1e-9, abs_tol=1e-9)
+    assert math.isclose(d["fixed_usd"] + d["elastic_usd"], d["total_usd"], rel_tol=1e-9, abs_tol=1e-9)
+    assert math.isclose(d["gpu_hours"], sum(sd["gpu_hours"] for sd in d["stages"].values()), rel_tol=1e-9,
+                        abs_tol=1e-9)
+    # the line-item table agrees with the per-stage totals
+    table = res.line_items()
+    assert len(table) == len(d["stages"]) * len(LINE_ITEMS)
+    if len(table):
+        by_stage = table.groupby("stage")["usd"].sum()
+        for s, sd in d["stages"].items():
+            assert math.isclose(by_stage[s], sd["usd_total"], rel_tol=1e-9, abs_tol=1e-9)
+        by_res = table.groupby("resource")["usd"].sum()
+        for r in RESOURCES:
+            assert math.isclose(float(by_res.get(r, 0.0)), d["resources"][r], rel_tol=1e-9, abs_tol=1e-9)
+
+
+# ---------------------------------------------------------------------------
+# More work is never cheaper
+# ---------------------------------------------------------------------------
+SIZE_FIELDS = {  # stage: the field that sets how much it trains on
+    "pretrain": "tokens_b",
+    "cpt": "tokens_b",
+    "sft": "samples",
+    "dpo": "pairs",
+    "rl": "steps",
+}
+
+
+@pytest.mark.parametrize("stage", list(SIZE_FIELDS))
+@SETTINGS
+@given(data=st.data())
+def test_more_tokens_never_cheaper(stage, data):
+    f = BY_PATH[f"stages.{stage}.{SIZE_FIELDS[stage]}"]
+    scn = data.draw(scenarios(stages=[stage]), label="scenario")
+    small = data.draw(field_values(f, hi=f.hi / 1.001), label="value")
+    factor = data.draw(st.one_of(st.floats(1.001, 1.5), _log_uniform(1.5, 1e4)), label="factor")
+    big = min(f.hi, small * factor)
+    if f.kind == "int":
+        big = max(small + 1, round(big))
+        assume(big <= f.hi)
+    a = costcore.estimate(set_path(scn, f"stages.{stage}.{SIZE_FIELDS[stage]}", small))
+    b = costcore.estimate(set_path(scn, f"stages.{stage}.{SIZE_FIELDS[stage]}", big))
+    assert total(b) >= total(a) * (1 - 1e-12), (small, big, total(a), total(b))
+    assert b.stat(stage, "gpu_hours") >= a.stat(stage, "gpu_hours") * (1 - 1e-12)
+    assert b.stat(stage, "productive_gpu_hours") > a.stat(stage, "productive_gpu_hours")
+
+
+# ---------------------------------------------------------------------------
+# LoRA never needs more compute than full fine-tuning (same data, same MFU)
+# ---------------------------------------------------------------------------
+@SETTINGS
+@given(data=st.data())
+def test_lora_never_more_compute_than_full(data):
+    """Productive GPU-hours with LoRA <= full fine-tuning, MFU given explicitly.
+
+    Holds when the adapters are small against the model (6 N_lora <= 2 N):
+    shapes derived from params_b (no user layer/hidden/ffn), dense model,
+    rank <= 64 (every derived shape has d >= 456, and N_lora / N = 23 r / (12 d)
+    for all-linear targets). A rank close to d makes LoRA train more parameters
+    than the model has, and then it is (correctly) more compute.
+    """
+    stages = data.draw(st.lists(st.sampled_from(PEFT_STAGES), min_size=1, unique=True), label="stages")
+    scn = data.draw(scenarios(stages=stages), label="scenario")
+    scn.pop("model", None)
+    scn.setdefault("model", {})["params_b"] = data.draw(field_values(BY_PATH["model.params_b"]), label="N")
+    mfu = data.draw(st.floats(0.05, 0.8), label="mfu")
+    rank = data.draw(st.integers(1, 64), label="rank")
+    for s in stages:
+        scn["stages"][s].pop("tokens_per_gpu_s", None)
+        scn["stages"][s]["mfu"] = mfu
+        scn["stages"][s]["lora_rank"] = rank
+    full = copy.deepcopy(scn)
+    lora = copy.deepcopy(scn)
+    for s in stages:
+        full["stages"][s]["method"] = "full"
+        lora["stages"][s]["method"] = "lora"
+    rf, rl = costcore.estimate(full), costcore.estimate(lora)
+    for s in stages:
+        assert rl.stat(s, "trainable_params_b") < rf.stat(s, "trainable_params_b")
+        assert rl.stat(s, "productive_gpu_hours") <= rf.stat(s, "productive_gpu_hours") * (1 + 1e-12), s
+        assert rl.stat(s, "flops") <= rf.stat(s, "flops") * (1 + 1e-12), s
+
+
+# ---------------------------------------------------------------------------
+# Keeping every checkpoint never stores less than keep-last-K
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("stage", TRAIN_STAGES)
+@SETTINGS
+@given(data=st.data())
+def test_keep_all_never_cheaper_storage(stage, data):
+    scn = data.draw(scenarios(stages=[stage]), label="scenario")
+    k = data.draw(field_values(BY_PATH[f"stages.{stage}.keep_last"], lo=1), label="keep_last")
+    m = data.draw(field_values(BY_PATH[f"stages.{stage}.milestone_every"]), label="milestone_every")
+    some = costcore.estimate(set_path(set_path(scn, f"stages.{stage}.keep_last", k),
+                                      f"stages.{stage}.milestone_every", m))
+    every = costcore.estimate(set_path(set_path(scn, f"stages.{stage}.keep_last", 0),
+                                       f"stages.{stage}.milestone_every", m))
+    assert every.stage_usd(stage)["storage"] >= some.stage_usd(stage)["storage"] * (1 - 1e-12)
+    assert every.stage_usd(stage)["network"] >= some.stage_usd(stage)["network"] * (1 - 1e-12)
+    assert every.stat(stage, "storage_peak_gb") >= some.stat(stage, "storage_peak_gb") * (1 - 1e-12)
+    # retention does not change the GPU time
+    assert every.stat(stage, "gpu_hours") == some.stat(stage, "gpu_hours")
+
+
+# ---------------------------------------------------------------------------
+# batch(...) equals estimate(...) row by row
+# ---------------------------------------------------------------------------
+def _variable_paths(scn: dict) -> list[str]:
+    paths = [f.path for f in GLOBAL_FIELDS]
+    for s in scn["stages"]:
+        paths += [f"stages.{s}.{k}" for k in sorted(STAGE_KEYS[s] - {"enabled"})]
+    return paths
+
+
+def _as_scenario(scn: dict, path: str, value) -> dict:
+    """The scenario one batch row stands for.
+
+    A ``hardware.gpu`` column brings that GPU's catalog specs along (api.batch
+    docstring), replacing specs the base scenario set explicitly.
+    """
+    out = set_path(scn, path, value)
+    if path == "hardware.gpu":
+        for key in CATALOG_KEYS:
+            out.get("hardware", {}).pop(key, None)
+    return out
+
+
+@SETTINGS
+@given(data=st.data())
+def test_batch_equals_estimate(data):
+    scn = data.draw(scenarios(), label="scenario")
+    paths = data.draw(st.lists(st.sampled_from(_variable_paths(scn)), min_size=1, max_size=3, unique=True),
+                      label="paths")
+    if "hardware.gpu" in paths:  # vary the GPU first so explicit spec columns override its catalog values
+        paths.remove("hardware.gpu")
+        paths.insert(0, "hardware.gpu")
+    n = data.draw(st.integers(1, 12), label="rows")
+    columns = {p: data.draw(st.lists(field_values(BY_PATH[p]), min_size=n, max_size=n), label=p) for p in paths}
+    full = costcore.batch(scn, columns, full=True)
+    totals = costcore.batch(scn, columns)
+    assert full.shape == (n, len(STAGES), len(costcore.BATCH_COLUMNS))
+    assert totals.shape == (n, len(STAGES))
+    for i in range(n):
+        variant = scn
+        for p in paths:
+            variant = _as_scenario(variant, p, columns[p][i])
+        res = costcore.estimate(variant)
+        want_res = res.resource_matrix()
+        np.testing.assert_allclose(full[i, :, :len(RESOURCES)], want_res, rtol=1e-12, atol=1e-9)
+        for j, name in enumerate(("gpu_hours", "productive_gpu_hours", "wall_days")):
+            want = res.stats[:, STATS.index(name)]
+            np.testing.assert_allclose(full[i, :, len(RESOURCES) + j], want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(totals[i], res.stats[:, STATS.index("usd_total")], rtol=1e-12, atol=1e-9)
