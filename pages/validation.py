@@ -53,7 +53,8 @@ pts = alt.Chart(plot).mark_circle(size=90).encode(
     tooltip=["run:N", "gpu:N", alt.Tooltip("num_gpus:Q", format=","), "basis:N",
              alt.Tooltip("published:Q", format=",.0f"), alt.Tooltip("predicted:Q", format=",.0f"),
              alt.Tooltip("ratio:Q", format=".2f"), alt.Tooltip("mfu:Q", format=".1%"), "notes:N"])
-labels = pts.mark_text(align="left", dx=7, fontSize=11).encode(text="label:N")
+labels = alt.Chart(plot).mark_text(align="left", dx=7, dy=-6, fontSize=10, color="#333").encode(
+    x="published_gpu_hours:Q", y="predicted_gpu_hours:Q", text="label:N")
 st.altair_chart(alt.layer(band, diag, pts, labels).properties(height=460), width="stretch")
 st.caption("Dashed: predicted = published. Green band: ±25%. Runs published in days are compared in days and "
            "drawn at days x GPUs x 24.")
@@ -62,8 +63,8 @@ show = df[["run", "gpu", "num_gpus", "params_b", "tokens_b", "basis", "published
 st.dataframe(show, hide_index=True, width="stretch",
              column_config={"ratio": st.column_config.NumberColumn("predicted / published", format="%.2f"),
                             "mfu": st.column_config.NumberColumn("MFU used", format="percent"),
-                            "published": st.column_config.NumberColumn(format="localized"),
-                            "predicted": st.column_config.NumberColumn(format="localized")})
+                            "published": st.column_config.NumberColumn(format="%,.1f"),
+                            "predicted": st.column_config.NumberColumn(format="%,.1f")})
 st.markdown(
     "**The default utilization model.** MFU starts from a per-generation steady-state value "
     "(`costcore/data/hardware.yaml`), falls mildly with model size and with clusters beyond 4,096 GPUs, and "
