@@ -59,12 +59,12 @@ st.altair_chart(alt.layer(band, diag, pts, labels).properties(height=460), width
 st.caption("Dashed: predicted = published. Green band: ±25%. Runs published in days are compared in days and "
            "drawn at days x GPUs x 24.")
 show = df[["run", "gpu", "num_gpus", "params_b", "tokens_b", "basis", "published", "predicted", "ratio", "mfu",
-           "notes", "source"]]
+           "notes", "source"]].round({"published": 1, "predicted": 1})
 st.dataframe(show, hide_index=True, width="stretch",
              column_config={"ratio": st.column_config.NumberColumn("predicted / published", format="%.2f"),
                             "mfu": st.column_config.NumberColumn("MFU used", format="percent"),
-                            "published": st.column_config.NumberColumn(format="%,.1f"),
-                            "predicted": st.column_config.NumberColumn(format="%,.1f")})
+                            "published": st.column_config.NumberColumn(format="localized"),
+                            "predicted": st.column_config.NumberColumn(format="localized")})
 st.markdown(
     "**The default utilization model.** MFU starts from a per-generation steady-state value "
     "(`costcore/data/hardware.yaml`), falls mildly with model size and with clusters beyond 4,096 GPUs, and "
