@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 PAGES = ["pages/overview.py", "pages/pretraining.py", "pages/post-training.py",
          "pages/fine-tuning.py", "pages/checkpoints.py", "pages/data-people.py", "pages/sensitivity.py",
-         "pages/budget.py", "pages/compare.py"]
+         "pages/budget.py", "pages/compare.py", "pages/validation.py"]
 
 
 def _app(page=None, **params) -> AppTest:
