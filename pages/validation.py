@@ -8,8 +8,8 @@ from costcore import validation
 from pages import common
 
 common.frame(
-    "Validation against published runs",
-    "How far can the defaults be trusted? Each public pre-training run below is re-estimated from its "
+    "Validation",
+    "Predicted against published: how far can the defaults be trusted? Each public pre-training run below is re-estimated from its "
     "parameters, tokens, sequence length, GPU type and count only: no MFU, no throughput. The table "
     "compares the estimate with the GPU-hours (or days) the authors published. Switch on **published "
     "throughput** to feed each run's measured tokens/s, MFU or TFLOP/s instead, which checks the rest of "

@@ -36,9 +36,10 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 VIEWPORT = {"width": 1400, "height": 900}
 
-# url path -> page title (st.title of the page, also its navigation title)
+# url path -> page title (st.title of the page, also its navigation title).
+# The default page (Overview) is served at the root, whatever its url_path.
 PAGES = {
-    "overview": "Overview",
+    "": "Overview",
     "pretraining": "Pre-training and CPT",
     "post-training": "Post-training",
     "fine-tuning": "Fine-tuning methods",
@@ -421,7 +422,7 @@ def test_every_page_renders_with_charts_and_screenshots(server, context):
         expected_path = "" if i == 0 else path
         if link_path != expected_path:
             problems.append(f"/{path}: the share link points at /{link_path}, expected /{expected_path}")
-        shot = SHOTS / f"{path}.png"
+        shot = SHOTS / f"{path or 'overview'}.png"
         _full_page_screenshot(page, shot)
         assert shot.exists(), shot
         assert shot.stat().st_size > 20_000, f"{shot} is only {shot.stat().st_size} bytes"
