@@ -115,8 +115,8 @@ else:
     y0, y1 = edges(ys)
     hm["x0"], hm["x1"] = np.tile(x0, len(ys)), np.tile(x1, len(ys))
     hm["y0"], hm["y1"] = np.repeat(y0, len(xs)), np.repeat(y1, len(xs))
-    scale_x = alt.Scale(type="log") if np.all(xs > 0) else alt.Scale()
-    scale_y = alt.Scale(type="log") if np.all(ys > 0) else alt.Scale()
+    scale_x = alt.Scale(type="log" if np.all(xs > 0) else "linear", domain=[float(xs[0]), float(xs[-1])], nice=False)
+    scale_y = alt.Scale(type="log" if np.all(ys > 0) else "linear", domain=[float(ys[0]), float(ys[-1])], nice=False)
     rect = alt.Chart(hm).mark_rect().encode(
         x=alt.X("x0:Q", title=label(kx), scale=scale_x), x2="x1:Q",
         y=alt.Y("y0:Q", title=label(ky), scale=scale_y), y2="y1:Q",
@@ -167,7 +167,8 @@ m[3].metric("P(over budget)", f"{mc.p_over_budget:.0%}")
 hist_counts, hist_edges = np.histogram(mc.totals, bins=60)
 hist = pd.DataFrame({"lo": hist_edges[:-1], "hi": hist_edges[1:], "count": hist_counts})
 h = alt.Chart(hist).mark_bar(color="#4C78A8").encode(
-    x=alt.X("lo:Q", title="Total cost ($)", axis=alt.Axis(format="$~s")), x2="hi:Q",
+    x=alt.X("lo:Q", bin="binned", title="Total cost ($)", axis=alt.Axis(format="$~s"), scale=alt.Scale(zero=False)),
+    x2="hi:Q",
     y=alt.Y("count:Q", title="samples"), tooltip=[alt.Tooltip("lo:Q", format="$,.0f"), "count:Q"])
 marks = pd.DataFrame({"x": [p.P10, p.P50, p.P90, mc_budget, mc.deterministic_total],
                       "what": ["P10", "P50", "P90", "budget", "deterministic estimate"]})
