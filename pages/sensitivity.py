@@ -1,4 +1,6 @@
 """Sensitivity and uncertainty: tornado, sweep, heatmap, Monte Carlo, budget solver."""
+import json
+
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -28,182 +30,225 @@ def label(path: str) -> str:
     return f"{path} ({f.unit})" if f.unit else path
 
 
-st.header("Tornado: which knob moves the total most")
-c1, c2 = st.columns(2)
-rel = c1.slider("Move each input by ±", 0.05, 0.5, 0.2, 0.05, format="%.2f", key="tor_rel")
-top = c2.slider("Inputs shown", 5, 60, 25, 1, key="tor_top")
-tor = sens.tornado(scn, rel=rel)
-t = tor.table[tor.table.abs_swing > 0].head(top).copy()
-t["label"] = t.input
-t["lo_usd"] = np.minimum(t.total_low, t.total_high)
-t["hi_usd"] = np.maximum(t.total_low, t.total_high)
-t["direction"] = np.where(t.swing >= 0, "cost rises with the input", "cost falls as the input rises")
-order = list(t.label)
-bars = alt.Chart(t).mark_bar().encode(
-    y=alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360, labelOverlap=False, labelFontSize=12)),
-    x=alt.X("lo_usd:Q", title="Total cost ($)", axis=alt.Axis(format="$~s"), scale=alt.Scale(zero=False)),
-    x2="hi_usd:Q",
-    color=alt.Color("direction:N", scale=alt.Scale(range=["#E45756", "#4C78A8"]), title=None,
-                    legend=alt.Legend(orient="top")),
-    tooltip=["input:N", alt.Tooltip("value:Q", format=",.4g", title="current"),
-             alt.Tooltip("low:Q", format=",.4g"), alt.Tooltip("high:Q", format=",.4g"),
-             alt.Tooltip("total_low:Q", format="$,.0f", title="total at low"),
-             alt.Tooltip("total_high:Q", format="$,.0f", title="total at high")])
-base_rule = alt.Chart(pd.DataFrame({"x": [tor.base_total]})).mark_rule(color="black").encode(x="x:Q")
-st.altair_chart((bars + base_rule).properties(height=max(200, 26 * len(t) + 40)), width="stretch")
-st.caption(f"{len(tor.table)} numeric inputs moved; the black line is the current total "
-           f"{fmt.usd(tor.base_total)}. \"auto\" MFU and checkpoint intervals are moved around the value the core "
-           "resolved.")
+@st.cache_data(show_spinner=False, max_entries=64)
+def _monte_carlo(scn_json: str, n: int, seed: int, budget: float):
+    """Monte Carlo of a scenario (cached per process: pure function of its arguments)."""
+    scn = json.loads(scn_json)
+    return sens.monte_carlo(scn, n=n, seed=seed, dists=sens.default_distributions(scn), budget_usd=budget)
 
-st.header("Sweep one input")
+
+SCN_JSON = json.dumps(scn, sort_keys=True)
 inputs = sens.numeric_inputs(scn)
-default_key = "model.params_b"
-c1, c2, c3 = st.columns([2, 1, 1])
-key = c1.selectbox("Input", inputs, index=inputs.index(default_key) if default_key in inputs else 0, key="sw_key",
-                   format_func=label)
-cur = float(sens._current_values([key], scn, res)[0])
-f = BY_PATH[key]
-lo_default = max(f.lo, cur / 4 if cur > 0 else 0.0)
-hi_default = min(f.hi, cur * 4 if cur > 0 else 1.0)
-lo = c2.number_input("from", value=float(lo_default), min_value=float(f.lo), max_value=float(f.hi), key=f"sw_lo:{key}")
-hi = c3.number_input("to", value=float(hi_default), min_value=float(f.lo), max_value=float(f.hi), key=f"sw_hi:{key}")
-if hi <= lo:
-    st.warning(f"{key}: 'to' must be larger than 'from' ({f.allowed()}).")
-else:
-    xs = np.linspace(lo, hi, 80)
-    if f.kind == "int":
-        xs = np.unique(np.round(xs))
-    sw = sens.sweep(scn, key, xs)
-    sw["stage"] = sw.stage.map(STAGE_LABELS)
-    area = alt.Chart(sw).mark_area().encode(
-        x=alt.X("value:Q", title=label(key)), y=alt.Y("usd:Q", stack=True, title="Cost ($)", axis=alt.Axis(format="$~s")),
-        color=alt.Color("stage:N", sort=[STAGE_LABELS[s] for s in costcore.STAGES],
-                        scale=alt.Scale(domain=[STAGE_LABELS[s] for s in common.STAGE_COLORS],
-                                        range=list(common.STAGE_COLORS.values()))),
-        tooltip=["stage:N", alt.Tooltip("value:Q", format=",.4g"), alt.Tooltip("usd:Q", format="$,.0f")])
-    now = alt.Chart(pd.DataFrame({"value": [cur], "what": [f"current: {cur:,.4g}"]})).mark_rule(
-        strokeDash=[4, 3], color="black").encode(x="value:Q", tooltip=["what:N"])
-    st.altair_chart((area + now).properties(height=300), width="stretch")
 
-st.header("Two inputs: cost surface")
-c1, c2, c3 = st.columns(3)
-kx = c1.selectbox("x", inputs, index=inputs.index("model.params_b") if "model.params_b" in inputs else 0, key="hm_x")
-ydef = "stages.pretrain.tokens_b" if "stages.pretrain.tokens_b" in inputs else inputs[min(1, len(inputs) - 1)]
-ky = c2.selectbox("y", inputs, index=inputs.index(ydef), key="hm_y")
-budget = c3.number_input("Budget line ($)", min_value=1.0, value=float(round(res.total_usd, -3) or 1000.0),
-                         step=1e5, key="hm_budget", format="%.0f")
-if kx == ky:
-    st.warning("Choose two different inputs.")
-else:
-    vx, vy = sens._current_values([kx, ky], scn, res)
-    fx, fy = BY_PATH[kx], BY_PATH[ky]
-    nx = ny = 60
-    xs = np.geomspace(max(fx.lo, vx / 8, 1e-6), min(fx.hi, max(vx, 1e-6) * 8), nx) if vx > 0 else np.linspace(fx.lo, min(fx.hi, 1), nx)
-    ys = np.geomspace(max(fy.lo, vy / 8, 1e-6), min(fy.hi, max(vy, 1e-6) * 8), ny) if vy > 0 else np.linspace(fy.lo, min(fy.hi, 1), ny)
-    if fx.kind == "int":
-        xs = np.unique(np.round(xs))
-    if fy.kind == "int":
-        ys = np.unique(np.round(ys))
-    grid = sens.heatmap(scn, kx, xs, ky, ys)
-    gx, gy = np.meshgrid(xs, ys)
-    hm = pd.DataFrame({"x": gx.ravel(), "y": gy.ravel(), "usd": grid.ravel()})
-    # cell edges for rect marks on log axes
-    def edges(v):
-        mids = np.sqrt(v[1:] * v[:-1]) if np.all(v > 0) else (v[1:] + v[:-1]) / 2
-        return np.concatenate([[v[0]], mids]), np.concatenate([mids, [v[-1]]])
-    x0, x1 = edges(xs)
-    y0, y1 = edges(ys)
-    hm["x0"], hm["x1"] = np.tile(x0, len(ys)), np.tile(x1, len(ys))
-    hm["y0"], hm["y1"] = np.repeat(y0, len(xs)), np.repeat(y1, len(xs))
-    scale_x = alt.Scale(type="log" if np.all(xs > 0) else "linear", domain=[float(xs[0]), float(xs[-1])], nice=False)
-    scale_y = alt.Scale(type="log" if np.all(ys > 0) else "linear", domain=[float(ys[0]), float(ys[-1])], nice=False)
-    rect = alt.Chart(hm).mark_rect().encode(
-        x=alt.X("x0:Q", title=label(kx), scale=scale_x), x2="x1:Q",
-        y=alt.Y("y0:Q", title=label(ky), scale=scale_y), y2="y1:Q",
-        color=alt.Color("usd:Q", title="Total ($)", scale=alt.Scale(type="log", scheme="viridis"),
-                        legend=alt.Legend(format="$~s")),
-        tooltip=[alt.Tooltip("x:Q", format=",.4g", title=kx), alt.Tooltip("y:Q", format=",.4g", title=ky),
-                 alt.Tooltip("usd:Q", format="$,.0f", title="total")])
-    layers = [rect]
-    # iso-budget contour: for each x, the y where the total crosses the budget
-    iso = []
-    for i, xv in enumerate(xs):
-        col = grid[:, i]
-        j = np.nonzero((col[:-1] - budget) * (col[1:] - budget) <= 0)[0]
-        if len(j):
-            j = j[0]
-            a, b = col[j], col[j + 1]
-            w = 0.0 if b == a else (budget - a) / (b - a)
-            iso.append({"x": xv, "y": ys[j] + w * (ys[j + 1] - ys[j]), "line": f"budget {fmt.usd(budget)}"})
-    if iso:
-        layers.append(alt.Chart(pd.DataFrame(iso)).mark_line(color="white", strokeWidth=2.5).encode(
-            x="x:Q", y="y:Q", tooltip=["line:N"]))
-    if kx == "model.params_b" and ky.endswith(".tokens_b"):
-        co = pd.DataFrame({"x": xs, "y": xs * sens.TOKENS_PER_PARAM})
-        co = co[(co.y >= ys[0]) & (co.y <= ys[-1])]
-        co["line"] = "compute-optimal: 20 tokens per parameter (Hoffmann et al. 2022)"
-        layers.append(alt.Chart(co).mark_line(color="#ff7f0e", strokeDash=[6, 3], strokeWidth=2.5).encode(
-            x="x:Q", y="y:Q", tooltip=["line:N"]))
-    layers.append(alt.Chart(pd.DataFrame({"x": [vx], "y": [vy], "what": ["current plan"]})).mark_point(
-        shape="diamond", size=160, color="red", filled=True).encode(x="x:Q", y="y:Q", tooltip=["what:N"]))
-    st.altair_chart(alt.layer(*layers).properties(height=420), width="stretch")
-    st.caption("White: the iso-budget contour (plans costing exactly the budget). Orange dashes: compute-optimal "
-               "tokens = 20 x parameters. Red diamond: the current plan.")
 
-st.header("Monte Carlo: how sure is the total?")
-c1, c2, c3 = st.columns(3)
-n = int(c1.select_slider("Samples", [1_000, 10_000, 100_000, 300_000], value=100_000, key="mc_n"))
-seed = int(c2.number_input("Seed", 0, 10_000, 0, key="mc_seed"))
-mc_budget = c3.number_input("Budget ($)", min_value=1.0, value=float(round(res.total_usd * 1.1, -3) or 1000.0),
-                            step=1e5, key="mc_budget", format="%.0f")
-dists = sens.default_distributions(scn)
-mc = sens.monte_carlo(scn, n=n, seed=seed, dists=dists, budget_usd=mc_budget)
-m = st.columns(4)
-p = mc.percentiles.loc["total"]
-m[0].metric("P10", fmt.usd(p.P10))
-m[1].metric("P50", fmt.usd(p.P50))
-m[2].metric("P90", fmt.usd(p.P90))
-m[3].metric("P(over budget)", f"{mc.p_over_budget:.0%}")
-hist_counts, hist_edges = np.histogram(mc.totals, bins=60)
-hist = pd.DataFrame({"lo": hist_edges[:-1], "hi": hist_edges[1:], "count": hist_counts})
-h = alt.Chart(hist).mark_bar(color="#4C78A8").encode(
-    x=alt.X("lo:Q", bin="binned", title="Total cost ($)", axis=alt.Axis(format="$~s"), scale=alt.Scale(zero=False)),
-    x2="hi:Q",
-    y=alt.Y("count:Q", title="samples"), tooltip=[alt.Tooltip("lo:Q", format="$,.0f"), "count:Q"])
-marks = pd.DataFrame({"x": [p.P10, p.P50, p.P90, mc_budget, mc.deterministic_total],
-                      "what": ["P10", "P50", "P90", "budget", "deterministic estimate"]})
-rules = alt.Chart(marks).mark_rule(strokeWidth=2).encode(
-    x="x:Q", color=alt.Color("what:N", scale=alt.Scale(domain=list(marks.what),
-                                                      range=["#999999", "#333333", "#999999", "#E45756", "#2ca02c"]),
-                             title=None), tooltip=["what:N", alt.Tooltip("x:Q", format="$,.0f")])
-st.altair_chart((h + rules).properties(height=260), width="stretch")
-pct = mc.percentiles.copy()
-pct.index = [STAGE_LABELS.get(i, "Total") for i in pct.index]
-st.dataframe(pct.reset_index(names="stage"), hide_index=True, width="stretch",
-             column_config={c: st.column_config.NumberColumn(format="dollar") for c in pct.columns})
-with st.expander("Distributions used"):
-    st.dataframe(pd.DataFrame([{"input": k, "kind": d.kind,
-                                "parameters": (f"sigma {d.a:g} around current" if d.kind == "lognormal"
-                                               else f"x{d.a:g} .. x{d.b:g}" + (f" .. x{d.c:g}" if d.kind == "triangular" else ""))}
-                               for k, d in dists.items()]), hide_index=True, width="stretch")
-
-st.header("Budget solver: the largest plan a budget buys")
-if "pretrain" not in res.stages:
-    st.info("The solver sizes pre-training: switch pre-training on to use it.")
-else:
+@st.fragment
+def tornado_section():
+    st.header("Tornado: which knob moves the total most")
     c1, c2 = st.columns(2)
-    b = c1.number_input("Budget for the whole plan ($)", min_value=1000.0, value=float(round(res.total_usd, -3)),
-                        step=1e6, key="solve_budget", format="%.0f")
-    mode = c2.radio("Solve for", ["compute_optimal", "tokens"], horizontal=True, key="solve_mode",
-                    format_func=lambda m: "model size and tokens (20 tokens/param)" if m == "compute_optimal"
-                    else "tokens for this model")
-    try:
-        sol = sens.solve_budget(scn, b, mode=mode)
-        m = st.columns(4)
-        m[0].metric("Model size", f"{sol.params_b:,.1f}B")
-        m[1].metric("Pre-training tokens", f"{sol.tokens_b:,.0f}B")
-        m[2].metric("Plan total", fmt.usd(sol.total_usd), help=fmt.usd_exact(sol.total_usd))
-        m[3].metric("One step larger", fmt.usd(sol.next_total_usd), help=f"step {sol.step:.2e} (relative)")
-        common.stacked_bar(sol.result, height=240)
-    except schema.ScenarioError as err:
-        st.warning(str(err))
+    rel = c1.slider("Move each input by ±", 0.05, 0.5, 0.2, 0.05, format="%.2f", key="tor_rel")
+    top = c2.slider("Inputs shown", 5, 60, 25, 1, key="tor_top")
+    tor = sens.tornado(scn, rel=rel)
+    t = tor.table[tor.table.abs_swing > 0].head(top).copy()
+    t["label"] = t.input
+    t["lo_usd"] = np.minimum(t.total_low, t.total_high)
+    t["hi_usd"] = np.maximum(t.total_low, t.total_high)
+    t["direction"] = np.where(t.swing >= 0, "cost rises with the input", "cost falls as the input rises")
+    order = list(t.label)
+    bars = alt.Chart(t).mark_bar().encode(
+        y=alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360, labelOverlap=False, labelFontSize=12)),
+        x=alt.X("lo_usd:Q", title="Total cost ($)", axis=alt.Axis(format="$~s"), scale=alt.Scale(zero=False)),
+        x2="hi_usd:Q",
+        color=alt.Color("direction:N", scale=alt.Scale(range=["#E45756", "#4C78A8"]), title=None,
+                        legend=alt.Legend(orient="top")),
+        tooltip=["input:N", alt.Tooltip("value:Q", format=",.4g", title="current"),
+                 alt.Tooltip("low:Q", format=",.4g"), alt.Tooltip("high:Q", format=",.4g"),
+                 alt.Tooltip("total_low:Q", format="$,.0f", title="total at low"),
+                 alt.Tooltip("total_high:Q", format="$,.0f", title="total at high")])
+    base_rule = alt.Chart(pd.DataFrame({"x": [tor.base_total]})).mark_rule(color="black").encode(x="x:Q")
+    st.altair_chart((bars + base_rule).properties(height=max(200, 26 * len(t) + 40)), width="stretch")
+    st.caption(f"{len(tor.table)} numeric inputs moved; the black line is the current total "
+               f"{fmt.usd(tor.base_total)}. \"auto\" MFU and checkpoint intervals are moved around the value the core "
+               "resolved.")
+
+
+
+tornado_section()
+
+
+@st.fragment
+def sweep_section():
+    st.header("Sweep one input")
+    default_key = "model.params_b"
+    c1, c2, c3 = st.columns([2, 1, 1])
+    key = c1.selectbox("Input", inputs, index=inputs.index(default_key) if default_key in inputs else 0, key="sw_key",
+                       format_func=label)
+    cur = float(sens._current_values([key], scn, res)[0])
+    f = BY_PATH[key]
+    lo_default = max(f.lo, cur / 4 if cur > 0 else 0.0)
+    hi_default = min(f.hi, cur * 4 if cur > 0 else 1.0)
+    lo = c2.number_input("from", value=float(lo_default), min_value=float(f.lo), max_value=float(f.hi), key=f"sw_lo:{key}")
+    hi = c3.number_input("to", value=float(hi_default), min_value=float(f.lo), max_value=float(f.hi), key=f"sw_hi:{key}")
+    if hi <= lo:
+        st.warning(f"{key}: 'to' must be larger than 'from' ({f.allowed()}).")
+    else:
+        xs = np.linspace(lo, hi, 80)
+        if f.kind == "int":
+            xs = np.unique(np.round(xs))
+        sw = sens.sweep(scn, key, xs)
+        sw["stage"] = sw.stage.map(STAGE_LABELS)
+        area = alt.Chart(sw).mark_area().encode(
+            x=alt.X("value:Q", title=label(key)), y=alt.Y("usd:Q", stack=True, title="Cost ($)", axis=alt.Axis(format="$~s")),
+            color=alt.Color("stage:N", sort=[STAGE_LABELS[s] for s in costcore.STAGES],
+                            scale=alt.Scale(domain=[STAGE_LABELS[s] for s in common.STAGE_COLORS],
+                                            range=list(common.STAGE_COLORS.values()))),
+            tooltip=["stage:N", alt.Tooltip("value:Q", format=",.4g"), alt.Tooltip("usd:Q", format="$,.0f")])
+        now = alt.Chart(pd.DataFrame({"value": [cur], "what": [f"current: {cur:,.4g}"]})).mark_rule(
+            strokeDash=[4, 3], color="black").encode(x="value:Q", tooltip=["what:N"])
+        st.altair_chart((area + now).properties(height=300), width="stretch")
+
+
+
+sweep_section()
+
+
+@st.fragment
+def heatmap_section():
+    st.header("Two inputs: cost surface")
+    c1, c2, c3 = st.columns(3)
+    kx = c1.selectbox("x", inputs, index=inputs.index("model.params_b") if "model.params_b" in inputs else 0, key="hm_x")
+    ydef = "stages.pretrain.tokens_b" if "stages.pretrain.tokens_b" in inputs else inputs[min(1, len(inputs) - 1)]
+    ky = c2.selectbox("y", inputs, index=inputs.index(ydef), key="hm_y")
+    budget = c3.number_input("Budget line ($)", min_value=1.0, value=float(round(res.total_usd, -3) or 1000.0),
+                             step=1e5, key="hm_budget", format="%.0f")
+    if kx == ky:
+        st.warning("Choose two different inputs.")
+    else:
+        vx, vy = sens._current_values([kx, ky], scn, res)
+        fx, fy = BY_PATH[kx], BY_PATH[ky]
+        nx = ny = 60
+        xs = np.geomspace(max(fx.lo, vx / 8, 1e-6), min(fx.hi, max(vx, 1e-6) * 8), nx) if vx > 0 else np.linspace(fx.lo, min(fx.hi, 1), nx)
+        ys = np.geomspace(max(fy.lo, vy / 8, 1e-6), min(fy.hi, max(vy, 1e-6) * 8), ny) if vy > 0 else np.linspace(fy.lo, min(fy.hi, 1), ny)
+        if fx.kind == "int":
+            xs = np.unique(np.round(xs))
+        if fy.kind == "int":
+            ys = np.unique(np.round(ys))
+        grid = sens.heatmap(scn, kx, xs, ky, ys)
+        gx, gy = np.meshgrid(xs, ys)
+        hm = pd.DataFrame({"x": gx.ravel(), "y": gy.ravel(), "usd": grid.ravel()})
+        # cell edges for rect marks on log axes
+        def edges(v):
+            mids = np.sqrt(v[1:] * v[:-1]) if np.all(v > 0) else (v[1:] + v[:-1]) / 2
+            return np.concatenate([[v[0]], mids]), np.concatenate([mids, [v[-1]]])
+        x0, x1 = edges(xs)
+        y0, y1 = edges(ys)
+        hm["x0"], hm["x1"] = np.tile(x0, len(ys)), np.tile(x1, len(ys))
+        hm["y0"], hm["y1"] = np.repeat(y0, len(xs)), np.repeat(y1, len(xs))
+        scale_x = alt.Scale(type="log" if np.all(xs > 0) else "linear", domain=[float(xs[0]), float(xs[-1])], nice=False)
+        scale_y = alt.Scale(type="log" if np.all(ys > 0) else "linear", domain=[float(ys[0]), float(ys[-1])], nice=False)
+        rect = alt.Chart(hm).mark_rect().encode(
+            x=alt.X("x0:Q", title=label(kx), scale=scale_x), x2="x1:Q",
+            y=alt.Y("y0:Q", title=label(ky), scale=scale_y), y2="y1:Q",
+            color=alt.Color("usd:Q", title="Total ($)", scale=alt.Scale(type="log", scheme="viridis"),
+                            legend=alt.Legend(format="$~s")),
+            tooltip=[alt.Tooltip("x:Q", format=",.4g", title=kx), alt.Tooltip("y:Q", format=",.4g", title=ky),
+                     alt.Tooltip("usd:Q", format="$,.0f", title="total")])
+        layers = [rect]
+        # iso-budget contour: for each x, the y where the total crosses the budget
+        iso = []
+        for i, xv in enumerate(xs):
+            col = grid[:, i]
+            j = np.nonzero((col[:-1] - budget) * (col[1:] - budget) <= 0)[0]
+            if len(j):
+                j = j[0]
+                a, b = col[j], col[j + 1]
+                w = 0.0 if b == a else (budget - a) / (b - a)
+                iso.append({"x": xv, "y": ys[j] + w * (ys[j + 1] - ys[j]), "line": f"budget {fmt.usd(budget)}"})
+        if iso:
+            layers.append(alt.Chart(pd.DataFrame(iso)).mark_line(color="white", strokeWidth=2.5).encode(
+                x="x:Q", y="y:Q", tooltip=["line:N"]))
+        if kx == "model.params_b" and ky.endswith(".tokens_b"):
+            co = pd.DataFrame({"x": xs, "y": xs * sens.TOKENS_PER_PARAM})
+            co = co[(co.y >= ys[0]) & (co.y <= ys[-1])]
+            co["line"] = "compute-optimal: 20 tokens per parameter (Hoffmann et al. 2022)"
+            layers.append(alt.Chart(co).mark_line(color="#ff7f0e", strokeDash=[6, 3], strokeWidth=2.5).encode(
+                x="x:Q", y="y:Q", tooltip=["line:N"]))
+        layers.append(alt.Chart(pd.DataFrame({"x": [vx], "y": [vy], "what": ["current plan"]})).mark_point(
+            shape="diamond", size=160, color="red", filled=True).encode(x="x:Q", y="y:Q", tooltip=["what:N"]))
+        st.altair_chart(alt.layer(*layers).properties(height=420), width="stretch")
+        st.caption("White: the iso-budget contour (plans costing exactly the budget). Orange dashes: compute-optimal "
+                   "tokens = 20 x parameters. Red diamond: the current plan.")
+
+
+
+heatmap_section()
+
+
+@st.fragment
+def monte_carlo_section():
+    st.header("Monte Carlo: how sure is the total?")
+    c1, c2, c3 = st.columns(3)
+    n = int(c1.select_slider("Samples", [1_000, 10_000, 100_000, 300_000], value=100_000, key="mc_n"))
+    seed = int(c2.number_input("Seed", 0, 10_000, 0, key="mc_seed"))
+    mc_budget = c3.number_input("Budget ($)", min_value=1.0, value=float(round(res.total_usd * 1.1, -3) or 1000.0),
+                                step=1e5, key="mc_budget", format="%.0f")
+    dists = sens.default_distributions(scn)
+    mc = _monte_carlo(SCN_JSON, n, seed, float(mc_budget))
+    m = st.columns(4)
+    p = mc.percentiles.loc["total"]
+    m[0].metric("P10", fmt.usd(p.P10))
+    m[1].metric("P50", fmt.usd(p.P50))
+    m[2].metric("P90", fmt.usd(p.P90))
+    m[3].metric("P(over budget)", f"{mc.p_over_budget:.0%}")
+    hist_counts, hist_edges = np.histogram(mc.totals, bins=60)
+    hist = pd.DataFrame({"lo": hist_edges[:-1], "hi": hist_edges[1:], "count": hist_counts})
+    h = alt.Chart(hist).mark_bar(color="#4C78A8").encode(
+        x=alt.X("lo:Q", bin="binned", title="Total cost ($)", axis=alt.Axis(format="$~s"), scale=alt.Scale(zero=False)),
+        x2="hi:Q",
+        y=alt.Y("count:Q", title="samples"), tooltip=[alt.Tooltip("lo:Q", format="$,.0f"), "count:Q"])
+    marks = pd.DataFrame({"x": [p.P10, p.P50, p.P90, mc_budget, mc.deterministic_total],
+                          "what": ["P10", "P50", "P90", "budget", "deterministic estimate"]})
+    rules = alt.Chart(marks).mark_rule(strokeWidth=2).encode(
+        x="x:Q", color=alt.Color("what:N", scale=alt.Scale(domain=list(marks.what),
+                                                          range=["#999999", "#333333", "#999999", "#E45756", "#2ca02c"]),
+                                 title=None), tooltip=["what:N", alt.Tooltip("x:Q", format="$,.0f")])
+    st.altair_chart((h + rules).properties(height=260), width="stretch")
+    pct = mc.percentiles.copy()
+    pct.index = [STAGE_LABELS.get(i, "Total") for i in pct.index]
+    st.dataframe(pct.reset_index(names="stage"), hide_index=True, width="stretch",
+                 column_config={c: st.column_config.NumberColumn(format="dollar") for c in pct.columns})
+    with st.expander("Distributions used"):
+        st.dataframe(pd.DataFrame([{"input": k, "kind": d.kind,
+                                    "parameters": (f"sigma {d.a:g} around current" if d.kind == "lognormal"
+                                                   else f"x{d.a:g} .. x{d.b:g}" + (f" .. x{d.c:g}" if d.kind == "triangular" else ""))}
+                                   for k, d in dists.items()]), hide_index=True, width="stretch")
+
+
+
+monte_carlo_section()
+
+
+@st.fragment
+def solver_section():
+    st.header("Budget solver: the largest plan a budget buys")
+    if "pretrain" not in res.stages:
+        st.info("The solver sizes pre-training: switch pre-training on to use it.")
+    else:
+        c1, c2 = st.columns(2)
+        b = c1.number_input("Budget for the whole plan ($)", min_value=1000.0, value=float(round(res.total_usd, -3)),
+                            step=1e6, key="solve_budget", format="%.0f")
+        mode = c2.radio("Solve for", ["compute_optimal", "tokens"], horizontal=True, key="solve_mode",
+                        format_func=lambda m: "model size and tokens (20 tokens/param)" if m == "compute_optimal"
+                        else "tokens for this model")
+        try:
+            sol = sens.solve_budget(scn, b, mode=mode)
+            m = st.columns(4)
+            m[0].metric("Model size", f"{sol.params_b:,.1f}B")
+            m[1].metric("Pre-training tokens", f"{sol.tokens_b:,.0f}B")
+            m[2].metric("Plan total", fmt.usd(sol.total_usd), help=fmt.usd_exact(sol.total_usd))
+            m[3].metric("One step larger", fmt.usd(sol.next_total_usd), help=f"step {sol.step:.2e} (relative)")
+            common.stacked_bar(sol.result, height=240)
+        except schema.ScenarioError as err:
+            st.warning(str(err))
+
+
+solver_section()
