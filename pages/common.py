@@ -190,6 +190,26 @@ def knob(path: str, label: str, lo=None, hi=None, step=None, widget: str = "slid
                            help=tip, format=fmt_str)
 
 
+def knob_columns(*columns) -> None:
+    """Knobs laid out in columns: each column is a list of knob() argument tuples."""
+    for col, specs in zip(st.columns(len(columns)), columns):
+        with col:
+            for spec in specs:
+                knob(*spec)
+
+
+def stage_results(stage: str, bar: bool = True, explain: bool = True) -> api.Result:
+    """A stage's headline metrics, its warnings, its cost by resource and how it was computed."""
+    res = result()
+    stage_metrics(res, stage)
+    show_checks(res, [stage])
+    if bar:
+        stacked_bar(res, [stage], height=220)
+    if explain:
+        how_computed(res, stage)
+    return res
+
+
 def stage_toggle(stage: str, label: str | None = None) -> bool:
     ss = state()
     on = stage in ss.scenario.get("stages", {})

@@ -31,16 +31,10 @@ else:
 
 st.header("Evaluation")
 if common.stage_toggle("eval"):
-    c1, c2, c3 = st.columns(3)
-    with c1:
-        common.knob("stages.eval.runs", "Evaluation runs", 1, 500, 1)
-    with c2:
-        common.knob("stages.eval.human_samples", "Human-rated samples per run", 0, 5000, 50)
-    with c3:
-        common.knob("stages.eval.usd_per_human_sample", "$ per human rating", 0.0, 50.0, 0.5)
-    res = common.result()
-    common.stage_metrics(res, "eval")
-    common.how_computed(res, "eval")
+    common.knob_columns([("stages.eval.runs", "Evaluation runs", 1, 500, 1)],
+                        [("stages.eval.human_samples", "Human-rated samples per run", 0, 5000, 50)],
+                        [("stages.eval.usd_per_human_sample", "$ per human rating", 0.0, 50.0, 0.5)])
+    common.stage_results("eval", bar=False)
 
 st.header("People and platform")
 roles = [("researcher", "Researchers"), ("ml_engineer", "ML engineers"), ("data_engineer", "Data engineers"),

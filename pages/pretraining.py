@@ -23,19 +23,13 @@ for stage in ("pretrain", "cpt"):
         st.caption("Switched off: switch it on to plan it with the defaults.")
         continue
     p = f"stages.{stage}."
-    c1, c2, c3 = st.columns(3)
-    with c1:
-        common.knob(p + "tokens_b", "Tokens (billions)", 1.0, 30000.0 if stage == "pretrain" else 2000.0, 1.0)
-        common.knob(p + "seq_len", "Sequence length", 512, 131072, 512)
-    with c2:
-        common.knob(p + "num_gpus", "GPUs for this stage (0 = sidebar value)", widget="number", step=1)
-        common.knob(p + "mfu", "MFU (0 = calibrated default)", 0.0, 0.75, 0.01)
-    with c3:
-        common.knob(p + "recompute", "Activation recompute")
-        common.knob(p + "tp", "Tensor parallel", 1, 16, 1)
-    res = common.result()
-    common.stage_metrics(res, stage)
-    common.show_checks(res, [stage])
+    common.knob_columns(
+        [(p + "tokens_b", "Tokens (billions)", 1.0, 30000.0 if stage == "pretrain" else 2000.0, 1.0),
+         (p + "seq_len", "Sequence length", 512, 131072, 512)],
+        [(p + "num_gpus", "GPUs for this stage (0 = sidebar value)", None, None, 1, "number"),
+         (p + "mfu", "MFU (0 = calibrated default)", 0.0, 0.75, 0.01)],
+        [(p + "recompute", "Activation recompute"), (p + "tp", "Tensor parallel", 1, 16, 1)])
+    res = common.stage_results(stage, bar=False, explain=False)
     st.caption(f"MFU used: {res.stat(stage, 'mfu'):.1%} · recompute: "
                f"{['none', 'selective', 'full'][int(res.stat(stage, 'recompute_mode'))]} · "
                f"{res.stat(stage, 'interruptions'):.1f} expected interruptions · "
