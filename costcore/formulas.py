@@ -16,6 +16,9 @@ HOURS_PER_MONTH = 730.0  # 8760 h / 12
 DAYS_PER_MONTH = 30.4167
 NF4_BYTES_PER_PARAM = 4.127 / 8.0  # QLoRA (arXiv:2305.14314) Sec. 3: NF4 + double quantization
 KV_BYTES_PER_VALUE = 2.0  # bf16 KV cache
+# Hardware to model FLOPs with full activation recompute: a token costs 8N instead of 6N
+# (forward recomputed once; Narayanan et al. 2021: 96 instead of 72 in the per-iteration formula).
+MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE = 6.0 / 8.0
 # Adapter (trainable) bytes per parameter on the GPU:
 LORA_TRAINABLE_BYTES = 16.0  # fp32 weights + grads + Adam m, v (cost-model-notes Sec. 2: "16 per trainable param")
 QLORA_TRAINABLE_BYTES = 4.0  # bf16 weights + grads; Adam states paged to CPU (QLoRA arXiv:2305.14314 Sec. 3, paged optimizers)

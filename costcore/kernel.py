@@ -19,7 +19,8 @@ import numpy as np
 from numba import njit, prange
 
 from . import config
-from .formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, LORA_TRAINABLE_BYTES, NF4_BYTES_PER_PARAM,
+from .formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, LORA_TRAINABLE_BYTES, MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE,
+                       NF4_BYTES_PER_PARAM,
                        QLORA_TRAINABLE_BYTES, activation_bytes_per_gpu,
                        decode_gpu_seconds_per_token, default_mfu, forward_flops_per_token,
                        gpu_hours_for_flops, held_checkpoint_sum, held_checkpoints, kv_cache_bytes_per_token, lora_trainable_params, model_shape,
@@ -174,7 +175,7 @@ def _stage_mfu(x, b, act_b, G, method, mode):
         return mfu
     if x[b + S_TFLOPS] > 0.0:  # hardware FLOP/s: full recompute does 8N instead of 6N per token
         mfu = x[b + S_TFLOPS] / x[H_PEAK_TFLOPS]
-        return mfu * x[E_RECOMP_FULL] if mode > 1.5 else mfu
+        return mfu * MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE if mode > 1.5 else mfu
     mfu = default_mfu(x[H_MFU_BASE], act_b, G, x[E_SIZE_EXP], x[E_SMALL_B],
                       x[E_CLUSTER_REF], x[E_CLUSTER_SLOPE], x[E_MFU_MIN])
     if mode > 1.5:

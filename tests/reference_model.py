@@ -407,10 +407,10 @@ def reference_estimate(scenario: dict) -> dict:
             measured_tflops = sf("tflops_per_gpu")
             if measured_tflops > 0:
                 # Megatron/BLOOM report hardware FLOP/s: with full recompute a token costs
-                # 8N instead of 6N, the ratio recompute_full_factor documents ("8N instead of 6N").
+                # 8N instead of 6N hardware FLOPs, so model FLOP/s are 6/8 of them.
                 hardware_utilization = measured_tflops / peak
                 if m == "full":
-                    return hardware_utilization * f("efficiency.recompute_full_factor")
+                    return hardware_utilization * 6.0 / 8.0
                 return hardware_utilization
             u = default_mfu(f("hardware.mfu_base"), active_b, gpus, f("efficiency.size_exponent"),
                             f("efficiency.small_model_b"), f("efficiency.cluster_ref_gpus"),
