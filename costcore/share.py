@@ -16,7 +16,6 @@ from .yamlio import parse_yaml
 
 MAX_PARAMS = 300
 MAX_VALUE_CHARS = 200
-MAX_URL_CHARS = 8000
 
 
 def _flat(scn: dict) -> dict:
