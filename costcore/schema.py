@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -368,6 +369,20 @@ def _check_value(f: Field, v):
     return fv
 
 
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
+
+
+def _key(k) -> str:
+    """A key as it should appear in a message: plain keys as they are, others quoted (blank, odd, long)."""
+    if isinstance(k, str) and _PLAIN_KEY.match(k):
+        return k
+    return _show(k)
+
+
+def _path(*parts) -> str:
+    return ".".join(_key(p) for p in parts)
+
+
 def _show(v) -> str:
     s = repr(v)
     return s if len(s) <= 40 else s[:37] + "..."
@@ -384,7 +399,7 @@ def validate(data: Any) -> dict:
     out: dict = {}
     for key in data:
         if key not in TOP_LEVEL_KEYS:
-            raise ScenarioError(str(key), "unknown section; allowed: " + ", ".join(TOP_LEVEL_KEYS))
+            raise ScenarioError(_key(key), "unknown section; allowed: " + ", ".join(TOP_LEVEL_KEYS))
     name = data.get("name", "Untitled scenario")
     if not isinstance(name, str) or len(name) > 200:
         raise ScenarioError("name", "must be text of at most 200 characters")
@@ -407,7 +422,7 @@ def validate(data: Any) -> dict:
             f = BY_PATH.get(path)
             if f is None:
                 known = ", ".join(p.split(".", 1)[1] for p in BY_PATH if p.startswith(section + "."))
-                raise ScenarioError(path, f"unknown setting; allowed in {section}: {known}")
+                raise ScenarioError(_path(*path.split(".")), f"unknown setting; allowed in {section}: {known}")
             clean[path] = _check_value(f, v)
         if clean:
             out[section] = _unflatten({p.split(".", 1)[1]: v for p, v in clean.items()})
@@ -419,7 +434,7 @@ def validate(data: Any) -> dict:
     out["stages"] = {}
     for sname, sdata in stages.items():
         if sname not in STAGES:
-            raise ScenarioError(f"stages.{sname}", "unknown stage; allowed: " + ", ".join(STAGES))
+            raise ScenarioError(_path("stages", sname), "unknown stage; allowed: " + ", ".join(STAGES))
         if sdata is None:
             sdata = {}
         if not isinstance(sdata, dict):
@@ -428,7 +443,8 @@ def validate(data: Any) -> dict:
         for k, v in sdata.items():
             path = f"stages.{sname}.{k}"
             if not isinstance(k, str) or k not in STAGE_KEYS[sname]:
-                raise ScenarioError(path, "unknown setting; allowed: " + ", ".join(sorted(STAGE_KEYS[sname])))
+                raise ScenarioError(_path("stages", sname, k), "unknown setting; allowed: "
+                                    + ", ".join(sorted(STAGE_KEYS[sname])))
             clean[k] = _check_value(BY_PATH[path], v)
         out["stages"][sname] = clean
     if "hardware" in out and "gpu" in out["hardware"]:
