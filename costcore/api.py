@@ -29,7 +29,11 @@ def load_scenario(source: str | Path | Mapping) -> dict:
         return schema.validate(dict(source))
     if isinstance(source, (str, Path)):
         p = Path(source)
-        if p.suffix in (".yaml", ".yml") or p.exists():
+        try:
+            is_file = p.suffix in (".yaml", ".yml") or p.exists()
+        except (OSError, ValueError):  # name too long, NUL byte
+            raise ScenarioError("file", "is not a usable file name") from None
+        if is_file:
             return schema.validate(read_yaml_file(p))
         return load_preset(str(source))
     raise ScenarioError("scenario", f"expected a mapping, a YAML path or a preset name, got {type(source).__name__}")

@@ -28,8 +28,9 @@ def apply_sets(scn: dict, sets: list[str]) -> dict:
             raise ScenarioError("--set", f"expected dotted.key=value, got {item!r}")
         key, _, text = item.partition("=")
         key = key.strip()
-        if not key or any(not part for part in key.split(".")):
-            raise ScenarioError("--set", f"bad key {key!r}")
+        shown = schema._path(*key.split(".")) if key else "''"
+        if not key or any(not part for part in key.split(".")) or shown != key:
+            raise ScenarioError("--set", f"bad key {shown}")
         value = parse_yaml(text, what=f"--set {key}") if text.strip() else None
         if value is None:
             raise ScenarioError(key, "needs a value")

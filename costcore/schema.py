@@ -327,7 +327,7 @@ def _flatten_keys(d: dict, prefix: str, out: dict) -> None:
 def _check_value(f: Field, v):
     path = f.path
     if f.kind == "str":
-        if not isinstance(v, str) or len(v) > 100:
+        if not isinstance(v, str) or len(v) > 100 or not _text_ok(v):
             raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})")
         return v
     if f.kind == "date":
@@ -354,7 +354,8 @@ def _check_value(f: Field, v):
     try:
         fv = float(v)
     except OverflowError:
-        raise ScenarioError(path, f"must be {f.allowed()} (got a number with {len(str(v)):,} digits)") from None
+        digits = int(v.bit_length() * 0.30103) + 1 if isinstance(v, int) else 0
+        raise ScenarioError(path, f"must be {f.allowed()} (got a number with about {digits:,} digits)") from None
     if not math.isfinite(fv):
         raise ScenarioError(path, f"must be a finite number: {f.allowed()} (got {_show(v)})")
     if fv < f.lo or fv > f.hi:
@@ -383,8 +384,20 @@ def _path(*parts) -> str:
     return ".".join(_key(p) for p in parts)
 
 
+def _text_ok(v) -> bool:
+    """Text that can be written out (UTF-8): lone surrogates and the like are refused."""
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _show(v) -> str:
-    s = repr(v)
+    try:
+        s = repr(v)
+    except ValueError:  # ints too long to print
+        return "a very long number"
     return s if len(s) <= 40 else s[:37] + "..."
 
 
@@ -401,11 +414,11 @@ def validate(data: Any) -> dict:
         if key not in TOP_LEVEL_KEYS:
             raise ScenarioError(_key(key), "unknown section; allowed: " + ", ".join(TOP_LEVEL_KEYS))
     name = data.get("name", "Untitled scenario")
-    if not isinstance(name, str) or len(name) > 200:
+    if not isinstance(name, str) or len(name) > 200 or not _text_ok(name):
         raise ScenarioError("name", "must be text of at most 200 characters")
     out["name"] = name
     desc = data.get("description", "")
-    if not isinstance(desc, str) or len(desc) > 5000:
+    if not isinstance(desc, str) or len(desc) > 5000 or not _text_ok(desc):
         raise ScenarioError("description", "must be text of at most 5,000 characters")
     if desc:
         out["description"] = desc

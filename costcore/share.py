@@ -36,8 +36,8 @@ def encode(scn: dict, preset: str) -> dict[str, str]:
     """Query parameters that rebuild ``scn`` from ``preset``."""
     base = api.load_preset(preset)
     params: dict[str, str] = {"p": preset}
-    if scn.get("name") and scn.get("name") != base.get("name"):
-        params["name"] = scn["name"]
+    if scn.get("name", "") != base.get("name", ""):
+        params["name"] = scn.get("name", "")
     for s in STAGES:
         on, was = s in scn.get("stages", {}), s in base.get("stages", {})
         if on != was:
@@ -97,11 +97,14 @@ def decode(params: dict, default_preset: str) -> tuple[dict, str, list[str]]:
             if len(str(text)) > MAX_VALUE_CHARS:
                 warnings.append(f"URL parameter {key}: value too long; using the default.")
                 continue
-            try:
-                value = parse_yaml(str(text), what=key)
-            except ScenarioError:
-                value = text
-            value = schema.coerce_text(key, value)
+            if BY_PATH[key].kind == "str":
+                value = str(text)  # text stays text: "123", "yes", "~" are names, not numbers
+            else:
+                try:
+                    value = parse_yaml(str(text), what=key)
+                except ScenarioError:
+                    value = text
+                value = schema.coerce_text(key, value)
             if key.startswith("stages.") and key.split(".")[1] not in raw.get("stages", {}):
                 raw.setdefault("stages", {})[key.split(".")[1]] = {}
             cand = schema.set_path(raw, key, value)

@@ -13,7 +13,7 @@ import yaml
 
 from .schema import ScenarioError
 
-MAX_YAML_BYTES = 1_000_000
+MAX_YAML_BYTES = 100_000  # PyYAML is pure Python: 100 KB parses in under a second, 1 MB can take ten
 MAX_DEPTH = 12
 
 
@@ -72,6 +72,9 @@ def parse_yaml(text: str | bytes, what: str = "file"):
         raise ScenarioError(what, f"is not valid YAML{where}: {problem}") from None
     except RecursionError:
         raise ScenarioError(what, "is nested too deeply") from None
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError) as err:
+        # raised while PyYAML builds a value: "!!int 0x", "2027-02-30", "!!set [1]", ...
+        raise ScenarioError(what, f"is not valid YAML: a value could not be read ({type(err).__name__})") from None
     if _depth(data) > MAX_DEPTH:
         raise ScenarioError(what, f"is nested more than {MAX_DEPTH} levels deep")
     return data
@@ -81,8 +84,8 @@ def read_yaml_file(path: str | Path):
     p = Path(path)
     try:
         size = p.stat().st_size
-    except OSError:
-        raise ScenarioError(str(path), "no such file") from None
+    except (OSError, ValueError):
+        raise ScenarioError(str(path)[:200], "no such file") from None
     if not p.is_file():
         raise ScenarioError(str(path), "is not a file")
     if size > MAX_YAML_BYTES:

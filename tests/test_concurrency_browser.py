@@ -1,0 +1,336 @@
+"""Concurrent browser sessions against one real Streamlit server: no cross-talk.
+
+    python -m pytest tests/test_concurrency_browser.py -q
+
+Eight headless Chromium contexts (one browser, one thread, Playwright's async
+API under asyncio.gather) each open a different scenario link, read their
+Total cost, move the "Model size (billion parameters)" slider with the
+keyboard at the same moment, and wait for their Total cost to change. Each
+session's final Total cost must be the one costcore computes for the
+scenario in that session's own final URL (costcore.share.decode +
+costcore.estimate + costcore.fmt.usd), and its model size must be its own
+start value plus its own key presses: no session sees another's state.
+
+Uses Debian's chromium (``shutil.which("chromium")``); no browser is ever
+downloaded. Without chromium (or playwright) the module is skipped locally,
+and fails when the ``CI`` environment variable is set.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+import costcore
+from costcore import api, fmt, schema, share
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SERVER_START_TIMEOUT_S = 90
+FIRST_LOAD_TIMEOUT_MS = 90_000   # the first session of a server loads/compiles the kernels
+RERUN_TIMEOUT_MS = 45_000        # eight sessions share two CPUs: be generous per rerun
+TEST_BUDGET_S = 120
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+                 "--disable-dev-shm-usage"]
+VIEWPORT = {"width": 1280, "height": 900}
+METRIC = '[data-testid="stMetric"]'
+METRIC_VALUE = '[data-testid="stMetricValue"]'
+METRIC_LABEL = '[data-testid="stMetricLabel"]'
+EXCEPTION = '[data-testid="stException"]'
+MODEL_SLIDER_LABEL = "Model size (billion parameters)"
+DEFAULT_PRESET = "pipeline-70b"
+SLIDER_STEP = 0.1
+
+# (preset, model.params_b in the link or None for the preset's own): eight different scenarios whose
+# Total cost moves visibly (3 significant digits) within a few 0.1 B steps of the model-size slider.
+SESSIONS = [
+    ("llama2-7b-pretrain", None), ("llama2-7b-pretrain", "1"), ("llama2-7b-pretrain", "3"),
+    ("llama3-8b", None), ("llama3-8b", "1.5"), ("llama3-8b", "3"),
+    ("scratch-7b", None), ("scratch-7b", "2.5"),
+]
+
+
+def _unavailable(reason: str):
+    """Skip locally; fail under CI, which must run the browser tests."""
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set but the browser test cannot run: {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
+try:
+    from playwright.async_api import async_playwright, expect
+except ImportError as _err:  # pragma: no cover - depends on the environment
+    _unavailable(f"the Python package playwright is not importable ({_err}); pip install playwright")
+
+CHROMIUM = shutil.which("chromium")
+if CHROMIUM is None:  # pragma: no cover - depends on the environment
+    _unavailable("no 'chromium' executable on PATH (Debian: apt-get install chromium); "
+                 "the browser tests never download a browser")
+
+
+# ---------------------------------------------------------------------------
+# Server fixture (same style as tests/test_e2e_browser.py)
+# ---------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tail(path: Path, n: int = 4000) -> str:
+    try:
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return "(no server log)"
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def _running_server(log: Path):
+    port = _free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+           "--server.headless", "true", "--server.address", "127.0.0.1",
+           "--browser.gatherUsageStats", "false"]
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"streamlit exited with code {proc.returncode} before it was healthy:\n{_tail(log)}",
+                            pytrace=False)
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
+                    if r.read().decode().strip() == "ok":
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"streamlit not healthy after {SERVER_START_TIMEOUT_S} s:\n{_tail(log)}", pytrace=False)
+            time.sleep(0.25)
+        yield base, log
+    finally:
+        _stop(proc)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with _running_server(tmp_path_factory.mktemp("streamlit") / "server.log") as (base, log):
+        yield base, log
+
+
+# ---------------------------------------------------------------------------
+# What costcore says a URL costs
+# ---------------------------------------------------------------------------
+def expected_from_url(url: str) -> tuple[str, dict, str, list[str]]:
+    """(formatted Total cost, scenario, preset, decode warnings) of the scenario in a URL's query string."""
+    params = dict(parse_qsl(urlsplit(url).query, keep_blank_values=True))
+    scn, preset, warnings = share.decode(params, DEFAULT_PRESET)
+    return fmt.usd(costcore.estimate(scn).total_usd), scn, preset, warnings
+
+
+def _start_value(preset: str, params_b: str | None) -> float:
+    if params_b is not None:
+        return float(params_b)
+    return float(schema.effective_value(api.load_preset(preset), "model.params_b"))
+
+
+def _on_grid(v: float) -> float:
+    """The slider shows (and steps from) the value rounded to its 0.1 B grid (a preset's 6.74 shows as 6.7)."""
+    return round(round(v / SLIDER_STEP) * SLIDER_STEP, 6)
+
+
+def _presses_needed(preset: str, start: float) -> int:
+    """Fewest ArrowRight presses (0.1 B each) that change the displayed Total cost."""
+    base = api.load_preset(preset)
+    shown = fmt.usd(costcore.estimate(schema.set_path(base, "model.params_b", start)).total_usd)
+    for k in range(1, 16):
+        v = round(_on_grid(start) + k * SLIDER_STEP, 6)
+        if fmt.usd(costcore.estimate(schema.validate(schema.set_path(base, "model.params_b", v))).total_usd) != shown:
+            return k
+    raise AssertionError(f"{preset} at {start} B: 15 slider steps never change the displayed Total cost; "
+                         "pick another scenario for this test")
+
+
+# ---------------------------------------------------------------------------
+# Browser helpers (async)
+# ---------------------------------------------------------------------------
+async def _total_cost(page, timeout_ms: int = RERUN_TIMEOUT_MS):
+    metric = page.locator(METRIC).filter(has=page.locator(METRIC_LABEL, has_text="Total cost")).first
+    value = metric.locator(METRIC_VALUE)
+    await value.wait_for(state="visible", timeout=timeout_ms)
+    return value
+
+
+async def _wait_idle(page, quiet_s: float = 0.8, timeout_s: float = 60.0) -> None:
+    """Until no rerun is in flight and the URL and metrics stop changing."""
+    deadline = time.monotonic() + timeout_s
+    last, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        snap = await page.evaluate("""() => {
+            const w = document.querySelector('[data-testid="stStatusWidget"]');
+            const running = !!w && /running/i.test(w.innerText);
+            const stale = document.querySelectorAll('[data-stale="true"]').length;
+            return [running, stale, location.href,
+                    [...document.querySelectorAll('[data-testid="stMetricValue"]')].map(e => e.innerText).join('|')];
+        }""")
+        busy = snap[0] or snap[1] > 0
+        if busy or snap != last:
+            last, since = snap, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the app did not settle within {timeout_s} s (last state {last})")
+
+
+def _slider_thumb(page):
+    return page.locator('[data-testid="stSlider"]').filter(has_text=MODEL_SLIDER_LABEL).first \
+        .locator('[role="slider"], input[type="range"]').first
+
+
+async def _slider_value(page) -> float:
+    thumb = _slider_thumb(page)
+    v = await thumb.get_attribute("aria-valuenow")
+    return float(v if v is not None else await thumb.input_value())
+
+
+async def _session(browser, base: str, i: int, preset: str, params_b: str | None, presses: int,
+                   barrier: asyncio.Barrier) -> dict:
+    rec: dict = {"i": i, "preset": preset, "params_b": params_b, "presses": presses, "js_errors": []}
+    ctx = await browser.new_context(viewport=VIEWPORT)
+    ctx.set_default_timeout(RERUN_TIMEOUT_MS)
+    try:
+        page = await ctx.new_page()
+        page.on("pageerror", lambda e: rec["js_errors"].append(str(e)))
+        url = f"{base}/?p={preset}" + (f"&model.params_b={params_b}" if params_b is not None else "")
+        await page.goto(url)
+        total = await _total_cost(page, FIRST_LOAD_TIMEOUT_MS)
+        await _wait_idle(page)
+        rec["start_url"] = page.url
+        rec["before"] = (await total.inner_text()).strip()
+        rec["expected_before"], _, rec["preset_before"], rec["warnings_before"] = expected_from_url(page.url)
+        rec["start_value"] = await _slider_value(page)
+        thumb = _slider_thumb(page)
+        await barrier.wait()  # every session moves its slider at the same moment
+        await thumb.focus()
+        for _ in range(presses):
+            await page.keyboard.press("ArrowRight")
+            await asyncio.sleep(0.05)
+        await expect(total).not_to_have_text(rec["before"], timeout=RERUN_TIMEOUT_MS)
+        await _wait_idle(page)
+        rec["final_url"] = page.url
+        rec["after"] = (await total.inner_text()).strip()
+        rec["final_value"] = await _slider_value(page)
+        rec["expected_after"], scn, rec["preset_after"], rec["warnings_after"] = expected_from_url(page.url)
+        rec["url_params_b"] = float(schema.effective_value(scn, "model.params_b"))
+        rec["exceptions"] = [t[:500] for t in await page.locator(EXCEPTION).all_inner_texts()]
+        return rec
+    finally:
+        await ctx.close()
+
+
+async def _warm_server(browser, base: str) -> None:
+    """One sequential page load first: the server's first session loads/compiles the numba kernels."""
+    ctx = await browser.new_context(viewport=VIEWPORT)
+    try:
+        page = await ctx.new_page()
+        await page.goto(f"{base}/?p={DEFAULT_PRESET}")
+        await _total_cost(page, FIRST_LOAD_TIMEOUT_MS)
+        await _wait_idle(page)
+    finally:
+        await ctx.close()
+
+
+async def _run_all(base: str, plan) -> list:
+    async with async_playwright() as pw:
+        try:
+            browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        except Exception as err:  # noqa: BLE001
+            pytest.fail(f"could not launch {CHROMIUM}: {err}", pytrace=False)
+        try:
+            await _warm_server(browser, base)
+            barrier = asyncio.Barrier(len(plan))
+            return await asyncio.gather(
+                *[_session(browser, base, i, preset, pb, presses, barrier)
+                  for i, (preset, pb, presses) in enumerate(plan)], return_exceptions=True)
+        finally:
+            await browser.close()
+
+
+# ---------------------------------------------------------------------------
+# Test
+# ---------------------------------------------------------------------------
+def test_eight_concurrent_sessions_do_not_cross_talk(server):
+    base, log = server
+    costcore.warm_up()
+    plan = [(preset, pb, _presses_needed(preset, _start_value(preset, pb))) for preset, pb in SESSIONS]
+    t0 = time.monotonic()
+    results = asyncio.run(_run_all(base, plan))
+    elapsed = time.monotonic() - t0
+
+    problems: list[str] = []
+    for (preset, pb, presses), rec in zip(plan, results):
+        tag = f"session {preset} params_b={pb or 'preset'} (+{presses} x 0.1 B)"
+        if isinstance(rec, BaseException):
+            problems.append(f"{tag}: {type(rec).__name__}: {str(rec)[:600]}")
+            continue
+        start = _start_value(preset, pb)
+        if rec["before"] != rec["expected_before"]:
+            problems.append(f"{tag}: shows {rec['before']} on load, its URL costs {rec['expected_before']}")
+        if abs(rec["start_value"] - _on_grid(start)) > 1e-6:
+            problems.append(f"{tag}: slider starts at {rec['start_value']}, expected {_on_grid(start)} ({start})")
+        if rec["preset_after"] != preset:
+            problems.append(f"{tag}: final URL carries preset {rec['preset_after']!r}: {rec['final_url']}")
+        if rec["warnings_before"] or rec["warnings_after"]:
+            problems.append(f"{tag}: its URL does not decode cleanly: {rec['warnings_before'] + rec['warnings_after']}")
+        want = _on_grid(start) + presses * SLIDER_STEP
+        if abs(rec["url_params_b"] - want) > 1e-6 or abs(rec["final_value"] - want) > 1e-6:
+            problems.append(f"{tag}: model size ends at {rec['final_value']} (URL {rec['url_params_b']}), "
+                            f"expected its own {_on_grid(start)} + {presses} x 0.1 = {want:.1f}")
+        if rec["after"] == rec["before"]:
+            problems.append(f"{tag}: Total cost did not change ({rec['before']})")
+        if rec["after"] != rec["expected_after"]:
+            problems.append(f"{tag}: shows Total cost {rec['after']}, but its final URL "
+                            f"({urlsplit(rec['final_url']).query}) costs {rec['expected_after']}")
+        if rec["exceptions"]:
+            problems.append(f"{tag}: shows an exception: {rec['exceptions'][0]}")
+        if rec["js_errors"]:
+            problems.append(f"{tag}: JavaScript errors: {rec['js_errors'][:2]}")
+    if problems:
+        problems.append(f"server log tail:\n{_tail(log, 2500)}")
+    assert not problems, "\n".join(problems)
+    finals = [r["after"] for r in results]
+    assert len({r["final_url"] for r in results}) == len(results), "two sessions ended on the same URL"
+    assert elapsed < TEST_BUDGET_S, f"8 concurrent sessions took {elapsed:.0f} s (budget {TEST_BUDGET_S} s): {finals}"
