@@ -218,7 +218,7 @@ def stage_toggle(stage: str, label: str | None = None) -> bool:
     def changed():
         set_stage(stage, st.session_state[key])
 
-    st.toggle(label or f"Include {STAGE_LABELS[stage].lower()}", value=on, key=key, on_change=changed)
+    st.toggle(label or f"Include this stage ({STAGE_SHORT[stage]})", value=on, key=key, on_change=changed)
     return on
 
 
@@ -366,6 +366,17 @@ def stacked_bar(res: api.Result, stages=None, height: int = 320):
     df = resource_frame(res, stages)
     if df.empty:
         st.info("No stage is switched on.")
+        return
+    if stages is not None and len(stages) == 1:  # one stage: its resources side by side
+        df = df[df.usd > 0]
+        chart = alt.Chart(df).mark_bar().encode(
+            y=alt.Y("resource:N", sort="-x", title=None),
+            x=alt.X("usd:Q", title=f"{STAGE_LABELS[stages[0]]}: cost by resource ($)", axis=alt.Axis(format="$~s")),
+            color=alt.Color("resource:N", legend=None,
+                            scale=alt.Scale(domain=list(RESOURCE_COLORS), range=list(RESOURCE_COLORS.values()))),
+            tooltip=[alt.Tooltip("resource:N"), alt.Tooltip("exact:N", title="cost")],
+        ).properties(height=28 * max(len(df), 1) + 40)
+        st.altair_chart(chart, width="stretch")
         return
     order = [STAGE_SHORT[s] for s in STAGES]
     chart = alt.Chart(df).mark_bar().encode(

@@ -44,7 +44,8 @@ for stage in ("pretrain", "cpt"):
     df["tokens_b"] = xs
     long = df.melt("tokens_b", var_name="resource", value_name="usd")
     area = alt.Chart(long).mark_area().encode(
-        x=alt.X("tokens_b:Q", title="Tokens (billions)", scale=alt.Scale(type="log")),
+        x=alt.X("tokens_b:Q", title="Tokens (billions)",
+                scale=alt.Scale(type="log", domain=[float(xs[0]), float(xs[-1])], nice=False)),
         y=alt.Y("usd:Q", stack=True, title=f"{STAGE_LABELS[stage]} cost ($)", axis=alt.Axis(format="$~s")),
         color=alt.Color("resource:N", scale=alt.Scale(domain=list(common.RESOURCE_COLORS),
                                                       range=list(common.RESOURCE_COLORS.values()))),
