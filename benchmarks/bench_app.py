@@ -18,32 +18,19 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+import server_support  # noqa: E402
+from server_support import CHROMIUM_ARGS, pct  # noqa: E402
 APP = ROOT / "app.py"
 SLIDER_LABEL = "Model size (billion parameters)"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
-
-
-def pct(values, q):
-    s = sorted(values)
-    if not s:
-        return float("nan")
-    k = (len(s) - 1) * q / 100
-    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
 # ---------------------------------------------------------------------------
@@ -127,67 +114,28 @@ def bench_sensitivity(moves: int) -> None:
 # ---------------------------------------------------------------------------
 # (b) first page load of a fresh process
 # ---------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
-    except ProcessLookupError:
-        pass
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-
-
 def one_start(browser, timeout_s: float = 120.0) -> dict:
-    """Start a fresh server; seconds from Popen to health 'ok' and to the first Total cost value."""
-    port = _free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port", str(port),
-           "--server.headless", "true", "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
-    base = f"http://127.0.0.1:{port}"
+    """Start a fresh server; seconds from Popen to health 'ok', to the load event and to the first Total cost."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 900})
     page = ctx.new_page()
-    with tempfile.TemporaryFile() as log:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-
-        def fail(why: str):
-            log.seek(0)
-            raise RuntimeError(f"{why}; server log:\n{log.read().decode(errors='replace')[-3000:]}")
-
+    with tempfile.TemporaryDirectory() as tmp:
         try:
-            while True:
-                if proc.poll() is not None:
-                    fail(f"server exited ({proc.returncode})")
-                try:
-                    with urllib.request.urlopen(base + "/_stcore/health", timeout=1) as r:
-                        if r.read().decode().strip() == "ok":
-                            break
-                except OSError:
-                    pass
-                if time.perf_counter() - t0 > timeout_s:
-                    fail(f"server not healthy after {timeout_s} s")
-                time.sleep(0.05)
-            t_health = time.perf_counter() - t0
-            page.goto(base + "/")  # returns at the load event: static bundle fetched and parsed
-            t_loaded = time.perf_counter() - t0
-            metric = page.locator('[data-testid="stMetric"]').filter(
-                has=page.locator('[data-testid="stMetricLabel"]', has_text="Total cost")
-            ).first.locator('[data-testid="stMetricValue"]')
-            metric.wait_for(state="visible", timeout=timeout_s * 1000)
-            t_metric = time.perf_counter() - t0
-            return {"health": t_health, "loaded": t_loaded, "metric": t_metric, "value": metric.inner_text().strip()}
+            with server_support.running_server(Path(tmp) / "server.log", timeout_s=timeout_s,
+                                               poll_s=0.05) as (base, t_health):
+                t_ok = time.perf_counter()
+                page.goto(base + "/")  # returns at the load event: static bundle fetched and parsed
+                t_loaded = t_health + time.perf_counter() - t_ok
+                metric = page.locator('[data-testid="stMetric"]').filter(
+                    has=page.locator('[data-testid="stMetricLabel"]', has_text="Total cost")
+                ).first.locator('[data-testid="stMetricValue"]')
+                metric.wait_for(state="visible", timeout=timeout_s * 1000)
+                t_metric = t_health + time.perf_counter() - t_ok
+                return {"health": t_health, "loaded": t_loaded, "metric": t_metric,
+                        "value": metric.inner_text().strip()}
+        except server_support.ServerError as err:
+            raise RuntimeError(str(err)) from None
         finally:
             ctx.close()
-            _stop(proc)
 
 
 def bench_first_load(starts: int) -> None:

@@ -30,26 +30,22 @@ import contextlib
 import itertools
 import os
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 
 import costcore
-from costcore import api, fmt, schema, share
+from costcore import api, fmt, schema, share  # noqa: E402
+import server_support  # noqa: E402
+from server_support import CHROMIUM_ARGS, pct  # noqa: E402
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-                 "--disable-dev-shm-usage"]
 VIEWPORT = {"width": 1280, "height": 900}
 SLIDER_LABEL = "Model size (billion parameters)"
 DEFAULT_PRESET = "pipeline-70b"
@@ -109,15 +105,6 @@ PAGE_PROBE = """() => {
 }"""
 
 
-def pct(values, q):
-    s = sorted(values)
-    if not s:
-        return float("nan")
-    k = (len(s) - 1) * q / 100
-    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
-
-
 def summary(values_ms) -> str:
     if not values_ms:
         return "no samples"
@@ -128,48 +115,16 @@ def summary(values_ms) -> str:
 # ---------------------------------------------------------------------------
 # Server
 # ---------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def running_server(workdir: Path):
-    port = _free_port()
-    log, rerun_log = workdir / "server.log", workdir / "reruns.log"
-    cmd = [sys.executable, "-c", SERVER_HOOK, "run", "app.py", "--server.port", str(port), "--server.headless",
-           "true", "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True,
-                                env=dict(os.environ, PYTHONUNBUFFERED="1", BENCH_RERUN_LOG=str(rerun_log)))
-    base = f"http://127.0.0.1:{port}"
+    """The real server, started through SERVER_HOOK so that every script run is timed in-process."""
+    rerun_log = workdir / "reruns.log"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(f"streamlit exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
-                    if r.read().decode().strip() == "ok":
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit(f"streamlit not healthy after 90 s:\n{log.read_text()[-3000:]}")
-            time.sleep(0.25)
-        yield base, rerun_log
-    finally:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        with server_support.running_server(workdir / "server.log", launcher=[sys.executable, "-c", SERVER_HOOK],
+                                           env={"BENCH_RERUN_LOG": str(rerun_log)}) as (base, _):
+            yield base, rerun_log
+    except server_support.ServerError as err:
+        raise SystemExit(str(err)) from None
 
 
 def read_reruns(path: Path, since: float) -> tuple[list[float], list[float]]:

@@ -21,12 +21,7 @@ import asyncio
 import contextlib
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -35,16 +30,13 @@ import pytest
 import costcore
 from costcore import api, fmt, schema, share
 
-ROOT = Path(__file__).resolve().parent.parent
+from server_support import CHROMIUM_ARGS, ServerError, running_server, tail as _tail
 
 SERVER_START_TIMEOUT_S = 90
 FIRST_LOAD_TIMEOUT_MS = 90_000   # the first session of a server loads/compiles the kernels
 RERUN_TIMEOUT_MS = 45_000        # eight sessions share two CPUs: be generous per rerun
 TEST_BUDGET_S = 120
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-                 "--disable-dev-shm-usage"]
 VIEWPORT = {"width": 1280, "height": 900}
 METRIC = '[data-testid="stMetric"]'
 METRIC_VALUE = '[data-testid="stMetricValue"]'
@@ -84,65 +76,14 @@ if CHROMIUM is None:  # pragma: no cover - depends on the environment
 # ---------------------------------------------------------------------------
 # Server fixture (same style as tests/test_e2e_browser.py)
 # ---------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _tail(path: Path, n: int = 4000) -> str:
-    try:
-        return path.read_text(errors="replace")[-n:]
-    except OSError:
-        return "(no server log)"
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=10)
-
-
 @contextlib.contextmanager
 def _running_server(log: Path):
-    port = _free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-           "--server.headless", "true", "--server.address", "127.0.0.1",
-           "--browser.gatherUsageStats", "false"]
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    base = f"http://127.0.0.1:{port}"
+    """The real server on a free port (tests/server_support.py); a start failure fails the test."""
     try:
-        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"streamlit exited with code {proc.returncode} before it was healthy:\n{_tail(log)}",
-                            pytrace=False)
-            try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
-                    if r.read().decode().strip() == "ok":
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"streamlit not healthy after {SERVER_START_TIMEOUT_S} s:\n{_tail(log)}", pytrace=False)
-            time.sleep(0.25)
-        yield base, log
-    finally:
-        _stop(proc)
+        with running_server(log, timeout_s=SERVER_START_TIMEOUT_S) as (base, _):
+            yield base, log
+    except ServerError as err:
+        pytest.fail(str(err), pytrace=False)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,99 @@
+"""Starting and stopping the real Streamlit server, for the browser tests and the benchmarks.
+
+Not a test module. The browser tests import it as ``server_support`` (pytest
+puts tests/ on sys.path); the benchmarks add tests/ to sys.path first.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# Debian's chromium, as root, on a machine with no network but the package registries
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+                 "--disable-dev-shm-usage"]
+STREAMLIT = [sys.executable, "-m", "streamlit"]
+
+
+class ServerError(RuntimeError):
+    """The server exited or never became healthy; the message carries the end of its log."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tail(path: Path, n: int = 4000) -> str:
+    try:
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return "(no server log)"
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Terminate the server's whole process group (streamlit may spawn helpers)."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def running_server(log: Path, launcher=None, env=None, timeout_s: float = 90.0, poll_s: float = 0.25):
+    """Run ``streamlit run app.py`` on a free port until the block ends.
+
+    Yields (base URL without trailing slash, seconds from Popen to a healthy
+    server). ``launcher`` replaces ``python -m streamlit`` (e.g. a timing
+    hook); ``env`` adds environment variables. Raises ServerError with the
+    log's end when the server exits or is not healthy in ``timeout_s``.
+    """
+    port = free_port()
+    cmd = list(launcher or STREAMLIT) + ["run", "app.py", "--server.port", str(port), "--server.headless", "true",
+                                         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
+    base = f"http://127.0.0.1:{port}"
+    with open(log, "wb") as fh:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise ServerError(f"streamlit exited with code {proc.returncode} before it was healthy:\n{tail(log)}")
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
+                    if r.read().decode().strip() == "ok":
+                        break
+            except OSError:
+                pass
+            if time.perf_counter() - t0 > timeout_s:
+                raise ServerError(f"streamlit not healthy after {timeout_s:g} s:\n{tail(log)}")
+            time.sleep(poll_s)
+        yield base, time.perf_counter() - t0
+    finally:
+        stop(proc)
+
+
+def pct(values, q: float) -> float:
+    """Linear-interpolated percentile of a list (nan when empty)."""
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    k = (len(s) - 1) * q / 100
+    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
