@@ -97,3 +97,39 @@ def pct(values, q: float) -> float:
     k = (len(s) - 1) * q / 100
     lo, hi = int(k), min(int(k) + 1, len(s) - 1)
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+# ---------------------------------------------------------------------------
+# For the pytest browser modules
+# ---------------------------------------------------------------------------
+def unavailable(reason: str):
+    """Skip the module locally; fail under CI, which must run the browser tests."""
+    import pytest
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set but the browser test cannot run: {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
+def require_chromium() -> str:
+    """Path of Debian's chromium (never downloaded); skips or fails the module when it is missing."""
+    import shutil
+    try:
+        import playwright  # noqa: F401
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        unavailable(f"the Python package playwright is not importable ({err}); pip install playwright")
+    path = shutil.which("chromium")
+    if path is None:  # pragma: no cover - depends on the environment
+        unavailable("no 'chromium' executable on PATH (Debian: apt-get install chromium); "
+                    "the browser tests never download a browser")
+    return path
+
+
+@contextlib.contextmanager
+def server_for_tests(log: Path, timeout_s: float):
+    """running_server for a test: a start failure fails the test with the server log's end."""
+    import pytest
+    try:
+        with running_server(log, timeout_s=timeout_s) as (base, _):
+            yield base
+    except ServerError as err:
+        pytest.fail(str(err), pytrace=False)

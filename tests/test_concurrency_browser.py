@@ -18,11 +18,7 @@ and fails when the ``CI`` environment variable is set.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import shutil
 import time
-from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
@@ -30,7 +26,7 @@ import pytest
 import costcore
 from costcore import api, fmt, schema, share
 
-from server_support import CHROMIUM_ARGS, ServerError, running_server, tail as _tail
+from server_support import CHROMIUM_ARGS, require_chromium, server_for_tests, tail as _tail
 
 SERVER_START_TIMEOUT_S = 90
 FIRST_LOAD_TIMEOUT_MS = 90_000   # the first session of a server loads/compiles the kernels
@@ -55,40 +51,17 @@ SESSIONS = [
 ]
 
 
-def _unavailable(reason: str):
-    """Skip locally; fail under CI, which must run the browser tests."""
-    if os.environ.get("CI"):
-        pytest.fail(f"CI is set but the browser test cannot run: {reason}", pytrace=False)
-    pytest.skip(reason, allow_module_level=True)
-
-
-try:
-    from playwright.async_api import async_playwright, expect
-except ImportError as _err:  # pragma: no cover - depends on the environment
-    _unavailable(f"the Python package playwright is not importable ({_err}); pip install playwright")
-
-CHROMIUM = shutil.which("chromium")
-if CHROMIUM is None:  # pragma: no cover - depends on the environment
-    _unavailable("no 'chromium' executable on PATH (Debian: apt-get install chromium); "
-                 "the browser tests never download a browser")
+CHROMIUM = require_chromium()
+from playwright.async_api import async_playwright, expect  # noqa: E402
 
 
 # ---------------------------------------------------------------------------
-# Server fixture (same style as tests/test_e2e_browser.py)
+# Server fixture (tests/server_support.py)
 # ---------------------------------------------------------------------------
-@contextlib.contextmanager
-def _running_server(log: Path):
-    """The real server on a free port (tests/server_support.py); a start failure fails the test."""
-    try:
-        with running_server(log, timeout_s=SERVER_START_TIMEOUT_S) as (base, _):
-            yield base, log
-    except ServerError as err:
-        pytest.fail(str(err), pytrace=False)
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with _running_server(tmp_path_factory.mktemp("streamlit") / "server.log") as (base, log):
+    log = tmp_path_factory.mktemp("streamlit") / "server.log"
+    with server_for_tests(log, SERVER_START_TIMEOUT_S) as base:
         yield base, log
 
 

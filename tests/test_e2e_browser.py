@@ -11,16 +11,13 @@ Full-page screenshots of every page go to ``artifacts/screenshots/<page>.png``.
 """
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import shutil
 import time
 from pathlib import Path
 
 import pytest
 
-from server_support import CHROMIUM_ARGS, ROOT, ServerError, running_server
+from server_support import CHROMIUM_ARGS, ROOT, require_chromium, server_for_tests
 SHOTS = ROOT / "artifacts" / "screenshots"
 
 SERVER_START_TIMEOUT_S = 90      # the first start may compile the numba kernels
@@ -49,41 +46,17 @@ CHART = '[data-testid="stVegaLiteChart"]'
 MODEL_SLIDER_LABEL = "Model size (billion parameters)"
 
 
-def _unavailable(reason: str):
-    """Skip locally; fail under CI, which must run the browser tests."""
-    if os.environ.get("CI"):
-        pytest.fail(f"CI is set but the browser test cannot run: {reason}", pytrace=False)
-    pytest.skip(reason, allow_module_level=True)
-
-
-try:
-    from playwright.sync_api import expect, sync_playwright
-except ImportError as _err:  # pragma: no cover - depends on the environment
-    _unavailable(f"the Python package playwright is not importable ({_err}); pip install playwright")
-
-CHROMIUM = shutil.which("chromium")
-if CHROMIUM is None:  # pragma: no cover - depends on the environment
-    _unavailable("no 'chromium' executable on PATH (Debian: apt-get install chromium); "
-                 "the browser tests never download a browser")
+CHROMIUM = require_chromium()
+from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
 
 # ---------------------------------------------------------------------------
 # Fixtures
 # ---------------------------------------------------------------------------
-@contextlib.contextmanager
-def _running_server(log: Path):
-    """The real server on a free port (tests/server_support.py); a start failure fails the test."""
-    try:
-        with running_server(log, timeout_s=SERVER_START_TIMEOUT_S) as (base, _):
-            yield base
-    except ServerError as err:
-        pytest.fail(str(err), pytrace=False)
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """Base URL of a real server shared by the tests of this module."""
-    with _running_server(tmp_path_factory.mktemp("streamlit") / "server.log") as base:
+    with server_for_tests(tmp_path_factory.mktemp("streamlit") / "server.log", SERVER_START_TIMEOUT_S) as base:
         yield base
 
 
@@ -299,7 +272,7 @@ def test_deep_link_is_the_first_request_of_a_fresh_server(browser, tmp_path):
     """A shared deep link may be the very first request a server gets: it must go through
     st.navigation (not Streamlit's legacy pages/ router) and show the right page."""
     path, title = "checkpoints", PAGES["checkpoints"]
-    with _running_server(tmp_path / "server.log") as base:
+    with server_for_tests(tmp_path / "server.log", SERVER_START_TIMEOUT_S) as base:
         ctx = browser.new_context(viewport=VIEWPORT)
         try:
             page = ctx.new_page()
