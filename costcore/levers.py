@@ -107,6 +107,11 @@ def _candidates(res: api.Result) -> list[Lever]:
     return out
 
 
+def source_text(lever: Lever) -> str:
+    """Where the lever's figures come from (data/levers.yaml), or '' when it uses none."""
+    return "; ".join(SOURCES[k] for k in lever.sources)
+
+
 def apply(scn: dict, lever: Lever) -> dict:
     """The scenario with the lever's changes (validated)."""
     for path, v in lever.changes.items():

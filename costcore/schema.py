@@ -286,13 +286,8 @@ EV_USD_HUMAN = IX["stages.eval.usd_per_human_sample"]
 # Enum codes the kernel compares against (derived from the choices lists).
 RECOMPUTE_AUTO = BY_PATH["stages.sft.recompute"].choices.index("auto")
 RECOMPUTE_NONE = BY_PATH["stages.sft.recompute"].choices.index("none")
-RECOMPUTE_SELECTIVE = BY_PATH["stages.sft.recompute"].choices.index("selective")
 RECOMPUTE_FULL = BY_PATH["stages.sft.recompute"].choices.index("full")
-METHOD_FULL = BY_PATH["stages.sft.method"].choices.index("full")
-METHOD_LORA = BY_PATH["stages.sft.method"].choices.index("lora")
 METHOD_QLORA = BY_PATH["stages.sft.method"].choices.index("qlora")
-TARGETS_QV = BY_PATH["stages.sft.lora_targets"].choices.index("qv")
-TARGETS_ALL = BY_PATH["stages.sft.lora_targets"].choices.index("all")
 CKPT_WEIGHTS = BY_PATH["stages.sft.ckpt_type"].choices.index("weights")
 DPO_REF_PRECOMPUTED = BY_PATH["stages.dpo.reference"].choices.index("precomputed")
 RL_PPO = BY_PATH["stages.rl.algorithm"].choices.index("ppo")
@@ -460,8 +455,6 @@ def validate(data: Any) -> dict:
                                     + ", ".join(sorted(STAGE_KEYS[sname])))
             clean[k] = _check_value(BY_PATH[path], v)
         out["stages"][sname] = clean
-    if "hardware" in out and "gpu" in out["hardware"]:
-        pass  # catalog values applied in to_vector
     return out
 
 

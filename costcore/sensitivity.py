@@ -47,7 +47,7 @@ def numeric_inputs(scenario) -> list[str]:
     return out
 
 
-def _current_values(paths: Sequence[str], scn: dict, res: api.Result) -> np.ndarray:
+def current_values(paths: Sequence[str], scn: dict, res: api.Result) -> np.ndarray:
     vals = []
     for p in paths:
         v = float(res.vector[IX[p]])
@@ -78,7 +78,7 @@ def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
     for p in paths:
         if p not in BY_PATH:
             raise ScenarioError(p, "unknown setting")
-    cur = _current_values(paths, scn, res)
+    cur = current_values(paths, scn, res)
     keep = [i for i, p in enumerate(paths) if not (cur[i] == 0.0 and (ranges is None or p not in ranges))
             and not (p in _SKIP_ZERO_AUTO and cur[i] == 0.0)]
     paths = [paths[i] for i in keep]
@@ -222,7 +222,7 @@ def monte_carlo(scenario, n: int = 100_000, seed: int = 0, dists: Mapping[str, D
     dists = dict(default_distributions(scn) if dists is None else dists)
     rng = np.random.default_rng(seed)
     paths = list(dists)
-    cur = _current_values(paths, scn, res)
+    cur = current_values(paths, scn, res)
     cols = {}
     for p, c in zip(paths, cur):
         f = BY_PATH[p]

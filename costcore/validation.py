@@ -10,7 +10,6 @@ model. ``throughput=True`` instead feeds the run's published throughput
 """
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 
@@ -133,7 +132,3 @@ def baseline_table(mfu: float = 0.30) -> pd.DataFrame:
             r = h / (row["days"] * 24 * scn["hardware"]["num_gpus"])
         out.append({"run": row["name"], "ratio": r, "error": abs(r - 1), "fold": max(r, 1 / r)})
     return pd.DataFrame(out)
-
-
-def _finite(v) -> bool:
-    return isinstance(v, float) and math.isfinite(v)

@@ -66,6 +66,8 @@ if not lv:
 for i, x in enumerate(lv):
     c1, c2, c3 = st.columns([5, 2, 1])
     c1.markdown(f"**{x.title}**  \nRisk: {x.risk}")
+    if levers.source_text(x):
+        c1.caption(f"Figures: {levers.source_text(x)}")
     c2.metric("saves", fmt.usd(x.saving_usd), delta=f"-{x.saving_usd / max(res.total_usd, 1e-9):.1%}",
               delta_color="inverse", help=f"new total {fmt.usd_exact(x.new_total_usd)}")
 

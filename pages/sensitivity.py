@@ -82,7 +82,7 @@ def sweep_section():
     c1, c2, c3 = st.columns([2, 1, 1])
     key = c1.selectbox("Input", inputs, index=inputs.index(default_key) if default_key in inputs else 0, key="sw_key",
                        format_func=label)
-    cur = float(sens._current_values([key], scn, res)[0])
+    cur = float(sens.current_values([key], scn, res)[0])
     f = BY_PATH[key]
     lo_default = max(f.lo, cur / 4 if cur > 0 else 0.0)
     hi_default = min(f.hi, cur * 4 if cur > 0 else 1.0)
@@ -123,7 +123,7 @@ def heatmap_section():
     if kx == ky:
         st.warning("Choose two different inputs.")
     else:
-        vx, vy = sens._current_values([kx, ky], scn, res)
+        vx, vy = sens.current_values([kx, ky], scn, res)
         fx, fy = BY_PATH[kx], BY_PATH[ky]
         nx = ny = 60
         xs = np.geomspace(max(fx.lo, vx / 8, 1e-6), min(fx.hi, max(vx, 1e-6) * 8), nx) if vx > 0 else np.linspace(fx.lo, min(fx.hi, 1), nx)

@@ -21,6 +21,14 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
                  "--disable-dev-shm-usage"]
 STREAMLIT = [sys.executable, "-m", "streamlit"]
+# A snapshot of the page for "has the app settled?": a rerun running, stale elements, the URL, the metrics.
+APP_STATE_JS = """() => {
+    const w = document.querySelector('[data-testid="stStatusWidget"]');
+    const running = !!w && /running/i.test(w.innerText);
+    const stale = document.querySelectorAll('[data-stale="true"]').length;
+    return [running, stale, location.href,
+            [...document.querySelectorAll('[data-testid="stMetricValue"]')].map(e => e.innerText).join('|')];
+}"""
 
 
 class ServerError(RuntimeError):

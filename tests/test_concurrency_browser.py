@@ -26,7 +26,7 @@ import pytest
 import costcore
 from costcore import api, fmt, schema, share
 
-from server_support import CHROMIUM_ARGS, require_chromium, server_for_tests, tail as _tail
+from server_support import APP_STATE_JS, CHROMIUM_ARGS, require_chromium, server_for_tests, tail as _tail
 
 SERVER_START_TIMEOUT_S = 90
 FIRST_LOAD_TIMEOUT_MS = 90_000   # the first session of a server loads/compiles the kernels
@@ -113,13 +113,7 @@ async def _wait_idle(page, quiet_s: float = 0.8, timeout_s: float = 60.0) -> Non
     deadline = time.monotonic() + timeout_s
     last, since = None, time.monotonic()
     while time.monotonic() < deadline:
-        snap = await page.evaluate("""() => {
-            const w = document.querySelector('[data-testid="stStatusWidget"]');
-            const running = !!w && /running/i.test(w.innerText);
-            const stale = document.querySelectorAll('[data-stale="true"]').length;
-            return [running, stale, location.href,
-                    [...document.querySelectorAll('[data-testid="stMetricValue"]')].map(e => e.innerText).join('|')];
-        }""")
+        snap = await page.evaluate(APP_STATE_JS)
         busy = snap[0] or snap[1] > 0
         if busy or snap != last:
             last, since = snap, time.monotonic()

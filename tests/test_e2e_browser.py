@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from server_support import CHROMIUM_ARGS, ROOT, require_chromium, server_for_tests
+from server_support import APP_STATE_JS, CHROMIUM_ARGS, ROOT, require_chromium, server_for_tests
 SHOTS = ROOT / "artifacts" / "screenshots"
 
 SERVER_START_TIMEOUT_S = 90      # the first start may compile the numba kernels
@@ -115,13 +115,7 @@ def _wait_idle(page, quiet_s: float = 0.6, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     last, since = None, time.monotonic()
     while time.monotonic() < deadline:
-        snap = page.evaluate("""() => {
-            const running = !!document.querySelector('[data-testid="stStatusWidget"]')
-                && /running/i.test(document.querySelector('[data-testid="stStatusWidget"]').innerText);
-            const stale = document.querySelectorAll('[data-stale="true"]').length;
-            return [running, stale, location.href,
-                    [...document.querySelectorAll('[data-testid="stMetricValue"]')].map(e => e.innerText).join('|')];
-        }""")
+        snap = page.evaluate(APP_STATE_JS)
         busy = snap[0] or snap[1] > 0
         if busy or snap != last:
             last, since = snap, time.monotonic()
