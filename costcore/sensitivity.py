@@ -262,19 +262,31 @@ class Solution:
 
 
 def _largest_within(f_cost, lo: float, hi: float, budget: float, rounds: int = 4, points: int = 256):
-    """Largest x on a geometric grid with cost(x) <= budget, refined; returns (x, x_next, costs)."""
-    if f_cost(np.array([lo]))[0] > budget:
-        raise ScenarioError("budget_usd", f"even the smallest option costs more than ${budget:,.0f}")
-    a, b = lo, hi
-    for _ in range(rounds):
+    """Largest x on a geometric grid with cost(x) <= budget, refined; returns (x, x_next, costs).
+
+    Cost is not monotonic at the very small end (tiny models sit at the MFU floor while fixed
+    costs stay), so the search starts from the first affordable grid point, not from ``lo``.
+    """
+    grid = np.geomspace(lo, hi, points)
+    cost = f_cost(grid)
+    ok = np.nonzero(cost <= budget)[0]
+    if len(ok) == 0:
+        raise ScenarioError("budget_usd", f"even the cheapest option costs more than ${budget:,.0f}")
+    start = ok[0]
+    over = np.nonzero(cost[start:] > budget)[0]
+    if len(over) == 0:
+        return grid[-1], None, cost[-1], None
+    j = start + over[0]
+    a, b = grid[j - 1], grid[j]
+    for _ in range(rounds - 1):
         grid = np.geomspace(a, b, points)
         cost = f_cost(grid)
         over = np.nonzero(cost > budget)[0]
-        if len(over) == 0:
-            return grid[-1], None, cost[-1], None
+        if len(over) == 0:  # numerical edge: the whole bracket fits
+            return grid[-1], b, cost[-1], f_cost(np.array([b]))[0]
         j = over[0]
         if j == 0:
-            raise ScenarioError("budget_usd", "the budget is below the cost at the search's lower end")
+            break
         a, b = grid[j - 1], grid[j]
     return a, b, f_cost(np.array([a]))[0], f_cost(np.array([b]))[0]
 
