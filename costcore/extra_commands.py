@@ -6,26 +6,29 @@ import json
 
 def cmd_validate(args) -> int:
     from . import validation
-    df = validation.validation_table(throughput=args.throughput)
+    df = validation.validation_table(throughput=args.throughput, dataset=args.runs)
+    if df.empty:
+        print(f"no {args.runs} run publishes a throughput" if args.throughput else f"no {args.runs} runs")
+        return 0
     if args.format == "json":
         print(json.dumps({"summary": validation.summary(df), "runs": df.drop(columns=["source"]).to_dict("records")},
                          indent=2, default=float))
         return 0
     cols = ["run", "gpu", "num_gpus", "basis", "published", "predicted", "ratio", "mfu", "notes"]
     if args.format == "markdown":
-        print(markdown_table(df, throughput=args.throughput))
+        print(markdown_table(df, throughput=args.throughput, dataset=args.runs))
         return 0
     with_fmt = df[cols].copy()
     print(with_fmt.to_string(index=False, float_format=lambda v: f"{v:,.3g}"))
     s = validation.summary(df)
     print(f"\nmedian error {s['median_error']:.1%}; worst {s['worst_fold']:.2f}x ({s['worst_run']}); {s['runs']} runs")
     if not args.throughput:
-        b = validation.baseline_table()
+        b = validation.baseline_table(dataset=args.runs)
         print(f"baseline 6ND/(peak x 30%): median error {b['error'].median():.1%}; worst {b['fold'].max():.2f}x")
     return 0
 
 
-def markdown_table(df, throughput: bool = False) -> str:
+def markdown_table(df, throughput: bool = False, dataset: str = "reference") -> str:
     from . import validation
     lines = ["| run | GPU | GPUs | compared | published | predicted | predicted / published | MFU used | notes |",
              "|---|---|---:|---|---:|---:|---:|---:|---|"]
@@ -36,7 +39,7 @@ def markdown_table(df, throughput: bool = False) -> str:
     lines.append("")
     lines.append(f"Median error **{s['median_error']:.1%}**, worst **{s['worst_fold']:.2f}x** ({s['worst_run']}), {s['runs']} runs.")
     if not throughput:
-        b = validation.baseline_table()
+        b = validation.baseline_table(dataset=dataset)
         lines.append(f"The plain rule 6ND / (peak x 30%) on the same rows: median error {b['error'].median():.1%}, "
                      f"worst {b['fold'].max():.2f}x.")
     return "\n".join(lines)
@@ -71,4 +74,7 @@ def register(sub) -> None:
     v = sub.add_parser("validate", help="predicted vs published GPU-hours of public pre-training runs")
     v.add_argument("--throughput", action="store_true", help="feed each run's published throughput instead of defaults")
     v.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    v.add_argument("--runs", choices=("reference", "extra"), default="reference",
+                   help="reference: the runs the defaults are calibrated on; extra: other public runs, never "
+                        "used for calibration (out of sample)")
     v.set_defaults(func=cmd_validate)

@@ -134,6 +134,29 @@ def default_mfu(mfu_base, n_active_b, num_gpus, size_exponent, small_model_b,
 
 
 @njit(cache=True)
+def attention_mfu_factor(n_active, L, d, ctx, attn_efficiency):
+    """MFU multiplier for the attention share of the FLOPs, dimensionless in (0, 1].
+
+    A token costs 6N + 12 L d s FLOPs (PaLM arXiv:2204.02311 App. B); the
+    attention part a = 12 L d s / (6N + 12 L d s) runs at ``attn_efficiency``
+    of the matmul utilization, so step time grows from 1 to (1 - a) + a / e:
+
+        factor = 1 / ((1 - a) + a / e)
+
+    e from hardware.yaml (FlashAttention-2 arXiv:2307.08691 Sec. 4 on A100,
+    FlashAttention-3 arXiv:2407.08608 Sec. 1 for FlashAttention-2 on H100).
+    Long sequences and narrow models (large a) lose most: Llama-3-8B at 8K
+    context has a = 0.23, Llama-3.1-405B a = 0.08.
+    """
+    attn = 12.0 * L * d * ctx
+    total = 6.0 * n_active + attn
+    if total <= 0.0 or attn_efficiency <= 0.0:
+        return 1.0
+    a = attn / total
+    return 1.0 / ((1.0 - a) + a / attn_efficiency)
+
+
+@njit(cache=True)
 def gpu_hours_for_flops(flops, peak_tflops, mfu):
     """GPU-hours to execute ``flops`` at ``mfu`` of ``peak_tflops`` (TFLOP/s per GPU)."""
     return flops / (peak_tflops * 1e12 * mfu) / 3600.0

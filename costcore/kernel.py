@@ -22,14 +22,14 @@ from . import config
 from .formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, LORA_TRAINABLE_BYTES, MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE,
                        NF4_BYTES_PER_PARAM,
                        QLORA_TRAINABLE_BYTES, activation_bytes_per_gpu,
-                       decode_gpu_seconds_per_token, default_mfu, forward_flops_per_token,
+                       decode_gpu_seconds_per_token, default_mfu, attention_mfu_factor, forward_flops_per_token,
                        gpu_hours_for_flops, held_checkpoint_sum, held_checkpoints, kv_cache_bytes_per_token, lora_trainable_params, model_shape,
                        model_state_bytes_per_gpu, train_flops_per_token, young_daly_interval_h)
 from .schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_REVIEW, D_SYNTH_USD_PER_M, DPO_CHOSEN,
                      DPO_EPOCHS, DPO_PAIRS, DPO_REF_PRECOMPUTED, DPO_REFERENCE, DPO_REJECTED, E_CLUSTER_REF,
                      E_CLUSTER_SLOPE, E_INFER_MFU, E_MFU_MIN, E_PEFT_MFU, E_RECOMP_FULL, E_RECOMP_SEL,
                      E_SIZE_EXP, E_SMALL_B, E_USABLE_MEM, EV_BENCH_M, EV_CONTEXT, EV_DECODE_BATCH, EV_DECODE_EFF,
-                     EV_GEN_M, EV_HUMAN, EV_RUNS, EV_USD_HUMAN, H_BW_TBS, H_MEM_GB, H_MFU_BASE,
+                     EV_GEN_M, EV_HUMAN, EV_RUNS, EV_USD_HUMAN, H_ATTN_EFF, H_BW_TBS, H_MEM_GB, H_MFU_BASE,
                      H_NUM_GPUS, H_PEAK_TFLOPS, H_USD_GPU_H, L_ROLES, M_ACTIVE_B, M_FFN, M_HEADS,
                      M_HIDDEN, M_KV_HEADS, M_LAYERS, M_PARAMS_B, M_VOCAB, N_CKPT_REPLICAS,
                      N_DATASET_MOVES, N_EXPORTS, N_USD_PER_GB, NS, O_USD_PER_MONTH, PT_EPOCHS,
@@ -168,8 +168,8 @@ def _memory_and_recompute(x, b, n_total, n_lora, method, L, d, a, vocab, ffn, G,
 
 
 @njit(cache=True)
-def _stage_mfu(x, b, act_b, G, method, mode):
-    """The stage's MFU: given, or the default model with recompute and PEFT factors."""
+def _stage_mfu(x, b, act_b, G, method, mode, L, d, ctx):
+    """The stage's MFU: given, or the default model with attention, recompute and PEFT factors."""
     mfu = x[b + S_MFU]
     if mfu > 0.0:
         return mfu
@@ -178,6 +178,7 @@ def _stage_mfu(x, b, act_b, G, method, mode):
         return mfu * MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE if mode > 1.5 else mfu
     mfu = default_mfu(x[H_MFU_BASE], act_b, G, x[E_SIZE_EXP], x[E_SMALL_B],
                       x[E_CLUSTER_REF], x[E_CLUSTER_SLOPE], x[E_MFU_MIN])
+    mfu *= attention_mfu_factor(act_b * 1e9, L, d, ctx, x[H_ATTN_EFF])
     if mode > 1.5:
         mfu *= x[E_RECOMP_FULL]
     elif mode > 0.5:
@@ -237,7 +238,7 @@ def _eval_one(x, items, stats):
             unique_tokens = tokens / epochs
             flops = train_flops_per_token(n_act, L, d, seq, 0.0, 0.0, 0.0) * tokens
             mem, min_g, mode = _memory_and_recompute(x, b, n_total, 0.0, 0.0, L, d, a, vocab, ffn, G, 1.0, 0.0)
-            mfu = _stage_mfu(x, b, act_b, G, method, mode)
+            mfu = _stage_mfu(x, b, act_b, G, method, mode, L, d, seq)
             if tps > 0.0:
                 prod_h = tokens / (tps * 3600.0)
             else:
@@ -249,7 +250,7 @@ def _eval_one(x, items, stats):
             ctx = min(seq, tps_sample)
             flops = train_flops_per_token(n_act, L, d, ctx, method, n_lora, deq) * tokens
             mem, min_g, mode = _memory_and_recompute(x, b, n_total, n_lora, method, L, d, a, vocab, ffn, G, 1.0, 0.0)
-            mfu = _stage_mfu(x, b, act_b, G, method, mode)
+            mfu = _stage_mfu(x, b, act_b, G, method, mode, L, d, ctx)
             if tps > 0.0:
                 prod_h = tokens / (tps * 3600.0)
             else:
@@ -265,7 +266,7 @@ def _eval_one(x, items, stats):
             flops = train_flops + ref_flops
             ref_w = n_total if x[DPO_REFERENCE] != DPO_REF_PRECOMPUTED and method < 0.5 else 0.0
             mem, min_g, mode = _memory_and_recompute(x, b, n_total, n_lora, method, L, d, a, vocab, ffn, G, 2.0, ref_w)
-            mfu = _stage_mfu(x, b, act_b, G, method, mode)
+            mfu = _stage_mfu(x, b, act_b, G, method, mode, L, d, ctx)
             if tps > 0.0:
                 prod_h = tokens / (tps * 3600.0)
             else:
@@ -302,7 +303,7 @@ def _eval_one(x, items, stats):
                 train_flops += train_flops_per_token(n_c, L, d, ctx, 0.0, 0.0, 0.0) * tokens * upd
             flops = train_flops + infer_flops
             mem, min_g, mode = _memory_and_recompute(x, b, n_total, n_lora, method, L, d, a, vocab, ffn, G, 1.0, 0.0)
-            mfu = _stage_mfu(x, b, act_b, G, method, mode)
+            mfu = _stage_mfu(x, b, act_b, G, method, mode, L, d, ctx)
             train_h = gpu_hours_for_flops(train_flops, peak, mfu)
             if tps > 0.0:
                 train_h = tokens * upd / (tps * 3600.0)

@@ -49,7 +49,8 @@ def _load_yaml(name: str) -> dict:
 CATALOG: dict[str, dict] = _load_yaml("hardware.yaml")
 GPU_NAMES: tuple[str, ...] = tuple(CATALOG)
 _SCHEMA = _load_yaml("schema.yaml")
-CATALOG_KEYS = ("usd_per_gpu_hour", "peak_tflops", "memory_gb", "mem_bandwidth_tbs", "mfu_base")
+CATALOG_KEYS = ("usd_per_gpu_hour", "peak_tflops", "memory_gb", "mem_bandwidth_tbs", "mfu_base",
+                "attn_efficiency")
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,7 @@ H_PEAK_TFLOPS = IX["hardware.peak_tflops"]
 H_MEM_GB = IX["hardware.memory_gb"]
 H_BW_TBS = IX["hardware.mem_bandwidth_tbs"]
 H_MFU_BASE = IX["hardware.mfu_base"]
+H_ATTN_EFF = IX["hardware.attn_efficiency"]
 E_SIZE_EXP = IX["efficiency.size_exponent"]
 E_CLUSTER_REF = IX["efficiency.cluster_ref_gpus"]
 E_CLUSTER_SLOPE = IX["efficiency.cluster_slope"]

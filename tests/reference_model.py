@@ -400,7 +400,7 @@ def reference_estimate(scenario: dict) -> dict:
                                                 reference_copy, m)
             return mem_, fewest_, m
 
-        def training_mfu(m, method=method, gpus=gpus, sf=sf):
+        def training_mfu(m, ctx, method=method, gpus=gpus, sf=sf):
             given = sf("mfu")
             if given > 0:
                 return given
@@ -415,6 +415,10 @@ def reference_estimate(scenario: dict) -> dict:
             u = default_mfu(f("hardware.mfu_base"), active_b, gpus, f("efficiency.size_exponent"),
                             f("efficiency.small_model_b"), f("efficiency.cluster_ref_gpus"),
                             f("efficiency.cluster_slope"), f("efficiency.mfu_min"))
+            # attention (12 L d s of 6N + 12 L d s FLOPs per token) runs at attn_efficiency of matmul speed
+            attention = 12.0 * shape["L"] * shape["d"] * ctx
+            share = attention / (6.0 * n_act + attention)
+            u /= (1.0 - share) + share / f("hardware.attn_efficiency")
             u *= {"none": 1.0, "selective": f("efficiency.recompute_selective_factor"),
                   "full": f("efficiency.recompute_full_factor")}[m]
             if method != "full":
@@ -426,7 +430,7 @@ def reference_estimate(scenario: dict) -> dict:
             unique_tokens = tokens / sf("epochs")
             flops = tokens * train_flops_per_token(n_act, shape, seq)
             mem, fewest, mode = resolve_memory(1.0, 0.0)
-            mfu = training_mfu(mode)
+            mfu = training_mfu(mode, seq)
             productive_h = tokens / tps / SECONDS_PER_HOUR if tps > 0 else hours_at(flops, peak, mfu)
 
         elif stage == "sft":
@@ -436,7 +440,7 @@ def reference_estimate(scenario: dict) -> dict:
             ctx = min(seq, per_sample)  # a sample never attends past its own length
             flops = tokens * train_flops_per_token(n_act, shape, ctx, method, n_lora, dequant)
             mem, fewest, mode = resolve_memory(1.0, 0.0)
-            mfu = training_mfu(mode)
+            mfu = training_mfu(mode, ctx)
             productive_h = tokens / tps / SECONDS_PER_HOUR if tps > 0 else hours_at(flops, peak, mfu)
 
         elif stage == "dpo":
@@ -453,7 +457,7 @@ def reference_estimate(scenario: dict) -> dict:
             # with LoRA the reference is the base with adapters off (no copy)
             reference_copy = n_total if (not precomputed and method == "full") else 0.0
             mem, fewest, mode = resolve_memory(2.0, reference_copy)  # chosen + rejected per micro-batch
-            mfu = training_mfu(mode)
+            mfu = training_mfu(mode, ctx)
             policy_h = tokens / tps / SECONDS_PER_HOUR if tps > 0 else hours_at(policy_flops, peak, mfu)
             productive_h = policy_h + hours_at(reference_flops, peak, infer_mfu)
 
@@ -491,7 +495,7 @@ def reference_estimate(scenario: dict) -> dict:
                 learn_flops += tokens * passes * train_flops_per_token(n_critic, shape, ctx)
             flops = learn_flops + scoring_flops
             mem, fewest, mode = resolve_memory(1.0, 0.0)
-            mfu = training_mfu(mode)
+            mfu = training_mfu(mode, ctx)
             if tps > 0:
                 learn_h = tokens * passes / tps / SECONDS_PER_HOUR
             else:

@@ -421,3 +421,16 @@ def test_sft_lora_tokens_per_gpu_s_by_hand():
     res = costcore.estimate(scn)
     # 1000 x 500 x 2 = 1e6 tokens at 2500 tokens/s/GPU = 400 GPU-s = 0.1111 GPU-h
     assert res.stat("sft", "productive_gpu_hours") == pytest.approx(1e6 / 2500 / 3600, rel=1e-12)
+
+
+def test_attention_mfu_factor_worked_example():
+    # Llama-3-8B shape (L=32, d=4096) at 8K context: attention 12*32*4096*8192 = 1.2885e10 FLOPs
+    # per token against 6N = 4.818e10, so a = 0.21100; at e = 0.45: 1/((1-a) + a/e) = 0.79498
+    attn = 12.0 * 32 * 4096 * 8192
+    a = attn / (6.0 * 8.03e9 + attn)
+    assert a == pytest.approx(0.211003, rel=1e-5)
+    assert F.attention_mfu_factor(8.03e9, 32.0, 4096.0, 8192.0, 0.45) == pytest.approx(
+        1.0 / ((1.0 - a) + a / 0.45), rel=1e-14)
+    assert F.attention_mfu_factor(8.03e9, 32.0, 4096.0, 8192.0, 0.45) == pytest.approx(0.79498, rel=1e-4)
+    assert F.attention_mfu_factor(8.03e9, 32.0, 4096.0, 8192.0, 1.0) == 1.0
+    assert F.attention_mfu_factor(0.0, 0.0, 0.0, 0.0, 0.45) == 1.0
