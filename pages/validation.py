@@ -67,7 +67,7 @@ st.caption("Dashed: predicted = published. Green band: ±25%. Runs published in 
            "drawn at days x GPUs x 24.")
 show = df[["run", "gpu", "num_gpus", "params_b", "tokens_b", "basis", "published", "predicted", "ratio", "mfu",
            "notes", "source"]].round({"published": 1, "predicted": 1})
-st.dataframe(show, hide_index=True, width="stretch",
+st.dataframe(show, hide_index=True, width="stretch", height=35 * (len(show) + 1) + 3,
              column_config={"ratio": st.column_config.NumberColumn("predicted / published", format="%.2f"),
                             "mfu": st.column_config.NumberColumn("MFU used", format="percent"),
                             "published": st.column_config.NumberColumn(format="localized"),
