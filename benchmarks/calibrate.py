@@ -32,11 +32,11 @@ def load(dataset):
 
 SETS = {"reference": load("reference"), "extra": load("extra")}
 GRID = {
-    "a100": [0.50, 0.525, 0.55],
+    "a100": [0.50, 0.525, 0.55, 0.575],
     "h100": [0.45, 0.50, 0.55],
-    "size_exponent": [0.02, 0.035, 0.045],
-    "small_model_b": [0.2, 0.3],
-    "recompute_full_factor": [0.75, 0.80],
+    "size_exponent": [0.0, 0.02, 0.045],
+    "small_model_b": [0.0, 0.1, 0.2],
+    "recompute_full_factor": [0.75, 0.80, 0.85],
 }
 BASE_GPUS = {"a100": ("a100-40gb", "a100-80gb"), "h100": ("h100-80gb",)}
 
