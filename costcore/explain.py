@@ -8,7 +8,8 @@ re-evaluated only to show their intermediate terms.
 from __future__ import annotations
 
 from .api import Result
-from .formulas import lora_trainable_params, model_shape, train_flops_per_token
+from .formulas import (attention_mfu_factor, default_mfu, lora_trainable_params, model_shape,
+                       train_flops_per_token)
 from .schema import CATALOG, effective_value
 from . import fmt
 
@@ -24,6 +25,46 @@ def shape(scn: dict) -> dict:
 def _e(v: float) -> str:
     m, _, ex = f"{v:.3g}".partition("e")
     return m if not ex else rf"{m}\times10^{{{int(ex)}}}"
+
+
+def mfu_factors(res: Result, stage: str, N: float, L: float, d: float, ctx: float, method: str) -> dict | None:
+    """The default MFU's factors for a stage, or None when the stage gives its own MFU or throughput.
+
+    Mirrors kernel._stage_mfu: default_mfu (base, size, small-model, cluster terms, clipped), then the
+    attention, recompute and PEFT multipliers.
+    """
+    scn = res.scenario
+    if any(float(effective_value(scn, f"stages.{stage}.{k}")) > 0
+           for k in ("mfu", "tokens_per_gpu_s", "tflops_per_gpu")):
+        return None
+    e = {k: float(effective_value(scn, f"efficiency.{k}")) for k in
+         ("size_exponent", "small_model_b", "cluster_ref_gpus", "cluster_slope", "mfu_min",
+          "recompute_selective_factor", "recompute_full_factor", "peft_mfu_factor")}
+    base = float(effective_value(scn, "hardware.mfu_base"))
+    gpus = res.stat(stage, "num_gpus")
+    core = default_mfu(base, N / 1e9, gpus, e["size_exponent"], e["small_model_b"], e["cluster_ref_gpus"],
+                       e["cluster_slope"], e["mfu_min"])
+    attn = attention_mfu_factor(N, L, d, ctx, float(effective_value(scn, "hardware.attn_efficiency")))
+    mode = res.stat(stage, "recompute_mode")
+    rec = e["recompute_full_factor"] if mode > 1.5 else e["recompute_selective_factor"] if mode > 0.5 else 1.0
+    peft = e["peft_mfu_factor"] if method != "full" else 1.0
+    return {"base": base, "core": core, "attention": attn, "recompute": rec, "peft": peft,
+            "mfu": core * attn * rec * peft}
+
+
+def _default_mfu_row(res: Result, stage: str, N, L, d, ctx, method):
+    f = mfu_factors(res, stage, N, L, d, ctx, method)
+    if f is None:
+        return None
+    latex = (rf"\underbrace{{{f['core']:.3f}}}_{{\text{{base {f['base']:.2f}, size, cluster}}}}"
+             rf"\times \underbrace{{{f['attention']:.3f}}}_{{\text{{attention}}}}"
+             rf"\times \underbrace{{{f['recompute']:.2f}}}_{{\text{{recompute}}}}")
+    if f["peft"] != 1.0:
+        latex += rf"\times \underbrace{{{f['peft']:.2f}}}_{{\text{{PEFT}}}}"
+    latex += rf" = {f['mfu']:.3f}"
+    return ("Default MFU", latex,
+            "costcore.formulas.default_mfu and attention_mfu_factor; base and attention-kernel efficiency "
+            "from hardware.yaml; coefficients calibrated by benchmarks/calibrate.py (docs/validation.md)")
 
 
 def stage_explanation(res: Result, stage: str) -> list[tuple[str, str, str]]:
@@ -62,6 +103,9 @@ def stage_explanation(res: Result, stage: str) -> list[tuple[str, str, str]]:
                         rf"4N(1+q) + 12\,L\,d\,s + 6N_{{lora}} = 4\cdot {_e(N)}(1+{deq:g}) + 12\cdot {L:.0f}\cdot {d:.0f}\cdot {seq:.0f} + 6\cdot {_e(n_lora)} = {_e(fpt)}",
                         "frozen base: forward 2N + input gradients 2N (model assumption); "
                         "N_lora = r(d_in + d_out) per adapted matrix (peft lora/layer.py)"))
+        mfu_row = _default_mfu_row(res, stage, N, L, d, seq, method)
+        if mfu_row:
+            out.append(mfu_row)
         out.append(("Productive GPU-hours",
                     rf"\frac{{C}}{{\text{{peak}}\cdot \text{{MFU}}\cdot 3600}} = \frac{{{_e(st['flops'])}}}{{{peak:g}\times10^{{12}} \cdot {st['mfu']:.3f} \cdot 3600}} = {st['productive_gpu_hours']:,.0f}",
                     "MFU definition: PaLM App. B; default MFU: costcore.formulas.default_mfu (calibrated, docs/validation.md)"))

@@ -123,8 +123,9 @@ def default_mfu(mfu_base, n_active_b, num_gpus, size_exponent, small_model_b,
 
     mfu_base per GPU generation (hardware.yaml); the size, small-model and
     cluster terms are calibrated on published runs (docs/validation.md).
-    Attention FLOPs are counted in the numerator (train_flops_per_token), so
-    long context needs no extra term. Clipped to [mfu_min, 0.75].
+    Attention FLOPs are counted in the numerator (train_flops_per_token); the
+    slower attention kernel at long context is the separate multiplier
+    :func:`attention_mfu_factor`. Clipped to [mfu_min, 0.75].
     """
     n = max(n_active_b, 1e-3)
     m = mfu_base * (n / 10.0) ** (-size_exponent) * n / (n + small_model_b)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import costcore
+import pytest
 from costcore import validation
 
 
@@ -114,3 +115,19 @@ def test_validation_doc_is_current():
     spec.loader.exec_module(mod)
     assert (root / "docs" / "validation.md").read_text() == mod.render(), \
         "docs/validation.md is stale: run python scripts/make_validation_doc.py"
+
+
+def test_explained_default_mfu_matches_the_kernel():
+    """The 'Default MFU' explanation multiplies to the MFU the kernel used, for every preset stage."""
+    from costcore import explain
+    checked = 0
+    for name in costcore.preset_names():
+        res = costcore.estimate(costcore.load_preset(name))
+        for stage in res.stages:
+            rows = {title: latex for title, latex, _ in explain.stage_explanation(res, stage)}
+            if "Default MFU" not in rows:
+                continue
+            value = float(rows["Default MFU"].rsplit("=", 1)[1])
+            assert value == pytest.approx(res.stat(stage, "mfu"), abs=6e-4), (name, stage)
+            checked += 1
+    assert checked >= 10
