@@ -8,7 +8,8 @@ def cmd_validate(args) -> int:
     from . import validation
     df = validation.validation_table(throughput=args.throughput, dataset=args.runs)
     if df.empty:
-        print(f"no {args.runs} run publishes a throughput" if args.throughput else f"no {args.runs} runs")
+        print(f"no run in {args.runs} publishes a throughput" if args.throughput
+              else f"no usable run in {args.runs} (each needs tokens, a known GPU and GPU-hours or days with GPUs)")
         return 0
     if args.format == "json":
         print(json.dumps({"summary": validation.summary(df), "runs": df.drop(columns=["source"]).to_dict("records")},
@@ -22,6 +23,9 @@ def cmd_validate(args) -> int:
     print(with_fmt.to_string(index=False, float_format=lambda v: f"{v:,.3g}"))
     s = validation.summary(df)
     print(f"\nmedian error {s['median_error']:.1%}; worst {s['worst_fold']:.2f}x ({s['worst_run']}); {s['runs']} runs")
+    skipped = [str(n) for n in validation.load_runs(args.runs)["name"] if n not in set(df["run"])]
+    if skipped and not args.throughput:
+        print(f"skipped (no tokens, unknown GPU, or no GPU-hours / days with a GPU count): {', '.join(skipped)}")
     if not args.throughput:
         b = validation.baseline_table(dataset=args.runs)
         print(f"baseline 6ND/(peak x 30%): median error {b['error'].median():.1%}; worst {b['fold'].max():.2f}x")
@@ -74,7 +78,9 @@ def register(sub) -> None:
     v = sub.add_parser("validate", help="predicted vs published GPU-hours of public pre-training runs")
     v.add_argument("--throughput", action="store_true", help="feed each run's published throughput instead of defaults")
     v.add_argument("--format", choices=("table", "json", "markdown"), default="table")
-    v.add_argument("--runs", choices=("reference", "extra"), default="reference",
-                   help="reference: the runs the defaults are calibrated on; extra: other public runs, never "
-                        "used for calibration (out of sample)")
+    v.add_argument("--runs", default="reference", metavar="reference|extra|FILE.csv",
+                   help="reference: the runs the defaults are calibrated on; extra: other public runs, not in "
+                        "the fit (out of sample); or a CSV of your own runs with the columns of "
+                        "costcore/data/published_runs.csv (name, params_total_b, tokens_b, gpu, gpu_hours or "
+                        "days; optional params_active_b, seq_len, num_gpus, throughput, source)")
     v.set_defaults(func=cmd_validate)

@@ -24,18 +24,62 @@ import numpy as np
 import pandas as pd
 
 from . import api
-from .schema import CATALOG
+from .schema import CATALOG, ScenarioError
 
 DATA = Path(__file__).parent / "data" / "published_runs.csv"
 DATASETS = {"reference": DATA, "extra": Path(__file__).parent / "data" / "extra_runs.csv"}
-GPU_MAP = {"A100-80GB": "a100-80gb", "A100-40GB": "a100-40gb", "V100": "v100", "TPUv4": "tpu-v4",
-           "TPUv3": "tpu-v3", "H100-80GB": "h100-80gb", "H800": "h800"}
 # Published rows that omit a value the scenario needs; each assumption is shown in the table.
 ASSUMED = {"seq_len": 2048, "num_gpus": 2048}
+REQUIRED_COLUMNS = ("name", "params_total_b", "tokens_b", "gpu")
+MAX_CSV_BYTES = 1_000_000
+# Accelerator names as papers write them -> catalog keys (checked in order; first match wins).
+_GPU_PATTERNS = (("a10040", "a100-40gb"), ("a100", "a100-80gb"), ("h100", "h100-80gb"), ("h800", "h800"),
+                 ("h200", "h200"), ("b200", "b200"), ("v100", "v100"), ("tpuv4", "tpu-v4"),
+                 ("tpuv3", "tpu-v3"), ("mi300x", "mi300x"), ("l40s", "l40s"), ("910b", "ascend-910b"))
+
+
+def gpu_key(name) -> str | None:
+    """Catalog key for a GPU name as written in a paper ('A100-40GB', 'TPUv4', 'H100 SXM'), or None.
+
+    An A100 without a memory size counts as the 80 GB part.
+    """
+    if not isinstance(name, str):
+        return None
+    flat = "".join(ch for ch in name.lower() if ch.isalnum())
+    for pattern, key in _GPU_PATTERNS:
+        if pattern in flat:
+            return key
+    return None
 
 
 def load_runs(dataset: str = "reference") -> pd.DataFrame:
-    return pd.read_csv(DATASETS[dataset])
+    """A set of runs: 'reference', 'extra', or the path of a CSV with the same columns.
+
+    A user file needs at least name, params_total_b, tokens_b, gpu and one of gpu_hours / days;
+    anything else raises ScenarioError with one sentence naming the problem.
+    """
+    if dataset in DATASETS:
+        return pd.read_csv(DATASETS[dataset])
+    path = Path(dataset)
+    if not path.is_file():
+        raise ScenarioError("runs", f"expected reference, extra or a CSV file; {dataset!r} is none of these")
+    if path.stat().st_size > MAX_CSV_BYTES:
+        raise ScenarioError("runs", f"{path.name} is larger than {MAX_CSV_BYTES // 1_000_000} MB")
+    try:
+        df = pd.read_csv(path)
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as err:
+        raise ScenarioError("runs", f"{path.name} is not a readable CSV ({type(err).__name__})") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if "gpu_hours" not in df.columns and "days" not in df.columns:
+        missing.append("gpu_hours or days")
+    if missing:
+        raise ScenarioError("runs", f"{path.name} lacks the column(s) {', '.join(missing)}")
+    for col in ("params_active_b", "seq_len", "num_gpus", "days", "gpu_hours", "throughput", "source"):
+        if col not in df.columns:
+            df[col] = np.nan
+    for col in ("params_total_b", "params_active_b", "tokens_b", "seq_len", "num_gpus", "days", "gpu_hours"):
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    return df
 
 
 def _published_throughput(row, peak_tflops: float):
@@ -62,8 +106,9 @@ def _published_throughput(row, peak_tflops: float):
 def pretraining_rows(df: pd.DataFrame | None = None, dataset: str = "reference") -> pd.DataFrame:
     """Runs with tokens, a known GPU and a published GPU-hours or days figure."""
     df = load_runs(dataset) if df is None else df
-    keep = df["tokens_b"].notna() & df["gpu"].isin(list(GPU_MAP)) & (
-        df["gpu_hours"].notna() | (df["days"].notna() & df["num_gpus"].notna()))
+    ok_number = df["params_total_b"].between(0.001, 100_000) & df["tokens_b"].between(0.001, 1e7)
+    published = (df["gpu_hours"] > 0) | ((df["days"] > 0) & (df["num_gpus"] > 0))
+    keep = ok_number & df["gpu"].map(gpu_key).notna() & published
     return df[keep].reset_index(drop=True)
 
 
@@ -77,7 +122,8 @@ def scenario_for(row, throughput: bool = False) -> tuple[dict, list[str]]:
     if pd.isna(gpus):
         gpus = ASSUMED["num_gpus"]
         notes.append(f"{gpus} GPUs assumed")
-    gpu = GPU_MAP[row["gpu"]]
+    gpu = gpu_key(row["gpu"])
+    active = row["params_active_b"] if row["params_active_b"] > 0 else row["params_total_b"]
     stage = {"tokens_b": float(row["tokens_b"]), "seq_len": int(seq)}
     if throughput:
         t = _published_throughput(row, CATALOG[gpu]["peak_tflops"])
@@ -87,7 +133,7 @@ def scenario_for(row, throughput: bool = False) -> tuple[dict, list[str]]:
         notes.append(f"{t[0]}={t[1]:.4g}")
     scn = {"name": str(row["name"]),
            "model": {"params_b": float(row["params_total_b"]),
-                     "active_params_b": float(row["params_active_b"])},
+                     "active_params_b": float(active)},
            "hardware": {"gpu": gpu, "num_gpus": int(gpus)},
            "stages": {"pretrain": stage}}
     return scn, notes
@@ -100,14 +146,17 @@ def validation_table(throughput: bool = False, dataset: str = "reference") -> pd
         scn, notes = scenario_for(row, throughput)
         if not scn:
             continue
-        res = api.estimate(scn)
+        try:
+            res = api.estimate(scn)
+        except ScenarioError as err:
+            raise ScenarioError("runs", f"run {row['name']!s}: {err}") from None
         pred_days = res.stat("pretrain", "wall_days")
         main_h = pred_days * 24 * res.stat("pretrain", "num_gpus")
         if not pd.isna(row["gpu_hours"]):
             basis, published, predicted = "GPU-hours", float(row["gpu_hours"]), main_h
         else:
             basis, published, predicted = "days", float(row["days"]), pred_days
-        out.append({"run": row["name"], "gpu": row["gpu"], "params_b": row["params_active_b"],
+        out.append({"run": row["name"], "gpu": row["gpu"], "params_b": scn["model"]["active_params_b"],
                     "tokens_b": row["tokens_b"], "num_gpus": scn["hardware"]["num_gpus"],
                     "basis": basis, "published": published, "predicted": predicted,
                     "published_gpu_hours": float(row["gpu_hours"]) if not pd.isna(row["gpu_hours"])
@@ -133,7 +182,7 @@ def baseline_table(mfu: float = 0.30, dataset: str = "reference") -> pd.DataFram
     for _, row in pretraining_rows(dataset=dataset).iterrows():
         scn, _ = scenario_for(row)
         peak = CATALOG[scn["hardware"]["gpu"]]["peak_tflops"]
-        h = 6 * row["params_active_b"] * 1e9 * row["tokens_b"] * 1e9 / (peak * 1e12 * mfu) / 3600
+        h = 6 * scn["model"]["active_params_b"] * 1e9 * row["tokens_b"] * 1e9 / (peak * 1e12 * mfu) / 3600
         if not pd.isna(row["gpu_hours"]):
             r = h / row["gpu_hours"]
         else:

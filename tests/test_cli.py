@@ -266,3 +266,44 @@ def test_fits_implies_enough_gpus(capsys, tmp_path):
                     encoding="utf-8")
     st = estimate_json(capsys, str(path))["stages"]["eval"]
     assert not (st["fits"] and st["num_gpus"] < st["min_gpus"]), st
+
+
+# ---------------------------------------------------------------------------
+# validate --runs FILE.csv: anyone can check their own runs the same way
+# ---------------------------------------------------------------------------
+def test_validate_own_runs_csv(capsys, tmp_path):
+    f = tmp_path / "mine.csv"
+    f.write_text("name,params_total_b,tokens_b,seq_len,gpu,num_gpus,days,gpu_hours\n"
+                 "Mine-8B,8,1000,4096,H100 SXM,512,5,\n"
+                 "Mine-30B,30,500,2048,TPU v4,1024,,200000\n"
+                 "NoFigure,7,1000,2048,A100,64,,\n", encoding="utf-8")
+    rc, out, err = run_main(capsys, "validate", "--runs", str(f), "--format", "json")
+    assert rc == 0, err
+    runs = {r["run"]: r for r in json.loads(out)["runs"]}
+    assert set(runs) == {"Mine-8B", "Mine-30B"}  # the row without a published figure is left out
+    assert runs["Mine-8B"]["basis"] == "days" and runs["Mine-30B"]["basis"] == "GPU-hours"
+    # the same scenario through estimate gives the same days
+    res = api.estimate({"model": {"params_b": 8, "active_params_b": 8},
+                        "hardware": {"gpu": "h100-80gb", "num_gpus": 512},
+                        "stages": {"pretrain": {"tokens_b": 1000, "seq_len": 4096}}})
+    assert runs["Mine-8B"]["predicted"] == pytest.approx(res.stat("pretrain", "wall_days"))
+    rc, out, _ = run_main(capsys, "validate", "--runs", str(f))
+    assert rc == 0 and "skipped" in out and "NoFigure" in out
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("a,b\n1,2\n", "lacks the column(s) name, params_total_b, tokens_b, gpu, gpu_hours or days"),
+    ("name,params_total_b,tokens_b,gpu,days,num_gpus\nBig,7,100,H100,3,1e12\n", "run Big: hardware.num_gpus"),
+    ('name,params_total_b,tokens_b,gpu,days,num_gpus\n"Open,7,100,H100,3,8\n', "not a readable CSV"),
+])
+def test_validate_bad_runs_csv_is_one_line(capsys, tmp_path, content, needle):
+    f = tmp_path / "bad.csv"
+    f.write_text(content, encoding="utf-8")
+    rc, out, err = run_main(capsys, "validate", "--runs", str(f))
+    assert rc == 2
+    assert len(err.strip().splitlines()) == 1 and needle in err, err
+
+
+def test_validate_missing_runs_file(capsys):
+    rc, _, err = run_main(capsys, "validate", "--runs", "no-such-file.csv")
+    assert rc == 2 and "expected reference, extra or a CSV file" in err

@@ -131,3 +131,13 @@ def test_explained_default_mfu_matches_the_kernel():
             assert value == pytest.approx(res.stat(stage, "mfu"), abs=6e-4), (name, stage)
             checked += 1
     assert checked >= 10
+
+
+def test_gpu_names_as_papers_write_them():
+    g = validation.gpu_key
+    assert g("A100-80GB") == g("A100") == g("NVIDIA A100 SXM4 80 GB") == "a100-80gb"
+    assert g("A100-40GB") == g("A100 40GB") == "a100-40gb"
+    assert g("H100-80GB") == g("H100 SXM") == "h100-80gb"
+    assert g("TPUv4") == g("TPU v4") == "tpu-v4"
+    assert g("H800") == "h800" and g("V100") == "v100"
+    assert g("Gaudi2") is None and g(float("nan")) is None
