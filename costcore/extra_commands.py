@@ -37,7 +37,8 @@ def markdown_table(df, throughput: bool = False, dataset: str = "reference") -> 
     lines = ["| run | GPU | GPUs | compared | published | predicted | predicted / published | MFU used | notes |",
              "|---|---|---:|---|---:|---:|---:|---:|---|"]
     for r in df.itertuples():
-        lines.append(f"| {r.run} | {r.gpu} | {r.num_gpus:,} | {r.basis} | {r.published:,.0f} | {r.predicted:,.0f} | "
+        nd = 1 if r.basis == "days" else 0
+        lines.append(f"| {r.run} | {r.gpu} | {r.num_gpus:,} | {r.basis} | {r.published:,.{nd}f} | {r.predicted:,.{nd}f} | "
                      f"{r.ratio:.2f} | {r.mfu:.1%} | {r.notes} |")
     s = validation.summary(df)
     lines.append("")

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from . import api, kernel, schema
-from .schema import BY_PATH, IX, STAGES, ScenarioError
+from .schema import BY_PATH, IX, STAGES, ScenarioError, effective_value
 
 # Fields whose 0 means "auto": the tornado moves the value the core resolved instead.
 _RESOLVED = {"mfu": "mfu", "ckpt_interval_h": "ckpt_interval_h"}
@@ -158,6 +158,7 @@ class Dist:
     b: float = 1.0
     c: float = 1.0
     absolute: bool = False
+    why: str = ""
 
     def sample(self, rng: np.random.Generator, center: float, n: int) -> np.ndarray:
         scale = 1.0 if self.absolute else center
@@ -183,10 +184,20 @@ def default_distributions(scenario) -> dict[str, Dist]:
         "reliability.failed_run_fraction": Dist("triangular", 0.0, 1.0, 3.0),
         "reliability.idle_fraction": Dist("triangular", 0.5, 1.0, 3.0),
     }
+    sigma = None
     for s in scn.get("stages", {}):
         p = f"stages.{s}."
         if s != "eval":
-            d[p + "mfu"] = Dist("triangular", 0.75, 1.0, 1.15)
+            given = any(float(effective_value(scn, p + k)) > 0 for k in ("mfu", "tokens_per_gpu_s", "tflops_per_gpu"))
+            if given:
+                d[p + "mfu"] = Dist("triangular", 0.75, 1.0, 1.15, why="your MFU: assumption")
+            else:
+                if sigma is None:
+                    from .validation import default_mfu_log_sigma
+                    sigma = default_mfu_log_sigma()
+                d[p + "mfu"] = Dist("lognormal", sigma,
+                                    why="default MFU: RMS error of the default model on the published runs "
+                                        "(costcore.validation.default_mfu_log_sigma)")
         d[p + "experiments"] = Dist("triangular", 0.5, 1.0, 2.0)
         if s in ("pretrain", "cpt"):
             d[p + "tokens_b"] = Dist("uniform", 0.9, 1.1)

@@ -17,7 +17,9 @@ model. ``throughput=True`` instead feeds the run's published throughput
 """
 from __future__ import annotations
 
+import math
 import re
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -189,3 +191,17 @@ def baseline_table(mfu: float = 0.30, dataset: str = "reference") -> pd.DataFram
             r = h / (row["days"] * 24 * scn["hardware"]["num_gpus"])
         out.append({"run": row["name"], "ratio": r, "error": abs(r - 1), "fold": max(r, 1 / r)})
     return pd.DataFrame(out)
+
+
+@lru_cache(maxsize=1)
+def default_mfu_log_sigma() -> float:
+    """How far the default utilization model has been off: RMS of ln(predicted / published).
+
+    Over every usable reference and extra run (defaults only). The Monte Carlo
+    page samples a default MFU as lognormal with this sigma, so its P10-P90 band
+    is the model's track record on published runs, not a guess. Dimensionless.
+    """
+    logs = []
+    for dataset in DATASETS:
+        logs.extend(math.log(r) for r in validation_table(dataset=dataset)["ratio"])
+    return float(math.sqrt(sum(v * v for v in logs) / len(logs)))

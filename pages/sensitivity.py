@@ -186,6 +186,10 @@ heatmap_section()
 @st.fragment
 def monte_carlo_section():
     st.header("Monte Carlo: how sure is the total?")
+    st.markdown("Uncertain inputs are sampled together and every sample is costed in one batch call. A stage "
+                "on the default MFU gets the spread the default model has shown on published runs (the "
+                "validation page); prices, failures, rework and experiment counts get the spreads listed under "
+                "*Distributions used*.")
     c1, c2, c3 = st.columns(3)
     n = int(c1.select_slider("Samples", [1_000, 10_000, 100_000, 300_000], value=100_000, key="mc_n"))
     seed = int(c2.number_input("Seed", 0, 10_000, 0, key="mc_seed"))
@@ -218,8 +222,9 @@ def monte_carlo_section():
                  column_config={c: st.column_config.NumberColumn(format="dollar") for c in pct.columns})
     with st.expander("Distributions used"):
         st.dataframe(pd.DataFrame([{"input": k, "kind": d.kind,
-                                    "parameters": (f"sigma {d.a:g} around current" if d.kind == "lognormal"
-                                                   else f"x{d.a:g} .. x{d.b:g}" + (f" .. x{d.c:g}" if d.kind == "triangular" else ""))}
+                                    "parameters": (f"sigma {d.a:.3g} around current" if d.kind == "lognormal"
+                                                   else f"x{d.a:g} .. x{d.b:g}" + (f" .. x{d.c:g}" if d.kind == "triangular" else "")),
+                                    "why": d.why or "assumption"}
                                    for k, d in dists.items()]), hide_index=True, width="stretch")
 
 

@@ -140,3 +140,21 @@ def test_solver_refuses_impossible_budgets():
 
 def test_thirty_plus_inputs_in_tornado():
     assert len(S.tornado(SCN).table) >= 30
+
+
+def test_default_mfu_uncertainty_is_the_validation_track_record():
+    """A stage on the default MFU is sampled with the RMS log-error of the defaults on published runs;
+    a stage with its own MFU keeps the assumed triangle."""
+    import math
+
+    from costcore import validation
+    sigma = validation.default_mfu_log_sigma()
+    ratios = list(validation.validation_table().ratio) + list(validation.validation_table(dataset="extra").ratio)
+    assert sigma == pytest.approx(math.sqrt(sum(math.log(r) ** 2 for r in ratios) / len(ratios)))
+    assert 0.05 < sigma < 0.6
+    d = S.default_distributions(SCN)
+    assert d["stages.pretrain.mfu"].kind == "lognormal" and d["stages.pretrain.mfu"].a == sigma
+    scn = costcore.load_preset(SCN)
+    scn["stages"]["pretrain"]["mfu"] = 0.4
+    d = S.default_distributions(scn)
+    assert d["stages.pretrain.mfu"].kind == "triangular"
