@@ -1,14 +1,15 @@
 """Calibration of the default-MFU coefficients on published runs, and its out-of-sample check.
 
 The default utilization model (costcore.formulas.default_mfu and
-attention_mfu_factor) has five searched coefficients: the steady-state
+attention_mfu_factor) has six searched coefficients: the steady-state
 ``mfu_base`` of the two generations with several published runs (A100, H100),
-the model-size exponent, the small-model term and the full-recompute factor.
-The attention-kernel efficiency per generation is a cited figure and is not
-searched.
+the model-size exponent of A100-era GPUs and of Hopper, the small-model term
+and the full-recompute factor. The attention-kernel efficiency per generation
+is a cited figure and is not searched.
 
-* :func:`fit` grid-searches them on the reference runs (the project's copy of
-  the reference set) by worst fold + median error.
+* :func:`fit` grid-searches them on every published run (reference and extra)
+  by worst fold + median error, keeping only points that meet the issue's bar
+  on the reference runs (worst <= 1.5x, median <= 12%).
 * :func:`leave_one_out` refits on every published run but one (reference and
   extra) and predicts the one left out: the error to expect on a run the
   model has not seen.
@@ -26,14 +27,20 @@ import numpy as np
 from . import api, validation
 
 GRID = {
-    "a100": (0.475, 0.50, 0.525, 0.55),
-    "h100": (0.40, 0.45, 0.50, 0.55),
+    "a100": (0.475, 0.50, 0.525),
+    "h100": (0.30, 0.35, 0.40, 0.45, 0.50),
     "size_exponent": (0.0, 0.02, 0.045),
+    "hopper_size_exponent": (-0.15, -0.10, -0.05, 0.0),
     "small_model_b": (0.0, 0.1, 0.2),
-    "recompute_full_factor": (0.75, 0.80, 0.85),
+    "recompute_full_factor": (0.75, 0.80),
 }
 BASE_GPUS = {"a100": ("a100-40gb", "a100-80gb"), "h100": ("h100-80gb",)}
-EFFICIENCY_KEYS = ("size_exponent", "small_model_b", "recompute_full_factor")
+HOPPER = ("h100-80gb", "h800", "h200")
+# H800 is an H100 with less NVLink bandwidth: its catalog base keeps this ratio to the H100 one.
+H800_TO_H100 = 0.42 / 0.50
+EFFICIENCY_KEYS = ("small_model_b", "recompute_full_factor")
+# The issue's bar on the reference runs, which every fit must meet.
+REFERENCE_WORST, REFERENCE_MEDIAN = 1.5, 0.12
 
 
 def runs(dataset: str) -> list[tuple[str, dict, str, float]]:
@@ -55,6 +62,9 @@ def ratios(settings: dict, run_list) -> np.ndarray:
         for key, gpus in BASE_GPUS.items():
             if hw["gpu"] in gpus:
                 hw["mfu_base"] = settings[key]
+        if hw["gpu"] == "h800":
+            hw["mfu_base"] = settings["h100"] * H800_TO_H100
+        hw["size_exponent"] = settings["hopper_size_exponent" if hw["gpu"] in HOPPER else "size_exponent"]
         res = api.estimate(dict(scn, hardware=hw, efficiency=eff))
         days = res.stat("pretrain", "wall_days")
         out.append((days * 24 * res.stat("pretrain", "num_gpus") if kind == "h" else days) / pub)
@@ -88,11 +98,18 @@ def _objective(log_err: np.ndarray) -> np.ndarray:
 
 
 def fit(columns: np.ndarray | None = None) -> list[tuple[float, dict]]:
-    """Grid points sorted by worst-fold + median error on the given runs (default: reference runs)."""
+    """Grid points that meet the bar on the reference runs, best first.
+
+    Ranked by worst fold + median error over ``columns`` (default: every run, reference and extra);
+    a point qualifies only if its reference runs stay within REFERENCE_WORST and REFERENCE_MEDIAN.
+    """
     g = grid()
-    cols = np.arange(g.n_reference) if columns is None else columns
+    cols = np.arange(g.ratio.shape[1]) if columns is None else columns
     obj = _objective(np.abs(np.log(g.ratio[:, cols])))
-    order = np.argsort(obj, kind="stable")
+    ref = np.abs(np.log(g.ratio[:, :g.n_reference]))
+    ok = (ref.max(axis=1) <= np.log(REFERENCE_WORST)) & (
+        np.median(np.abs(g.ratio[:, :g.n_reference] - 1), axis=1) <= REFERENCE_MEDIAN)
+    order = [i for i in np.argsort(obj, kind="stable") if ok[i]]
     return [(float(obj[i]), g.settings[i]) for i in order]
 
 
@@ -104,7 +121,30 @@ def leave_one_out() -> dict:
     loo = np.empty(n)
     for j in range(n):
         cols = np.array([i for i in range(n) if i != j])
-        best = int(np.argmin(_objective(log_err[:, cols])))
+        best = int(np.argmin(_objective(log_err[:, cols])))  # unconstrained: j may be a reference run
         loo[j] = g.ratio[best, j]
     worst, median = score(loo)
-    return {"ratios": dict(zip(g.names, loo)), "worst_fold": worst, "median_error": median, "runs": n}
+    return {"ratios": dict(zip(g.names, loo)), "worst_fold": worst, "median_error": median, "runs": n,
+            "rms_log_error": float(np.sqrt(np.mean(np.log(loo) ** 2)))}
+
+
+SUMMARY_FILE = validation.DATA.parent / "calibration.yaml"
+
+
+def summary_text(date: str) -> str:
+    """The checked-in summary (costcore/data/calibration.yaml) as YAML text."""
+    loo = leave_one_out()
+    best = fit()[0][1]
+    lines = [
+        "# Written by `python benchmarks/calibrate.py --write`; tests/test_validation.py checks it is current.",
+        "# mfu_log_sigma is the spread the Monte Carlo gives a default MFU: the RMS of ln(predicted /",
+        "# published) when each run is predicted by a fit that did not see it (leave-one-out).",
+        f"date: {date}",
+        'source: "costcore/calibration.py leave_one_out over costcore/data/published_runs.csv and extra_runs.csv"',
+        f"runs: {loo['runs']}",
+        f"loo_median_error: {loo['median_error']:.4f}",
+        f"loo_worst_fold: {loo['worst_fold']:.4f}",
+        f"mfu_log_sigma: {loo['rms_log_error']:.4f}",
+        "best_fit: {" + ", ".join(f"{k}: {v}" for k, v in best.items()) + "}",
+    ]
+    return "\n".join(lines) + "\n"

@@ -38,11 +38,12 @@ def mfu_factors(res: Result, stage: str, N: float, L: float, d: float, ctx: floa
            for k in ("mfu", "tokens_per_gpu_s", "tflops_per_gpu")):
         return None
     e = {k: float(effective_value(scn, f"efficiency.{k}")) for k in
-         ("size_exponent", "small_model_b", "cluster_ref_gpus", "cluster_slope", "mfu_min",
+         ("small_model_b", "cluster_ref_gpus", "cluster_slope", "mfu_min",
           "recompute_selective_factor", "recompute_full_factor", "peft_mfu_factor")}
     base = float(effective_value(scn, "hardware.mfu_base"))
     gpus = res.stat(stage, "num_gpus")
-    core = default_mfu(base, N / 1e9, gpus, e["size_exponent"], e["small_model_b"], e["cluster_ref_gpus"],
+    size_exponent = float(effective_value(scn, "hardware.size_exponent"))
+    core = default_mfu(base, N / 1e9, gpus, size_exponent, e["small_model_b"], e["cluster_ref_gpus"],
                        e["cluster_slope"], e["mfu_min"])
     attn = attention_mfu_factor(N, L, d, ctx, float(effective_value(scn, "hardware.attn_efficiency")))
     mode = res.stat(stage, "recompute_mode")

@@ -28,8 +28,8 @@ from .formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, LORA_TRAINABLE_BYTES, MO
 from .schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_REVIEW, D_SYNTH_USD_PER_M, DPO_CHOSEN,
                      DPO_EPOCHS, DPO_PAIRS, DPO_REF_PRECOMPUTED, DPO_REFERENCE, DPO_REJECTED, E_CLUSTER_REF,
                      E_CLUSTER_SLOPE, E_INFER_MFU, E_MFU_MIN, E_PEFT_MFU, E_RECOMP_FULL, E_RECOMP_SEL,
-                     E_SIZE_EXP, E_SMALL_B, E_USABLE_MEM, EV_BENCH_M, EV_CONTEXT, EV_DECODE_BATCH, EV_DECODE_EFF,
-                     EV_GEN_M, EV_HUMAN, EV_RUNS, EV_USD_HUMAN, H_ATTN_EFF, H_BW_TBS, H_MEM_GB, H_MFU_BASE,
+                     E_SMALL_B, E_USABLE_MEM, EV_BENCH_M, EV_CONTEXT, EV_DECODE_BATCH, EV_DECODE_EFF,
+                     EV_GEN_M, EV_HUMAN, EV_RUNS, EV_USD_HUMAN, H_ATTN_EFF, H_BW_TBS, H_SIZE_EXP, H_MEM_GB, H_MFU_BASE,
                      H_NUM_GPUS, H_PEAK_TFLOPS, H_USD_GPU_H, L_ROLES, M_ACTIVE_B, M_FFN, M_HEADS,
                      M_HIDDEN, M_KV_HEADS, M_LAYERS, M_PARAMS_B, M_VOCAB, N_CKPT_REPLICAS,
                      N_DATASET_MOVES, N_EXPORTS, N_USD_PER_GB, NS, O_USD_PER_MONTH, PT_EPOCHS,
@@ -176,7 +176,7 @@ def _stage_mfu(x, b, act_b, G, method, mode, L, d, ctx):
     if x[b + S_TFLOPS] > 0.0:  # hardware FLOP/s: full recompute does 8N instead of 6N per token
         mfu = x[b + S_TFLOPS] / x[H_PEAK_TFLOPS]
         return mfu * MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE if mode > 1.5 else mfu
-    mfu = default_mfu(x[H_MFU_BASE], act_b, G, x[E_SIZE_EXP], x[E_SMALL_B],
+    mfu = default_mfu(x[H_MFU_BASE], act_b, G, x[H_SIZE_EXP], x[E_SMALL_B],
                       x[E_CLUSTER_REF], x[E_CLUSTER_SLOPE], x[E_MFU_MIN])
     mfu *= attention_mfu_factor(act_b * 1e9, L, d, ctx, x[H_ATTN_EFF])
     if mode > 1.5:

@@ -50,7 +50,7 @@ CATALOG: dict[str, dict] = _load_yaml("hardware.yaml")
 GPU_NAMES: tuple[str, ...] = tuple(CATALOG)
 _SCHEMA = _load_yaml("schema.yaml")
 CATALOG_KEYS = ("usd_per_gpu_hour", "peak_tflops", "memory_gb", "mem_bandwidth_tbs", "mfu_base",
-                "attn_efficiency")
+                "attn_efficiency", "size_exponent")
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ H_MEM_GB = IX["hardware.memory_gb"]
 H_BW_TBS = IX["hardware.mem_bandwidth_tbs"]
 H_MFU_BASE = IX["hardware.mfu_base"]
 H_ATTN_EFF = IX["hardware.attn_efficiency"]
-E_SIZE_EXP = IX["efficiency.size_exponent"]
+H_SIZE_EXP = IX["hardware.size_exponent"]
 E_CLUSTER_REF = IX["efficiency.cluster_ref_gpus"]
 E_CLUSTER_SLOPE = IX["efficiency.cluster_slope"]
 E_SMALL_B = IX["efficiency.small_model_b"]

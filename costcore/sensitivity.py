@@ -196,8 +196,8 @@ def default_distributions(scenario) -> dict[str, Dist]:
                     from .validation import default_mfu_log_sigma
                     sigma = default_mfu_log_sigma()
                 d[p + "mfu"] = Dist("lognormal", sigma,
-                                    why="default MFU: RMS error of the default model on the published runs "
-                                        "(costcore.validation.default_mfu_log_sigma)")
+                                    why="out-of-sample error of the default MFU on published runs "
+                                        "(data/calibration.yaml)")
         d[p + "experiments"] = Dist("triangular", 0.5, 1.0, 2.0)
         if s in ("pretrain", "cpt"):
             d[p + "tokens_b"] = Dist("uniform", 0.9, 1.1)

@@ -3,12 +3,13 @@
 Two sets of runs, each row with its source:
 
 * ``reference``: the project's copy of the reference runs
-  (``costcore/data/published_runs.csv``, from shared/reference). The shared
-  utilization coefficients are calibrated on these (benchmarks/calibrate.py).
+  (``costcore/data/published_runs.csv``, from shared/reference).
 * ``extra``: other public runs (``costcore/data/extra_runs.csv``: Llama 2,
-  Llama 1 13B/33B, Llama 3, StarCoder, MPT, Falcon, DeepSeek-V3) that are
-  not in the fit, so their errors are out of sample (they only broke ties
-  between settings that scored alike on the reference runs).
+  Llama 1 13B/33B, Llama 3, StarCoder, MPT, Falcon, DeepSeek-V3, Phi).
+
+costcore/calibration.py fits the default-MFU coefficients on both, keeping
+the reference runs within the issue's bar; its leave-one-out check is the
+out-of-sample error (summarized in costcore/data/calibration.yaml).
  Each run becomes a scenario with *defaults only*: parameters,
 tokens, sequence length, GPU type and count. Nothing else is taken from the
 row (no MFU), so the table measures the default utilization and goodput
@@ -17,13 +18,13 @@ model. ``throughput=True`` instead feeds the run's published throughput
 """
 from __future__ import annotations
 
-import math
 import re
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from . import api
 from .schema import CATALOG, ScenarioError
@@ -194,14 +195,19 @@ def baseline_table(mfu: float = 0.30, dataset: str = "reference") -> pd.DataFram
 
 
 @lru_cache(maxsize=1)
-def default_mfu_log_sigma() -> float:
-    """How far the default utilization model has been off: RMS of ln(predicted / published).
+def calibration_summary() -> dict:
+    """costcore/data/calibration.yaml: leave-one-out error and the Monte Carlo MFU spread."""
+    with open(DATA.parent / "calibration.yaml", encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
 
-    Over every usable reference and extra run (defaults only). The Monte Carlo
-    page samples a default MFU as lognormal with this sigma, so its P10-P90 band
-    is the model's track record on published runs, not a guess. Dimensionless.
+
+def default_mfu_log_sigma() -> float:
+    """How far the default utilization model is off on a run it has not seen, dimensionless.
+
+    The RMS of ln(predicted / published) under leave-one-out calibration
+    (costcore.calibration.leave_one_out), read from costcore/data/calibration.yaml
+    (the tests check that file against a fresh computation). The Monte Carlo
+    page samples a default MFU as lognormal with this sigma, so its P10-P90
+    band is the model's out-of-sample track record, not a guess.
     """
-    logs = []
-    for dataset in DATASETS:
-        logs.extend(math.log(r) for r in validation_table(dataset=dataset)["ratio"])
-    return float(math.sqrt(sum(v * v for v in logs) / len(logs)))
+    return float(calibration_summary()["mfu_log_sigma"])

@@ -412,7 +412,7 @@ def reference_estimate(scenario: dict) -> dict:
                 if m == "full":
                     return hardware_utilization * 6.0 / 8.0
                 return hardware_utilization
-            u = default_mfu(f("hardware.mfu_base"), active_b, gpus, f("efficiency.size_exponent"),
+            u = default_mfu(f("hardware.mfu_base"), active_b, gpus, f("hardware.size_exponent"),
                             f("efficiency.small_model_b"), f("efficiency.cluster_ref_gpus"),
                             f("efficiency.cluster_slope"), f("efficiency.mfu_min"))
             # attention (12 L d s of 6N + 12 L d s FLOPs per token) runs at attn_efficiency of matmul speed

@@ -115,8 +115,8 @@ MEASURED_THROUGHPUT = {
 SMALL_MODEL_ZERO_STAGES = {
     "name": "125M model on A100-40GB: ZeRO 0/1/2/3, no recompute, big micro-batch, stage GPU counts",
     "model": {"params_b": 0.125, "vocab": 50257},
-    "hardware": {"gpu": "a100-40gb", "num_gpus": 4},
-    "efficiency": {"small_model_b": 0.5, "size_exponent": 0.1},
+    "hardware": {"gpu": "a100-40gb", "num_gpus": 4, "size_exponent": 0.1},
+    "efficiency": {"small_model_b": 0.5},
     "stages": {
         "pretrain": {"tokens_b": 50, "zero_stage": 0, "recompute": "none", "micro_batch": 16, "seq_len": 1024},
         "cpt": {"tokens_b": 5, "zero_stage": 1, "recompute": "selective", "micro_batch": 8, "num_gpus": 2,

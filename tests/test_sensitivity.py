@@ -143,14 +143,10 @@ def test_thirty_plus_inputs_in_tornado():
 
 
 def test_default_mfu_uncertainty_is_the_validation_track_record():
-    """A stage on the default MFU is sampled with the RMS log-error of the defaults on published runs;
-    a stage with its own MFU keeps the assumed triangle."""
-    import math
-
+    """A stage on the default MFU is sampled with the leave-one-out RMS log-error of the defaults on
+    published runs; a stage with its own MFU keeps the assumed triangle."""
     from costcore import validation
     sigma = validation.default_mfu_log_sigma()
-    ratios = list(validation.validation_table().ratio) + list(validation.validation_table(dataset="extra").ratio)
-    assert sigma == pytest.approx(math.sqrt(sum(math.log(r) ** 2 for r in ratios) / len(ratios)))
     assert 0.05 < sigma < 0.6
     d = S.default_distributions(SCN)
     assert d["stages.pretrain.mfu"].kind == "lognormal" and d["stages.pretrain.mfu"].a == sigma

@@ -17,11 +17,11 @@ def test_defaults_only_beat_the_plain_rule_on_published_runs():
     assert s["worst_fold"] < base["fold"].max()
 
 
-def test_out_of_sample_runs_are_sourced_and_beat_the_plain_rule():
-    """Runs outside the reference file (not in the calibration fit): each cites a source, none
-    repeats a reference run, and the defaults stay well ahead of 6ND / (peak x 30%)."""
+def test_other_public_runs_are_sourced_and_beat_the_plain_rule():
+    """Runs outside the reference file: each cites a source, none repeats a reference run, and the
+    defaults stay well ahead of 6ND / (peak x 30%)."""
     extra = validation.load_runs("extra")
-    assert len(extra) >= 10
+    assert len(extra) >= 14
     assert extra["source"].str.len().min() > 10
     assert not set(extra["name"]) & set(validation.load_runs("reference")["name"])
     df = validation.validation_table(dataset="extra")
@@ -30,8 +30,8 @@ def test_out_of_sample_runs_are_sourced_and_beat_the_plain_rule():
     base = validation.baseline_table(dataset="extra")
     assert s["median_error"] < base["error"].median()
     assert s["worst_fold"] < base["fold"].max()
-    # regression guard on the measured out-of-sample error (docs/validation.md: 20.5%, 1.72x)
-    assert s["median_error"] <= 0.22 and s["worst_fold"] <= 1.75, df[["run", "ratio"]]
+    # regression guard (docs/validation.md: 16.1%, 1.45x; these runs are in the calibration fit)
+    assert s["median_error"] <= 0.18 and s["worst_fold"] <= 1.5, df[["run", "ratio"]]
 
 
 def test_long_context_lowers_default_mfu():
@@ -143,24 +143,35 @@ def test_gpu_names_as_papers_write_them():
     assert g("Gaudi2") is None and g(float("nan")) is None
 
 
-def test_shipped_coefficients_are_a_calibrated_grid_point():
-    """The defaults in schema.yaml / hardware.yaml are one of the best reference fits of
-    costcore.calibration (not hand-tuned), and that fit meets the issue's bar on the reference runs."""
+def test_shipped_coefficients_are_the_calibrated_fit():
+    """The defaults in schema.yaml / hardware.yaml are costcore.calibration's best fit (not hand-tuned),
+    and that fit meets the issue's bar on the reference runs."""
     from costcore import calibration
     from costcore.schema import BY_PATH, CATALOG
     shipped = {"a100": CATALOG["a100-80gb"]["mfu_base"], "h100": CATALOG["h100-80gb"]["mfu_base"],
+               "size_exponent": CATALOG["a100-80gb"]["size_exponent"],
+               "hopper_size_exponent": CATALOG["h100-80gb"]["size_exponent"],
                **{k: BY_PATH[f"efficiency.{k}"].default for k in calibration.EFFICIENCY_KEYS}}
+    assert shipped == calibration.fit()[0][1]
     assert CATALOG["a100-40gb"]["mfu_base"] == shipped["a100"]
-    ranked = [settings for _, settings in calibration.fit()]
-    assert shipped in ranked[:5], shipped
+    assert CATALOG["h800"]["mfu_base"] == pytest.approx(shipped["h100"] * calibration.H800_TO_H100, abs=5e-4)
+    for gpu, spec in CATALOG.items():
+        want = shipped["hopper_size_exponent"] if gpu in calibration.HOPPER + ("b200",) else shipped["size_exponent"]
+        assert spec["size_exponent"] == want, gpu
     g = calibration.grid()
     worst, median = calibration.score(g.ratio[g.settings.index(shipped), :g.n_reference])
     assert worst <= 1.5 and median <= 0.12
 
 
-def test_leave_one_out_is_reported_and_bounded():
+def test_leave_one_out_and_its_checked_in_summary():
+    """costcore/data/calibration.yaml (read by the Monte Carlo) matches a fresh leave-one-out run."""
+    import yaml
     from costcore import calibration
     loo = calibration.leave_one_out()
     assert loo["runs"] == len(validation.pretraining_rows()) + len(validation.pretraining_rows(dataset="extra"))
-    # regression guard (docs/validation.md: 15.6%, 1.75x)
-    assert loo["median_error"] <= 0.18 and loo["worst_fold"] <= 1.9
+    # regression guard (docs/validation.md: 14.3%, 1.52x)
+    assert loo["median_error"] <= 0.16 and loo["worst_fold"] <= 1.6
+    saved = yaml.safe_load(calibration.SUMMARY_FILE.read_text(encoding="utf-8"))
+    assert calibration.SUMMARY_FILE.read_text(encoding="utf-8") == calibration.summary_text(str(saved["date"])), \
+        "run: python benchmarks/calibrate.py --write"
+    assert validation.default_mfu_log_sigma() == pytest.approx(loo["rms_log_error"], abs=1e-4)
