@@ -65,7 +65,7 @@ def _default_mfu_row(res: Result, stage: str, N, L, d, ctx, method):
     latex += rf" = {f['mfu']:.3f}"
     return ("Default MFU", latex,
             "costcore.formulas.default_mfu and attention_mfu_factor; base and attention-kernel efficiency "
-            "from hardware.yaml; coefficients calibrated by benchmarks/calibrate.py (docs/validation.md)")
+            "from hardware.yaml; coefficients fitted by costcore/calibration.py (docs/validation.md)")
 
 
 def stage_explanation(res: Result, stage: str) -> list[tuple[str, str, str]]:
