@@ -12,10 +12,13 @@ def cmd_validate(args) -> int:
               else f"no usable run in {args.runs} (each needs tokens, a known GPU and GPU-hours or days with GPUs)")
         return 0
     if args.format == "json":
-        print(json.dumps({"summary": validation.summary(df), "runs": df.drop(columns=["source"]).to_dict("records")},
-                         indent=2, default=float))
+        runs = df.drop(columns=["source"])
+        runs = runs.astype(object).where(runs.notna(), None)  # NaN is not JSON: unpublished figures are null
+        print(json.dumps({"summary": validation.summary(df), "runs": runs.to_dict("records")},
+                         indent=2, default=float, allow_nan=False))
         return 0
-    cols = ["run", "gpu", "num_gpus", "basis", "published", "predicted", "ratio", "mfu", "notes"]
+    cols = ["run", "gpu", "num_gpus", "basis", "published", "predicted", "ratio", "error", "predicted_gpu_hours",
+            "predicted_days", "mfu", "notes"]
     if args.format == "markdown":
         print(markdown_table(df, throughput=args.throughput, dataset=args.runs))
         return 0

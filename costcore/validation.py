@@ -165,6 +165,7 @@ def validation_table(throughput: bool = False, dataset: str = "reference") -> pd
                     "published_gpu_hours": float(row["gpu_hours"]) if not pd.isna(row["gpu_hours"])
                     else float(row["days"]) * 24 * scn["hardware"]["num_gpus"],
                     "predicted_gpu_hours": main_h, "predicted_days": pred_days,
+                    "published_days": float(row["days"]) if row["days"] > 0 else float("nan"),
                     "mfu": res.stat("pretrain", "mfu"),
                     "ratio": predicted / published, "notes": "; ".join(notes), "source": row["source"]})
     df = pd.DataFrame(out)

@@ -70,13 +70,19 @@ labels = alt.Chart(plot).mark_text(align="left", dx=7, dy=-6, fontSize=10, color
 st.altair_chart(alt.layer(band, diag, pts, labels).properties(height=460), width="stretch")
 st.caption("Dashed: predicted = published. Green band: ±25%. Runs published in days are compared in days and "
            "drawn at days x GPUs x 24.")
-show = df[["run", "gpu", "num_gpus", "params_b", "tokens_b", "basis", "published", "predicted", "ratio", "mfu",
-           "notes", "source"]].round({"published": 1, "predicted": 1})
+show = df[["run", "gpu", "num_gpus", "params_b", "tokens_b", "basis", "published_gpu_hours", "predicted_gpu_hours",
+           "published_days", "predicted_days", "ratio", "error", "mfu", "notes", "source"]]
 st.dataframe(show, hide_index=True, width="stretch", height=35 * (len(show) + 1) + 3,
-             column_config={"ratio": st.column_config.NumberColumn("predicted / published", format="%.2f"),
-                            "mfu": st.column_config.NumberColumn("MFU used", format="percent"),
-                            "published": st.column_config.NumberColumn(format="localized"),
-                            "predicted": st.column_config.NumberColumn(format="localized")})
+             column_config={
+                 "basis": st.column_config.TextColumn("compared on", help="the figure the authors published"),
+                 "published_gpu_hours": st.column_config.NumberColumn("published GPU-h", format="localized",
+                                                                      help="days x GPUs x 24 where days were published"),
+                 "predicted_gpu_hours": st.column_config.NumberColumn("predicted GPU-h", format="localized"),
+                 "published_days": st.column_config.NumberColumn("published days", format="%.1f"),
+                 "predicted_days": st.column_config.NumberColumn("predicted days", format="%.1f"),
+                 "ratio": st.column_config.NumberColumn("predicted / published", format="%.2f"),
+                 "error": st.column_config.NumberColumn("error", format="percent"),
+                 "mfu": st.column_config.NumberColumn("MFU used", format="percent")})
 st.markdown(
     "**The default utilization model.** MFU starts from a per-generation steady-state value "
     "(`costcore/data/hardware.yaml`) and scales with model size: mildly down on A100-era GPUs (more model "

@@ -307,3 +307,13 @@ def test_validate_bad_runs_csv_is_one_line(capsys, tmp_path, content, needle):
 def test_validate_missing_runs_file(capsys):
     rc, _, err = run_main(capsys, "validate", "--runs", "no-such-file.csv")
     assert rc == 2 and "expected reference, extra or a CSV file" in err
+
+
+def test_validate_json_is_strict_json(capsys):
+    """Unpublished figures (days of a run that published GPU-hours) are null, not NaN."""
+    rc, out, _ = run_main(capsys, "validate", "--format", "json")
+    assert rc == 0
+    data = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    days = {r["run"]: r["published_days"] for r in data["runs"]}
+    assert days["LLaMA-7B"] is None and days["TinyLlama-1.1B"] == 90.0
+    assert all(r["predicted_days"] > 0 and r["predicted_gpu_hours"] > 0 for r in data["runs"])
