@@ -71,7 +71,8 @@ st.altair_chart(alt.layer(band, diag, pts, labels).properties(height=460), width
 st.caption("Dashed: predicted = published. Green band: ±25%. Runs published in days are compared in days and "
            "drawn at days x GPUs x 24.")
 show = df[["run", "gpu", "num_gpus", "params_b", "tokens_b", "basis", "published_gpu_hours", "predicted_gpu_hours",
-           "published_days", "predicted_days", "ratio", "error", "mfu", "notes", "source"]]
+           "published_days", "predicted_days", "ratio", "error", "mfu", "notes", "source"]].round(
+    {"published_gpu_hours": 0, "predicted_gpu_hours": 0})
 st.dataframe(show, hide_index=True, width="stretch", height=35 * (len(show) + 1) + 3,
              column_config={
                  "basis": st.column_config.TextColumn("compared on", help="the figure the authors published"),
