@@ -185,11 +185,12 @@ def default_distributions(scenario) -> dict[str, Dist]:
         "reliability.idle_fraction": Dist("triangular", 0.5, 1.0, 3.0),
     }
     sigma = None
+    res = api.estimate(scn)
+    on_default = set(default_mfu_stages(scn, res))
     for s in scn.get("stages", {}):
         p = f"stages.{s}."
         if s != "eval":
-            given = any(float(effective_value(scn, p + k)) > 0 for k in ("mfu", "tokens_per_gpu_s", "tflops_per_gpu"))
-            if given:
+            if s not in on_default:
                 d[p + "mfu"] = Dist("triangular", 0.75, 1.0, 1.15, why="your MFU: assumption")
             else:
                 if sigma is None:
@@ -209,6 +210,43 @@ def default_distributions(scenario) -> dict[str, Dist]:
         if s == "eval":
             d[p + "runs"] = Dist("triangular", 0.8, 1.0, 2.0)
     return d
+
+
+P90_Z = 1.2815515655446004  # standard normal quantile of 0.9
+
+
+def default_mfu_stages(scn: dict, res: api.Result) -> list[str]:
+    """Enabled training stages whose MFU comes from the default model (no MFU or throughput given)."""
+    out = []
+    for s in res.stages:
+        if s == "eval":
+            continue
+        p = f"stages.{s}."
+        if not any(float(effective_value(scn, p + k)) > 0 for k in ("mfu", "tokens_per_gpu_s", "tflops_per_gpu")):
+            out.append(s)
+    return out
+
+
+def mfu_band(scenario, z: float = P90_Z) -> tuple[float, float] | None:
+    """Total cost ($) at the P10 and P90 of the default MFU's out-of-sample error, or None.
+
+    Every stage on the default MFU moves together (they share the model's
+    error) by exp(+-z sigma), sigma from costcore/data/calibration.yaml
+    (leave-one-out RMS log error on published runs). Higher MFU gives the
+    lower cost. One batch call of two variants.
+    """
+    from .validation import default_mfu_log_sigma
+    scn, x, res = _base(scenario)
+    stages = default_mfu_stages(scn, res)
+    if not stages:
+        return None
+    paths = [f"stages.{s}.mfu" for s in stages]
+    cur = current_values(paths, scn, res)
+    f = math.exp(z * default_mfu_log_sigma())
+    cols = {p: np.clip(np.array([c * f, c / f]), BY_PATH[p].min_nonzero or 0.01, BY_PATH[p].hi)
+            for p, c in zip(paths, cur)}
+    totals = api.batch(scn, cols, vector=x).sum(axis=1)
+    return float(totals[0]), float(totals[1])
 
 
 @dataclass

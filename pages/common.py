@@ -15,6 +15,7 @@ import streamlit as st
 import costcore
 from costcore import api, explain, fmt, schema, share
 from costcore.schema import BY_PATH, RESOURCES, STAGE_LABELS, STAGES, ScenarioError
+from costcore.sensitivity import mfu_band
 from costcore.yamlio import MAX_YAML_BYTES, dump_yaml
 
 DEFAULT_PRESET = "pipeline-70b"
@@ -311,6 +312,10 @@ def frame(title: str, intro: str) -> api.Result:
     cols[3].metric("Elastic cost", fmt.usd(res.elastic_usd), help="scales with GPU time, tokens and samples: "
                    + fmt.usd_exact(res.elastic_usd))
     cols[4].metric("Peak GPUs", f"{res.peak_gpus:,}")
+    band = mfu_band(ss.scenario)
+    if band:
+        st.caption(f"If the default MFU errs as it has on published runs: {fmt.usd(band[0])} to {fmt.usd(band[1])} "
+                   "(P10 to P90; the Sensitivity page has the full Monte Carlo, the Validation page the record).")
     budget_header(res)
     st.markdown(intro)
     return res

@@ -154,3 +154,23 @@ def test_default_mfu_uncertainty_is_the_validation_track_record():
     scn["stages"]["pretrain"]["mfu"] = 0.4
     d = S.default_distributions(scn)
     assert d["stages.pretrain.mfu"].kind == "triangular"
+
+
+def test_mfu_band_brackets_the_estimate():
+    """P10/P90 of the default MFU's out-of-sample error: lower and higher cost around the estimate;
+    none when every training stage gives its own MFU or throughput."""
+    import math
+
+    from costcore import validation
+    res = costcore.estimate(SCN)
+    lo, hi = S.mfu_band(SCN)
+    assert lo < res.total_usd < hi
+    # the compute part scales with 1/MFU: the high end adds at least the factor on pre-training compute
+    f = math.exp(S.P90_Z * validation.default_mfu_log_sigma())
+    pre = res.line_items().query("stage == 'pretrain' and item == 'compute.gpu'")["usd"].sum()
+    assert hi - res.total_usd >= pre * (f - 1) * 0.99
+    scn = costcore.load_preset(SCN)
+    for s in scn["stages"]:
+        if s != "eval":
+            scn["stages"][s]["mfu"] = 0.4
+    assert S.mfu_band(scn) is None
