@@ -121,8 +121,10 @@ def default_mfu(mfu_base, n_active_b, num_gpus, size_exponent, small_model_b,
     mfu = mfu_base * (N/10B)^-size_exponent * N/(N + small_model_b)
           * (1 - cluster_slope * log2(G / cluster_ref_gpus))   for G > ref
 
-    mfu_base per GPU generation (hardware.yaml); the size, small-model and
-    cluster terms are calibrated on published runs (docs/validation.md).
+    mfu_base and size_exponent per GPU generation (hardware.yaml; the size
+    exponent is negative on Hopper, where small models lose most); they and the
+    small-model term are fitted by costcore/calibration.py on published runs
+    (docs/validation.md); the cluster term is an assumption.
     Attention FLOPs are counted in the numerator (train_flops_per_token); the
     slower attention kernel at long context is the separate multiplier
     :func:`attention_mfu_factor`. Clipped to [mfu_min, 0.75].
