@@ -44,12 +44,10 @@ REFERENCE_WORST, REFERENCE_MEDIAN = 1.5, 0.12
 
 
 def runs(dataset: str) -> list[tuple[str, dict, str, float]]:
-    """(name, defaults-only scenario, 'h' or 'd', published GPU-hours or days) per usable run."""
+    """(name, defaults-only scenario, basis, published GPU-hours or days) per usable run."""
     out = []
     for _, r in validation.pretraining_rows(dataset=dataset).iterrows():
-        scn = validation.scenario_for(r)[0]
-        kind, pub = ("h", float(r["gpu_hours"])) if r["gpu_hours"] > 0 else ("d", float(r["days"]))
-        out.append((str(r["name"]), scn, kind, pub))
+        out.append((str(r["name"]), validation.scenario_for(r)[0], *validation.published_figure(r)))
     return out
 
 
@@ -57,7 +55,7 @@ def ratios(settings: dict, run_list) -> np.ndarray:
     """Predicted / published for each run under one setting of the searched coefficients."""
     eff = {k: settings[k] for k in EFFICIENCY_KEYS}
     out = []
-    for _, scn, kind, pub in run_list:
+    for _, scn, basis, pub in run_list:
         hw = dict(scn["hardware"])
         for key, gpus in BASE_GPUS.items():
             if hw["gpu"] in gpus:
@@ -66,8 +64,7 @@ def ratios(settings: dict, run_list) -> np.ndarray:
             hw["mfu_base"] = settings["h100"] * H800_TO_H100
         hw["size_exponent"] = settings["hopper_size_exponent" if hw["gpu"] in HOPPER else "size_exponent"]
         res = api.estimate(dict(scn, hardware=hw, efficiency=eff))
-        days = res.stat("pretrain", "wall_days")
-        out.append((days * 24 * res.stat("pretrain", "num_gpus") if kind == "h" else days) / pub)
+        out.append(validation.predicted_figure(res, basis) / pub)
     return np.array(out)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from .api import Result
 from .formulas import (attention_mfu_factor, default_mfu, lora_trainable_params, model_shape,
                        train_flops_per_token)
-from .schema import CATALOG, effective_value
+from .schema import CATALOG, effective_value, uses_default_mfu
 from . import fmt
 
 
@@ -34,8 +34,7 @@ def mfu_factors(res: Result, stage: str, N: float, L: float, d: float, ctx: floa
     attention, recompute and PEFT multipliers.
     """
     scn = res.scenario
-    if any(float(effective_value(scn, f"stages.{stage}.{k}")) > 0
-           for k in ("mfu", "tokens_per_gpu_s", "tflops_per_gpu")):
+    if not uses_default_mfu(scn, stage):
         return None
     e = {k: float(effective_value(scn, f"efficiency.{k}")) for k in
          ("small_model_b", "cluster_ref_gpus", "cluster_slope", "mfu_min",

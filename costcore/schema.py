@@ -495,6 +495,15 @@ def to_vector(scn: dict) -> np.ndarray:
     return x
 
 
+THROUGHPUT_KEYS = ("mfu", "tokens_per_gpu_s", "tflops_per_gpu")
+
+
+def uses_default_mfu(scn: dict, stage: str) -> bool:
+    """True when a training stage takes its MFU from the default model (no MFU or throughput given)."""
+    return stage != "eval" and not any(float(effective_value(scn, f"stages.{stage}.{k}")) > 0
+                                       for k in THROUGHPUT_KEYS)
+
+
 def coerce_text(path: str, value):
     """Read a number written as text for a numeric field ('3e-5' is not a YAML 1.1 float)."""
     f = BY_PATH.get(path)

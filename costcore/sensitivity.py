@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from . import api, kernel, schema
-from .schema import BY_PATH, IX, STAGES, ScenarioError, effective_value
+from .schema import BY_PATH, IX, STAGES, ScenarioError, uses_default_mfu
+from .validation import default_mfu_log_sigma
 
 # Fields whose 0 means "auto": the tornado moves the value the core resolved instead.
 _RESOLVED = {"mfu": "mfu", "ckpt_interval_h": "ckpt_interval_h"}
@@ -184,21 +185,15 @@ def default_distributions(scenario) -> dict[str, Dist]:
         "reliability.failed_run_fraction": Dist("triangular", 0.0, 1.0, 3.0),
         "reliability.idle_fraction": Dist("triangular", 0.5, 1.0, 3.0),
     }
-    sigma = None
-    res = api.estimate(scn)
-    on_default = set(default_mfu_stages(scn, res))
     for s in scn.get("stages", {}):
         p = f"stages.{s}."
         if s != "eval":
-            if s not in on_default:
-                d[p + "mfu"] = Dist("triangular", 0.75, 1.0, 1.15, why="your MFU: assumption")
-            else:
-                if sigma is None:
-                    from .validation import default_mfu_log_sigma
-                    sigma = default_mfu_log_sigma()
-                d[p + "mfu"] = Dist("lognormal", sigma,
+            if uses_default_mfu(scn, s):
+                d[p + "mfu"] = Dist("lognormal", default_mfu_log_sigma(),
                                     why="out-of-sample error of the default MFU on published runs "
                                         "(data/calibration.yaml)")
+            else:
+                d[p + "mfu"] = Dist("triangular", 0.75, 1.0, 1.15, why="your MFU: assumption")
         d[p + "experiments"] = Dist("triangular", 0.5, 1.0, 2.0)
         if s in ("pretrain", "cpt"):
             d[p + "tokens_b"] = Dist("uniform", 0.9, 1.1)
@@ -215,32 +210,19 @@ def default_distributions(scenario) -> dict[str, Dist]:
 P90_Z = 1.2815515655446004  # standard normal quantile of 0.9
 
 
-def default_mfu_stages(scn: dict, res: api.Result) -> list[str]:
-    """Enabled training stages whose MFU comes from the default model (no MFU or throughput given)."""
-    out = []
-    for s in res.stages:
-        if s == "eval":
-            continue
-        p = f"stages.{s}."
-        if not any(float(effective_value(scn, p + k)) > 0 for k in ("mfu", "tokens_per_gpu_s", "tflops_per_gpu")):
-            out.append(s)
-    return out
-
-
-def mfu_band(scenario, z: float = P90_Z) -> tuple[float, float] | None:
+def mfu_band(scenario, z: float = P90_Z, res: api.Result | None = None) -> tuple[float, float] | None:
     """Total cost ($) at the P10 and P90 of the default MFU's out-of-sample error, or None.
 
     Every stage on the default MFU moves together (they share the model's
     error) by exp(+-z sigma), sigma from costcore/data/calibration.yaml
     (leave-one-out RMS log error on published runs). Higher MFU gives the
-    lower cost. One batch call of two variants.
+    lower cost. One batch call of two variants; pass ``res`` (the scenario's
+    estimate) to skip estimating it again.
     """
-    from .validation import default_mfu_log_sigma
-    scn, x, res = _base(scenario)
-    stages = default_mfu_stages(scn, res)
-    if not stages:
+    scn, x, res = _base(scenario) if res is None else (res.scenario, res.vector, res)
+    paths = [f"stages.{s}.mfu" for s in res.stages if uses_default_mfu(scn, s)]
+    if not paths:
         return None
-    paths = [f"stages.{s}.mfu" for s in stages]
     cur = current_values(paths, scn, res)
     f = math.exp(z * default_mfu_log_sigma())
     cols = {p: np.clip(np.array([c * f, c / f]), BY_PATH[p].min_nonzero or 0.01, BY_PATH[p].hi)

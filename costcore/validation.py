@@ -142,6 +142,25 @@ def scenario_for(row, throughput: bool = False) -> tuple[dict, list[str]]:
     return scn, notes
 
 
+def published_figure(row) -> tuple[str, float]:
+    """(basis, value) the authors published: GPU-hours when given, else days."""
+    if row["gpu_hours"] > 0:
+        return "GPU-hours", float(row["gpu_hours"])
+    return "days", float(row["days"])
+
+
+def published_gpu_hours(row, num_gpus: int) -> float:
+    """Published GPU-hours, or published days x GPUs x 24."""
+    basis, value = published_figure(row)
+    return value if basis == "GPU-hours" else value * 24 * num_gpus
+
+
+def predicted_figure(res: api.Result, basis: str) -> float:
+    """The pre-training estimate on the same basis: GPU-hours (wall days x GPUs x 24) or days."""
+    days = res.stat("pretrain", "wall_days")
+    return days * 24 * res.stat("pretrain", "num_gpus") if basis == "GPU-hours" else days
+
+
 def validation_table(throughput: bool = False, dataset: str = "reference") -> pd.DataFrame:
     """One row per run: predicted vs published GPU-hours (or days) and the ratio."""
     out = []
@@ -153,17 +172,14 @@ def validation_table(throughput: bool = False, dataset: str = "reference") -> pd
             res = api.estimate(scn)
         except ScenarioError as err:
             raise ScenarioError("runs", f"run {row['name']!s}: {err}") from None
-        pred_days = res.stat("pretrain", "wall_days")
-        main_h = pred_days * 24 * res.stat("pretrain", "num_gpus")
-        if not pd.isna(row["gpu_hours"]):
-            basis, published, predicted = "GPU-hours", float(row["gpu_hours"]), main_h
-        else:
-            basis, published, predicted = "days", float(row["days"]), pred_days
+        pred_days = predicted_figure(res, "days")
+        main_h = predicted_figure(res, "GPU-hours")
+        basis, published = published_figure(row)
+        predicted = predicted_figure(res, basis)
         out.append({"run": row["name"], "gpu": row["gpu"], "params_b": scn["model"]["active_params_b"],
                     "tokens_b": row["tokens_b"], "num_gpus": scn["hardware"]["num_gpus"],
                     "basis": basis, "published": published, "predicted": predicted,
-                    "published_gpu_hours": float(row["gpu_hours"]) if not pd.isna(row["gpu_hours"])
-                    else float(row["days"]) * 24 * scn["hardware"]["num_gpus"],
+                    "published_gpu_hours": published_gpu_hours(row, scn["hardware"]["num_gpus"]),
                     "predicted_gpu_hours": main_h, "predicted_days": pred_days,
                     "published_days": float(row["days"]) if row["days"] > 0 else float("nan"),
                     "mfu": res.stat("pretrain", "mfu"),
@@ -187,10 +203,7 @@ def baseline_table(mfu: float = 0.30, dataset: str = "reference") -> pd.DataFram
         scn, _ = scenario_for(row)
         peak = CATALOG[scn["hardware"]["gpu"]]["peak_tflops"]
         h = 6 * scn["model"]["active_params_b"] * 1e9 * row["tokens_b"] * 1e9 / (peak * 1e12 * mfu) / 3600
-        if not pd.isna(row["gpu_hours"]):
-            r = h / row["gpu_hours"]
-        else:
-            r = h / (row["days"] * 24 * scn["hardware"]["num_gpus"])
+        r = h / published_gpu_hours(row, scn["hardware"]["num_gpus"])
         out.append({"run": row["name"], "ratio": r, "error": abs(r - 1), "fold": max(r, 1 / r)})
     return pd.DataFrame(out)
 

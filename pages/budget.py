@@ -131,13 +131,9 @@ st.altair_chart(alt.Chart(u).mark_area(opacity=0.7, interpolate="step-after").en
 st.header("Iteration lifecycle")
 st.markdown("Post-training is rarely done once: models are refreshed as data and requirements change. "
             "Repeat the chosen stages every few months; data reused between iterations is not bought again.")
-c1, c2, c3 = st.columns(3)
-with c1:
-    common.knob("lifecycle.iterations", "Iterations", 1, 36, 1)
-with c2:
-    common.knob("lifecycle.every_months", "Every (months)", 0.25, 12.0, 0.25)
-with c3:
-    common.knob("lifecycle.data_reuse", "Data reused between iterations", 0.0, 1.0, 0.05)
+common.knob_columns([("lifecycle.iterations", "Iterations", 1, 36, 1)],
+                    [("lifecycle.every_months", "Every (months)", 0.25, 12.0, 0.25)],
+                    [("lifecycle.data_reuse", "Data reused between iterations", 0.0, 1.0, 0.05)])
 lc = st.columns(4)
 for col, s in zip(lc, ("sft", "dpo", "rl", "eval")):
     with col:

@@ -312,7 +312,7 @@ def frame(title: str, intro: str) -> api.Result:
     cols[3].metric("Elastic cost", fmt.usd(res.elastic_usd), help="scales with GPU time, tokens and samples: "
                    + fmt.usd_exact(res.elastic_usd))
     cols[4].metric("Peak GPUs", f"{res.peak_gpus:,}")
-    band = mfu_band(ss.scenario)
+    band = mfu_band(ss.scenario, res=res)
     if band:
         st.caption(f"If the default MFU errs as it has on published runs: {fmt.usd(band[0])} to {fmt.usd(band[1])} "
                    "(P10 to P90; the Sensitivity page has the full Monte Carlo, the Validation page the record).")

@@ -19,13 +19,9 @@ if "sft" not in scn.get("stages", {}):
     st.info("SFT is off in this scenario: the comparison below uses SFT with default settings. "
             "Switch it on to plan it.")
     scn = schema.validate(dict(scn, stages=dict(scn.get("stages", {}), sft={})))
-c1, c2, c3 = st.columns(3)
-with c1:
-    common.knob("stages.sft.samples", "Samples", 1000, 5_000_000, 1000)
-with c2:
-    common.knob("stages.sft.lora_rank", "LoRA rank", 1, 256, 1)
-with c3:
-    common.knob("stages.sft.num_gpus", "GPUs for SFT (0 = sidebar value)", widget="number", step=1)
+common.knob_columns([("stages.sft.samples", "Samples", 1000, 5_000_000, 1000)],
+                    [("stages.sft.lora_rank", "LoRA rank", 1, 256, 1)],
+                    [("stages.sft.num_gpus", "GPUs for SFT (0 = sidebar value)", None, None, 1, "number")])
 scn = common.scenario() if "sft" in common.scenario().get("stages", {}) else scn
 
 rows = []

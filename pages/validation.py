@@ -26,11 +26,6 @@ def _baseline(dataset: str) -> pd.DataFrame:
     return validation.baseline_table(dataset=dataset)
 
 
-@st.cache_data(show_spinner=False)
-def _loo() -> dict:
-    return validation.calibration_summary()
-
-
 DATASETS = {"reference": "Reference runs (the issue's bar)",
             "extra": "Other public runs"}
 c1, c2 = st.columns([3, 2])
@@ -95,7 +90,7 @@ st.markdown(
     "stalls, 2% idle and 3% rolled-back work. `costcore/calibration.py` fits the coefficients on all runs "
     "here, keeping the reference runs within the issue's bar; `python -m costcore validate [--runs extra | "
     "FILE.csv]` prints these tables.")
-loo = _loo()
+loo = validation.calibration_summary()
 st.markdown(
     f"**Out of sample.** Refitting without one run and predicting it, for each of the {loo['runs']} runs in "
     f"turn: median error {loo['loo_median_error']:.1%}, worst {loo['loo_worst_fold']:.2f}x. That is the error "
