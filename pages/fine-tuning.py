@@ -56,9 +56,12 @@ for r in rows:
                       "no GPU count fits with this sharding (try ZeRO-3 or more tensor parallelism)."))
 
 def method_bars(col: str, title: str, log: bool = False):
+    # a log axis has no zero: bars start from below the smallest value instead
+    extra = {"y2": alt.datum(float(df[col][df[col] > 0].min()) / 4)} if log and (df[col] > 0).any() else {}
     return alt.Chart(df).mark_bar().encode(
         x=alt.X("method:N", title=None, sort=["full", "lora", "qlora"], axis=alt.Axis(labelAngle=0)),
         y=alt.Y(f"{col}:Q", title=title, scale=alt.Scale(type="log") if log else alt.Scale()),
+        **extra,
         color=alt.Color("method:N", scale=alt.Scale(domain=["full", "lora", "qlora"],
                                                     range=["#4C78A8", "#54A24B", "#F58518"]), legend=None),
         tooltip=["method:N", alt.Tooltip(f"{col}:Q", format=",.1f", title=title)],
