@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import math
+import numbers
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,17 +34,12 @@ TOP_LEVEL_KEYS = ("name", "description", "model", "hardware", "efficiency", "rel
                   "storage", "network", "data", "labor", "ops", "stages", "budget", "schedule", "lifecycle", "tags")
 
 
-class ScenarioError(ValueError):
-    """Bad scenario input. ``str(err)`` is one plain sentence naming the field."""
-
-    def __init__(self, path: str, message: str):
-        self.path = path
-        super().__init__(f"{path}: {message}" if path else message)
+from .errors import ScenarioError  # noqa: E402,F401  (re-exported: the one public exception type)
 
 
 def _load_yaml(name: str) -> dict:
-    with open(DATA_DIR / name, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+    with open(DATA_DIR / name, encoding="utf-8") as fh:  # our own data files: safe loading, C parser if built
+        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
 
 
 CATALOG: dict[str, dict] = _load_yaml("hardware.yaml")
@@ -325,7 +321,8 @@ def _check_value(f: Field, v):
     path = f.path
     if f.kind == "str":
         if not isinstance(v, str) or len(v) > 100 or not _text_ok(v):
-            raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})")
+            raise ScenarioError(path, f"must be {f.allowed()} {TEXT_RULE} (got {_show(v)})",
+                                value=v, allowed=f.allowed())
         return v
     if f.kind == "date":
         import datetime as _dt
@@ -336,33 +333,36 @@ def _check_value(f: Field, v):
         except ValueError:
             d = None
         if d is None or not (_dt.date(2000, 1, 1) <= d <= _dt.date(2100, 12, 31)):
-            raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})")
+            raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})", value=v, allowed=f.allowed())
         return d.isoformat()
     if f.kind == "enum":
         if not isinstance(v, str) or v not in f.choices:
-            raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})")
+            raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})", value=v, allowed=f.allowed())
         return v
     if f.kind == "bool":
         if not isinstance(v, bool):
-            raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})")
+            raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})", value=v, allowed=f.allowed())
         return v
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})")
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.integer, np.floating)):
+        raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})", value=v, allowed=f.allowed())
+    if isinstance(v, np.integer):
+        v = int(v)
     try:
         fv = float(v)
     except OverflowError:
         digits = int(v.bit_length() * 0.30103) + 1 if isinstance(v, int) else 0
         raise ScenarioError(path, f"must be {f.allowed()} (got a number with about {digits:,} digits)") from None
     if not math.isfinite(fv):
-        raise ScenarioError(path, f"must be a finite number: {f.allowed()} (got {_show(v)})")
+        raise ScenarioError(path, f"must be a finite number: {f.allowed()} (got {_show(v)})", value=v,
+                            allowed=f.allowed())
     if fv < f.lo or fv > f.hi:
-        raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})")
+        raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})", value=v, allowed=f.allowed())
     if f.min_nonzero and 0.0 < fv < f.min_nonzero:
         raise ScenarioError(path, f"must be 0 (auto) or from {_fmt(f.min_nonzero)} to {_fmt(f.hi)}"
                                   + (f" {f.unit}" if f.unit else "") + f" (got {_show(v)})")
     if f.kind == "int":
         if fv != math.floor(fv):
-            raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})")
+            raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})", value=v, allowed=f.allowed())
         return int(fv)
     return fv
 
@@ -381,13 +381,28 @@ def _path(*parts) -> str:
     return ".".join(_key(p) for p in parts)
 
 
-def _text_ok(v) -> bool:
-    """Text that can be written out (UTF-8): lone surrogates and the like are refused."""
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+
+
+def _text_ok(v, multiline: bool = False) -> bool:
+    """Text that can be written out safely: UTF-8 encodable, no control characters, no bidirectional
+    overrides or isolates (they reorder what a terminal or page shows), no line separators; a
+    multi-line field (the description) may hold newlines and tabs."""
     try:
         v.encode("utf-8")
     except UnicodeEncodeError:
         return False
+    for ch in v:
+        if ch in _BIDI_CONTROLS:
+            return False
+        o = ord(ch)
+        if o < 32 or 127 <= o < 160 or ch in "\u2028\u2029":
+            if not (multiline and ch in "\n\t"):
+                return False
     return True
+
+
+TEXT_RULE = "with no control or text-direction characters"
 
 
 def _show(v) -> str:
@@ -406,17 +421,20 @@ def validate(data: Any) -> dict:
     """
     if not isinstance(data, dict):
         raise ScenarioError("scenario", f"must be a mapping of sections (got {type(data).__name__})")
+    check_depth(data)
     out: dict = {}
     for key in data:
         if key not in TOP_LEVEL_KEYS:
             raise ScenarioError(_key(key), "unknown section; allowed: " + ", ".join(TOP_LEVEL_KEYS))
     name = data.get("name", "Untitled scenario")
     if not isinstance(name, str) or len(name) > 200 or not _text_ok(name):
-        raise ScenarioError("name", "must be text of at most 200 characters")
+        raise ScenarioError("name", f"must be one line of text of at most 200 characters {TEXT_RULE}",
+                            value=name, allowed="text of at most 200 characters")
     out["name"] = name
     desc = data.get("description", "")
-    if not isinstance(desc, str) or len(desc) > 5000 or not _text_ok(desc):
-        raise ScenarioError("description", "must be text of at most 5,000 characters")
+    if not isinstance(desc, str) or len(desc) > 5000 or not _text_ok(desc, multiline=True):
+        raise ScenarioError("description", f"must be text of at most 5,000 characters {TEXT_RULE}",
+                            value=desc, allowed="text of at most 5,000 characters")
     if desc:
         out["description"] = desc
     for section in list(_SCHEMA["sections"]) + list(PLAN_SECTIONS):
@@ -458,6 +476,24 @@ def validate(data: Any) -> dict:
             clean[k] = _check_value(BY_PATH[path], v)
         out["stages"][sname] = clean
     return out
+
+
+MAX_DEPTH = 12  # the same limit as YAML files (costcore.yamlio.MAX_DEPTH)
+
+
+def check_depth(data, limit: int = MAX_DEPTH, what: str = "scenario") -> None:
+    """Refuse structures nested deeper than ``limit`` or holding themselves, without recursion."""
+    stack = [(data, 1, frozenset())]
+    while stack:
+        obj, depth, above = stack.pop()
+        if isinstance(obj, (dict, list, tuple)):
+            if id(obj) in above:
+                raise ScenarioError(what, "contains itself (a self-referencing mapping or list)")
+            if depth > limit:
+                raise ScenarioError(what, f"is nested more than {limit} levels deep")
+            inner = above | {id(obj)}
+            children = obj.values() if isinstance(obj, dict) else obj
+            stack.extend((c, depth + 1, inner) for c in children)
 
 
 def _unflatten(flat: dict) -> dict:

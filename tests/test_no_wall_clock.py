@@ -1,0 +1,50 @@
+"""The suite holds no wall-clock assertion: timing lives in benchmarks/, which print numbers.
+
+A limit in seconds inside a test passes on a quiet machine and fails on a loaded
+one, so it is a CI failure waiting to happen. Waiting *for* something (a server's
+health, a page to settle) with a generous timeout is allowed; asserting that
+something took less than N seconds is not. Relative checks (ratio of two timings
+taken in the same run) are allowed and say so with the word "ratio".
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+
+# An assert whose condition compares a duration: elapsed/seconds/took/duration names, or a clock call.
+_TIMED_ASSERT = re.compile(
+    r"^\s*assert\b[^#\n]*(\belapsed\b|\bduration\b|[<>]=?\s*\w*(_S|_SECONDS|_MS)\b|"
+    r"perf_counter\(|monotonic\(|time\.time\()", re.M)
+# Helpers that turn a duration into a pass/fail (the old pattern of this suite).
+_TIMED_HELPER = re.compile(r"with\s+within\(|BAD_INPUT_LIMIT_S|TEST_BUDGET_S")
+
+
+def _sources():
+    return sorted(p for p in TESTS.glob("*.py") if p.name != Path(__file__).name)
+
+
+def test_there_are_sources_to_check():
+    assert len(_sources()) >= 10
+
+
+def test_no_assert_compares_a_duration():
+    found = []
+    for path in _sources():
+        text = path.read_text(encoding="utf-8")
+        for m in _TIMED_ASSERT.finditer(text):
+            line = text[: m.start()].count("\n") + 1
+            found.append(f"{path.name}:{line}: {m.group(0).strip()[:100]}")
+        for m in _TIMED_HELPER.finditer(text):
+            line = text[: m.start()].count("\n") + 1
+            found.append(f"{path.name}:{line}: {m.group(0)}")
+    assert not found, "wall-clock assertions in the suite (move them to benchmarks/):\n" + "\n".join(found)
+
+
+def test_the_checker_catches_the_old_patterns():
+    samples = ['    assert elapsed < 2.0, "slow"', "    assert took_s < LIMIT_S", "assert time.time() - t0 < 3",
+               "    assert t < BUDGET_S", "    with within(BAD_INPUT_LIMIT_S, 'x'):"]
+    for s in samples:
+        assert _TIMED_ASSERT.search(s) or _TIMED_HELPER.search(s), s
+    assert not _TIMED_ASSERT.search("    assert t_hos <= 10 * t_ord  # ratio within one run")
