@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -14,51 +13,8 @@ from . import kernel, schema
 from .kernel import (ITEM_FIXED, K_CKPT_GB, K_ENABLED, K_FITS, K_GPU_H, K_GPUS, K_MEM_GB,
                      K_MIN_GPUS, K_PROD_H, K_USD, K_WALL_D, LINE_ITEMS, STATS)
 from .schema import BY_PATH, CATALOG, CATALOG_KEYS, IX, RESOURCES, STAGES, ScenarioError
-from .yamlio import parse_yaml, read_yaml_file
-
-PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"
-_PRESET_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-
-
-def load_scenario(source: str | Path | Mapping) -> dict:
-    """Load and validate a scenario from a mapping, a YAML file path, or a preset name.
-
-    Raises :class:`ScenarioError` (one sentence naming the field) on bad input.
-    """
-    if isinstance(source, Mapping):
-        return schema.validate(dict(source))
-    if isinstance(source, (str, Path)):
-        p = Path(source)
-        try:
-            is_file = p.suffix in (".yaml", ".yml") or p.exists()
-        except (OSError, ValueError):  # name too long, NUL byte
-            raise ScenarioError("file", "is not a usable file name") from None
-        if is_file:
-            return schema.validate(read_yaml_file(p))
-        return load_preset(str(source))
-    raise ScenarioError("scenario", f"expected a mapping, a YAML path or a preset name, got {type(source).__name__}")
-
-
-def load_yaml_text(text: str | bytes, what: str = "upload") -> dict:
-    """Validate a scenario given as YAML text (uploads)."""
-    return schema.validate(parse_yaml(text, what=what))
-
-
-def preset_names() -> list[str]:
-    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
-
-
-def load_preset(name: str) -> dict:
-    """Load a preset by name from presets/ only (no paths: ``../x`` is refused)."""
-    if not isinstance(name, str) or not _PRESET_NAME.match(name) or name not in preset_names():
-        shown = name if isinstance(name, str) and len(name) < 60 else "that name"
-        raise ScenarioError("preset", f"unknown preset {shown!r}; choose one of: " + ", ".join(preset_names()))
-    return schema.validate(read_yaml_file(PRESET_DIR / f"{name}.yaml"))
-
-
-def preset_titles() -> dict[str, str]:
-    return {n: load_preset(n)["name"] for n in preset_names()}
-
+from .loaders import (PRESET_DIR, load_preset, load_scenario, load_yaml_text, preset_names,  # noqa: F401
+                      preset_titles)
 
 @dataclass
 class Result:
@@ -97,6 +53,22 @@ class Result:
         from .budget import concurrent_peak_gpus
         return int(round(concurrent_peak_gpus(self))) if self.stages else 0
 
+    @property
+    def infeasible(self) -> list[str]:
+        """Sentences for stages that do not fit in GPU memory on their GPUs (empty: the plan is feasible)."""
+        from .feasibility import infeasible
+        return infeasible(self)
+
+    @property
+    def feasible(self) -> bool:
+        return not self.infeasible
+
+    @property
+    def warnings(self) -> list[str]:
+        """Plain sentences about a feasible but doubtful plan (GPUs the global batch cannot use)."""
+        from .feasibility import batch_warnings
+        return batch_warnings(self)
+
     def resource_matrix(self) -> np.ndarray:
         """(stages, resources) in $."""
         m = np.zeros((len(STAGES), len(RESOURCES)))
@@ -129,6 +101,9 @@ class Result:
             }
         out = {
             "name": self.scenario.get("name", ""),
+            "feasible": self.feasible,
+            "infeasible": self.infeasible,
+            "warnings": self.warnings,
             "total_usd": self.total_usd,
             "fixed_usd": self.fixed_usd,
             "elastic_usd": self.elastic_usd,
@@ -192,27 +167,68 @@ def estimate(scenario: Mapping | str | Path) -> Result:
 # ---------------------------------------------------------------------------
 # Variants of one scenario
 # ---------------------------------------------------------------------------
+MAX_BATCH_ROWS = 5_000_000  # the same cap as monte_carlo's samples: ~2 s and ~1 GB of output at most
+
+
+def _numeric_column(path: str, values) -> np.ndarray:
+    """One column of a batch as float64: a flat sequence of real numbers, or ScenarioError."""
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__") and not hasattr(values, "__iter__"):
+        raise ScenarioError(path, "needs a list or array of values")
+    try:
+        arr = np.asarray(values)
+    except (ValueError, TypeError, OverflowError, RecursionError):
+        raise ScenarioError(path, "needs a flat list of numbers") from None
+    if arr.ndim != 1:
+        raise ScenarioError(path, f"needs a flat list of numbers (got an array of shape {arr.shape})")
+    if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf" and not (
+            arr.dtype.kind == "O" and all(isinstance(v, (int, float, np.integer, np.floating))
+                                          and not isinstance(v, (bool, np.bool_)) for v in arr)):
+        raise ScenarioError(path, "needs numbers only")
+    try:
+        return arr.astype(np.float64)
+    except (ValueError, TypeError, OverflowError):
+        raise ScenarioError(path, "needs numbers only") from None
+
+
 def _expand_columns(columns: Mapping[str, Any]) -> tuple[list[int], list[np.ndarray]]:
     """Turn {path: values} into vector indices and float columns (GPU names expand to specs)."""
+    if not isinstance(columns, Mapping):
+        raise ScenarioError("columns", f"must be a mapping of setting to values (got {type(columns).__name__})")
     idx, cols = [], []
     n = None
     for path, values in columns.items():
-        if path not in BY_PATH:
-            raise ScenarioError(path, "unknown setting")
+        if not isinstance(path, str) or path not in BY_PATH or BY_PATH[path].index < 0:
+            shown = schema._key(path)
+            raise ScenarioError(shown if isinstance(path, str) else "columns", f"unknown setting {shown}")
         f = BY_PATH[path]
+        if f.kind not in ("float", "int", "enum", "bool"):
+            raise ScenarioError(path, "is text and cannot be varied in a batch")
         if f.kind == "enum":
-            try:
-                codes = np.array([float(f.choices.index(v)) if isinstance(v, str) else float(v) for v in values])
-            except ValueError:
-                raise ScenarioError(path, f"must be {f.allowed()}") from None
+            if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+                raise ScenarioError(path, f"needs a list of values, each {f.allowed()}")
+            codes = []
+            for v in values:
+                if isinstance(v, str) and v in f.choices:
+                    codes.append(float(f.choices.index(v)))
+                elif isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) \
+                        and 0 <= v < len(f.choices):
+                    codes.append(float(v))
+                else:
+                    raise ScenarioError(path, f"values must be {f.allowed()}", allowed=f.allowed(),
+                                        value=v if isinstance(v, (str, int, float)) else None)
+            codes = np.array(codes, dtype=np.float64)
         else:
-            codes = np.asarray(values, dtype=np.float64).ravel()
+            codes = _numeric_column(path, values)
+        if len(codes) > MAX_BATCH_ROWS:
+            raise ScenarioError(path, f"has {len(codes):,} values; a batch has at most {MAX_BATCH_ROWS:,}")
         if n is None:
             n = len(codes)
         elif len(codes) != n:
             raise ScenarioError(path, f"has {len(codes)} values but other columns have {n}")
         if not np.all(np.isfinite(codes)) or codes.min(initial=f.lo) < f.lo or codes.max(initial=f.hi) > f.hi:
-            raise ScenarioError(path, f"values must be {f.allowed()}")
+            raise ScenarioError(path, f"values must be {f.allowed()}", allowed=f.allowed())
+        if f.kind in ("int", "bool") and not np.all(codes == np.floor(codes)):
+            raise ScenarioError(path, f"values must be {f.allowed()}", allowed=f.allowed())
         idx.append(IX[path])
         cols.append(codes)
         if path == "hardware.gpu":
@@ -222,21 +238,31 @@ def _expand_columns(columns: Mapping[str, Any]) -> tuple[list[int], list[np.ndar
                 spec = np.array([CATALOG[schema.GPU_NAMES[int(c)]][key] for c in codes], dtype=np.float64)
                 idx.append(IX["hardware." + key])
                 cols.append(spec)
+    if n == 0:
+        raise ScenarioError("columns", "give at least one value to evaluate")
     return idx, cols
 
 
 def batch(scenario: Mapping | str | Path, columns: Mapping[str, Any], full: bool = False,
-          vector: np.ndarray | None = None) -> np.ndarray:
+          vector: np.ndarray | None = None, fits: bool = False):
     """Evaluate many variants of one scenario in one call of the parallel kernel.
 
     Parameters
     ----------
     scenario : the base scenario (mapping, YAML path or preset name).
-    columns : {dotted path: values}; all columns have the same length n and
-        row i is one variant. ``hardware.gpu`` values are names (or codes)
-        and bring that GPU's catalog specs along.
+    columns : {dotted path: values}; all columns have the same length n
+        (at most ``MAX_BATCH_ROWS``) and row i is one variant.
+        ``hardware.gpu`` values are names (or codes) and bring that GPU's
+        catalog specs along.
     full : False -> (n, stages) total $ per stage; True -> (n, stages,
-        resources + [gpu_hours, productive_gpu_hours, wall_days]).
+        resources + [gpu_hours, productive_gpu_hours, wall_days, fits]).
+    fits : with ``full=False``, return ``(totals, feasible)`` where
+        ``feasible`` (n,) is True where every enabled stage fits in GPU memory.
+
+    Raises
+    ------
+    ScenarioError
+        for any bad scenario, setting name, value, shape or row count.
     """
     base = vector if vector is not None else schema.to_vector(load_scenario(scenario))
     idx, cols = _expand_columns(columns)
@@ -245,8 +271,12 @@ def batch(scenario: Mapping | str | Path, columns: Mapping[str, Any], full: bool
     mat = np.empty((len(cols), len(cols[0])))
     for j, c in enumerate(cols):
         mat[j] = c
-    out = kernel.evaluate_batch(base, np.array(idx, dtype=np.int64), mat, full=full)
-    return out if full else out[:, :, 0]
+    out = kernel.evaluate_batch(base, np.array(idx, dtype=np.int64), mat, full=full, fits=fits and not full)
+    if full:
+        return out
+    if fits:
+        return out[:, :, 0], out[:, :, 1].min(axis=1) > 0.5
+    return out[:, :, 0]
 
 
 BATCH_COLUMNS = list(RESOURCES) + list(kernel.BATCH_EXTRA)

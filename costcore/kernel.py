@@ -92,7 +92,7 @@ NK = len(STATS)
  K_MEM_GB, K_FITS, K_MIN_GPUS, K_ROLLOUT_H, K_TRAINABLE_B, K_USD, K_FIXED, K_RECOMPUTE) = range(NK)
 
 # Batch output columns ("full" mode): the resources, then these.
-BATCH_EXTRA = ("gpu_hours", "productive_gpu_hours", "wall_days")
+BATCH_EXTRA = ("gpu_hours", "productive_gpu_hours", "wall_days", "fits")
 NBATCH_FULL = NR + len(BATCH_EXTRA)
 
 PRETRAIN, CPT, SFT, DPO, RL, EVAL = range(6)
@@ -442,8 +442,11 @@ def _eval_one(x, items, stats):
 def _write_row(out, i, items, stats):
     ncol = out.shape[2]
     for s in range(NS):
-        if ncol == 1:
+        fits = stats[s, K_FITS] if stats[s, K_ENABLED] > 0.5 else 1.0  # a stage switched off never blocks
+        if ncol <= 2:
             out[i, s, 0] = stats[s, K_USD]
+            if ncol == 2:
+                out[i, s, 1] = fits
             continue
         for c in range(ncol):
             out[i, s, c] = 0.0
@@ -452,6 +455,7 @@ def _write_row(out, i, items, stats):
         out[i, s, NR] = stats[s, K_GPU_H]
         out[i, s, NR + 1] = stats[s, K_PROD_H]
         out[i, s, NR + 2] = stats[s, K_WALL_D]
+        out[i, s, NR + 3] = fits
 
 
 @njit(cache=True)
@@ -473,8 +477,8 @@ def _batch_kernel(base, idx, cols, out):
     """Evaluate ``base`` with column i of ``cols`` written at ``idx``, for every i, in parallel chunks.
 
     cols: (k, n), one contiguous row per varied input (so callers fill it without a transpose).
-    out: (n, NS, 1) stage totals in $, or (n, NS, NBATCH_FULL) resources in $
-    followed by gpu_hours, productive_gpu_hours and wall_days.
+    out: (n, NS, 1) stage totals in $, (n, NS, 2) totals and fits (1/0), or (n, NS, NBATCH_FULL)
+    resources in $ followed by gpu_hours, productive_gpu_hours, wall_days and fits.
     """
     n = cols.shape[1]
     nchunks = (n + _CHUNK - 1) // _CHUNK
@@ -501,12 +505,15 @@ def evaluate_vector(x: np.ndarray):
     return _single(np.ascontiguousarray(x, dtype=np.float64))
 
 
-def evaluate_batch(base: np.ndarray, idx: np.ndarray, cols: np.ndarray, full: bool = False) -> np.ndarray:
+def evaluate_batch(base: np.ndarray, idx: np.ndarray, cols: np.ndarray, full: bool = False,
+                   fits: bool = False) -> np.ndarray:
     """Evaluate many variants of ``base``: variant i sets ``base[idx[j]] = cols[j, i]``.
 
-    ``cols`` is (len(idx), n). Returns (n, NS, 1) stage totals ($), or with
-    ``full=True`` (n, NS, NBATCH_FULL): the resources ($) then gpu_hours,
-    productive_gpu_hours, wall_days.
+    ``cols`` is (len(idx), n). Returns (n, NS, 1) stage totals ($); with
+    ``fits=True`` (n, NS, 2): totals and 1.0 where the stage fits in GPU memory
+    (stages switched off count as fitting); with ``full=True``
+    (n, NS, NBATCH_FULL): the resources ($) then gpu_hours,
+    productive_gpu_hours, wall_days, fits.
     """
     base = np.ascontiguousarray(base, dtype=np.float64)
     idx = np.ascontiguousarray(idx, dtype=np.int64)
@@ -514,7 +521,7 @@ def evaluate_batch(base: np.ndarray, idx: np.ndarray, cols: np.ndarray, full: bo
     if cols.ndim != 2 or cols.shape[0] != idx.shape[0]:
         raise ValueError("cols must be (len(idx), n)")
     n = cols.shape[1]
-    out = np.empty((n, NS, NBATCH_FULL if full else 1))
+    out = np.empty((n, NS, NBATCH_FULL if full else (2 if fits else 1)))
     if n <= SERIAL_BELOW:
         _batch_serial(base, idx, cols, out)
     else:
@@ -533,3 +540,4 @@ def warm_up() -> None:
         cols = np.full((1, n), 7.0)
         evaluate_batch(x, idx, cols)
         evaluate_batch(x, idx, cols, full=True)
+        evaluate_batch(x, idx, cols, fits=True)

@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from . import api, kernel, schema
+from . import api, checks, kernel, schema
 from .schema import BY_PATH, IX, STAGES, ScenarioError, uses_default_mfu
 from .validation import default_mfu_log_sigma
 
@@ -21,6 +21,10 @@ from .validation import default_mfu_log_sigma
 _RESOLVED = {"mfu": "mfu", "ckpt_interval_h": "ckpt_interval_h"}
 _SKIP_ZERO_AUTO = {"model.active_params_b", "model.layers", "model.hidden", "model.heads", "model.kv_heads",
                    "model.ffn", "stages.rl.reward_params_b", "stages.rl.critic_params_b"}
+
+
+_NUMERIC = frozenset(f.path for f in schema.FIELDS if f.kind in ("float", "int"))
+_VARIABLE = frozenset(f.path for f in schema.FIELDS if f.kind in ("float", "int", "enum", "bool"))
 
 
 def _base(scenario) -> tuple[dict, np.ndarray, api.Result]:
@@ -74,11 +78,28 @@ def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
     their own are skipped; "auto" MFU and checkpoint interval are moved
     around the value the core resolved.
     """
+    rel = checks.number("rel", rel, 0.0, 1.0, lo_open=True)
     scn, x, res = _base(scenario)
+    if inputs is not None and (isinstance(inputs, (str, bytes, Mapping)) or not hasattr(inputs, "__iter__")):
+        raise ScenarioError("inputs", "must be a list of setting names")
     paths = list(inputs) if inputs is not None else numeric_inputs(scn)
+    if len(paths) > len(schema.FIELDS):
+        raise ScenarioError("inputs", f"has {len(paths):,} names; there are {len(schema.FIELDS)} settings")
     for p in paths:
-        if p not in BY_PATH:
-            raise ScenarioError(p, "unknown setting")
+        checks.setting("inputs", p, _NUMERIC)
+    if ranges is not None:
+        if not isinstance(ranges, Mapping):
+            raise ScenarioError("ranges", "must be a mapping of setting to (low, high)")
+        clean = {}
+        for p, lh in ranges.items():
+            checks.setting("ranges", p, _NUMERIC)
+            if isinstance(lh, (str, bytes)) or not hasattr(lh, "__len__") or len(lh) != 2:
+                raise ScenarioError(f"ranges.{p}", "must be a pair (low, high)")
+            f = BY_PATH[p]
+            lo_v = checks.number(f"ranges.{p}", lh[0], f.lo, f.hi)
+            hi_v = checks.number(f"ranges.{p}", lh[1], f.lo, f.hi)
+            clean[p] = (lo_v, hi_v)
+        ranges = clean
     cur = current_values(paths, scn, res)
     keep = [i for i, p in enumerate(paths) if not (cur[i] == 0.0 and (ranges is None or p not in ranges))
             and not (p in _SKIP_ZERO_AUTO and cur[i] == 0.0)]
@@ -119,30 +140,50 @@ def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
 
 def sweep(scenario, key: str, values: Sequence[float], full: bool = False) -> pd.DataFrame:
     """Cost of every stage for each value of one input (a long table: value, stage[, resource], usd)."""
+    checks.setting("key", key, _VARIABLE)
     scn, x, res = _base(scenario)
-    values = np.asarray(values, dtype=float) if BY_PATH[key].kind != "enum" else list(values)
-    out = api.batch(scn, {key: values}, full=full, vector=x)
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise ScenarioError(key, "needs a list of values")
+    values = list(values) if BY_PATH[key].kind == "enum" else values
+    out = api.batch(scn, {key: values}, full=True, vector=x)
+    feasible = out[:, :, len(schema.RESOURCES) + 3].min(axis=1) > 0.5
+    values = list(values) if BY_PATH[key].kind == "enum" else np.asarray(values, dtype=float).ravel()
     rows = []
     for i, v in enumerate(values):
+        ok = bool(feasible[i])
         for si, s in enumerate(STAGES):
             if s not in res.stages:
                 continue
             if full:
                 for ri, r in enumerate(schema.RESOURCES):
-                    rows.append({"value": v, "stage": s, "resource": r, "usd": float(out[i, si, ri])})
+                    rows.append({"value": v, "stage": s, "resource": r, "usd": float(out[i, si, ri]),
+                                 "feasible": ok})
             else:
-                rows.append({"value": v, "stage": s, "usd": float(out[i, si])})
+                rows.append({"value": v, "stage": s, "usd": float(out[i, si, :len(schema.RESOURCES)].sum()),
+                             "feasible": ok})
     return pd.DataFrame(rows)
 
 
-def heatmap(scenario, key_x: str, xs: Sequence[float], key_y: str, ys: Sequence[float]) -> np.ndarray:
-    """Total cost on a grid: result[j, i] for ys[j], xs[i]."""
+def heatmap(scenario, key_x: str, xs: Sequence[float], key_y: str, ys: Sequence[float],
+            feasible: bool = False):
+    """Total cost on a grid: result[j, i] for ys[j], xs[i].
+
+    With ``feasible=True`` returns ``(totals, fits)``, ``fits[j, i]`` True where every enabled stage
+    of that variant fits in GPU memory (infeasible cells are still computed, and marked).
+    """
+    checks.setting("key_x", key_x, _NUMERIC)
+    checks.setting("key_y", key_y, _NUMERIC)
+    if key_x == key_y:
+        raise ScenarioError("key_y", "must differ from key_x")
     scn, x, _ = _base(scenario)
-    xs = np.asarray(xs, dtype=float)
-    ys = np.asarray(ys, dtype=float)
+    xs = api._numeric_column(key_x, xs)
+    ys = api._numeric_column(key_y, ys)
+    if len(xs) * len(ys) > api.MAX_BATCH_ROWS:
+        raise ScenarioError("xs", f"the grid has {len(xs) * len(ys):,} cells; at most {api.MAX_BATCH_ROWS:,}")
     gx, gy = np.meshgrid(xs, ys)
-    out = api.batch(scn, {key_x: gx.ravel(), key_y: gy.ravel()}, vector=x)
-    return out.sum(axis=1).reshape(len(ys), len(xs))
+    out, ok = api.batch(scn, {key_x: gx.ravel(), key_y: gy.ravel()}, vector=x, fits=True)
+    totals = out.sum(axis=1).reshape(len(ys), len(xs))
+    return (totals, ok.reshape(len(ys), len(xs))) if feasible else totals
 
 
 # ---------------------------------------------------------------------------
@@ -160,6 +201,12 @@ class Dist:
     c: float = 1.0
     absolute: bool = False
     why: str = ""
+
+    def check(self, path: str) -> None:
+        """ScenarioError unless the kind is known and the parameters are finite numbers."""
+        checks.choice(f"dists.{path}.kind", self.kind, ("triangular", "uniform", "lognormal"))
+        for name in ("a", "b", "c"):
+            checks.number(f"dists.{path}.{name}", getattr(self, name), -1e12, 1e12)
 
     def sample(self, rng: np.random.Generator, center: float, n: int) -> np.ndarray:
         scale = 1.0 if self.absolute else center
@@ -238,6 +285,8 @@ class MonteCarlo:
     percentiles: pd.DataFrame  # rows: total + stages; columns P10, P50, P90, mean
     p_over_budget: float | None
     deterministic_total: float
+    feasible: np.ndarray | None = None  # (n,) True where every enabled stage of the sample fits in memory
+    p_infeasible: float = 0.0  # share of samples that do not fit (still computed, and counted above)
 
 
 def monte_carlo(scenario, n: int = 100_000, seed: int = 0, dists: Mapping[str, Dist] | None = None,
@@ -247,10 +296,19 @@ def monte_carlo(scenario, n: int = 100_000, seed: int = 0, dists: Mapping[str, D
     Samples are clipped to each field's allowed range. With every spread zero
     the distribution collapses on the deterministic estimate.
     """
-    if not (1 <= n <= 5_000_000):
-        raise ScenarioError("n", "samples must be from 1 to 5,000,000")
+    n = checks.count("n", n, 1, api.MAX_BATCH_ROWS)
+    seed = checks.count("seed", seed, 0, 2**63 - 1)
+    if budget_usd is not None:
+        budget_usd = checks.number("budget_usd", budget_usd, 0.0, lo_open=True)
     scn, x, res = _base(scenario)
+    if dists is not None and not isinstance(dists, Mapping):
+        raise ScenarioError("dists", "must be a mapping of setting to Dist")
     dists = dict(default_distributions(scn) if dists is None else dists)
+    for p, dist in dists.items():
+        checks.setting("dists", p, _NUMERIC)
+        if not isinstance(dist, Dist):
+            raise ScenarioError(f"dists.{p}", "must be a Dist (triangular, uniform or lognormal)")
+        dist.check(p)
     rng = np.random.default_rng(seed)
     paths = list(dists)
     cur = current_values(paths, scn, res)
@@ -262,8 +320,11 @@ def monte_carlo(scenario, n: int = 100_000, seed: int = 0, dists: Mapping[str, D
         if f.kind == "int":
             np.round(v, out=v)
         cols[p] = v
-    out = api.batch(scn, cols, vector=x) if cols else np.tile(
-        np.array([res.stat(s, "usd_total") for s in STAGES]), (n, 1))
+    if cols:
+        out, fits = api.batch(scn, cols, vector=x, fits=True)
+    else:
+        out = np.tile(np.array([res.stat(s, "usd_total") for s in STAGES]), (n, 1))
+        fits = np.full(n, res.feasible)
     totals = out.sum(axis=1)
     rows = {"total": totals}
     for si, s in enumerate(STAGES):
@@ -273,7 +334,7 @@ def monte_carlo(scenario, n: int = 100_000, seed: int = 0, dists: Mapping[str, D
                         for k, v in rows.items()}).T
     p_over = float((totals > budget_usd).mean()) if budget_usd is not None else None
     return MonteCarlo(totals=totals, stages=out, percentiles=pct, p_over_budget=p_over,
-                      deterministic_total=res.total_usd)
+                      deterministic_total=res.total_usd, feasible=fits, p_infeasible=float(1.0 - fits.mean()))
 
 
 # ---------------------------------------------------------------------------
@@ -331,8 +392,9 @@ def solve_budget(scenario, budget_usd: float, mode: str = "compute_optimal",
     pre-training tokens grow. Returns the answer, its cost (<= budget) and the
     cost one grid step larger (> budget).
     """
-    if not (isinstance(budget_usd, (int, float)) and math.isfinite(budget_usd) and budget_usd > 0):
-        raise ScenarioError("budget_usd", "must be a positive number of dollars")
+    budget_usd = checks.number("budget_usd", budget_usd, 0.0, lo_open=True)
+    mode = checks.choice("mode", mode, ("compute_optimal", "tokens"))
+    tokens_per_param = checks.number("tokens_per_param", tokens_per_param, 0.0, 1e6, lo_open=True)
     scn, x, res = _base(scenario)
     if "pretrain" not in res.stages:
         raise ScenarioError("stages.pretrain", "the budget solver sizes pre-training: switch it on")

@@ -44,7 +44,8 @@ def run_main(capsys, *args: str) -> tuple[int, str, str]:
 
 def estimate_json(capsys, *args: str) -> dict:
     rc, out, err = run_main(capsys, "estimate", *args, "--format", "json")
-    assert rc == 0, err
+    assert rc in (0, 3), err
+    assert (rc == 3) == (json.loads(out)["feasible"] is False), "exit code 3 exactly when the plan is infeasible"
     return json.loads(out)
 
 

@@ -1,0 +1,76 @@
+"""Argument checks for the public functions: any Python or numpy number alike, ScenarioError otherwise.
+
+Each check names the argument and the allowed range in one sentence
+(see :mod:`costcore.errors`).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+from .errors import ScenarioError
+
+
+def _is_real(v) -> bool:
+    try:
+        import numpy as np
+        if isinstance(v, (np.bool_,)):
+            return False
+        if isinstance(v, (np.integer, np.floating)):
+            return True
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        pass
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _shown(v) -> str:
+    try:
+        s = repr(v)
+    except Exception:  # noqa: BLE001 - a value whose repr fails is shown by its type
+        return type(v).__name__
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+def number(name: str, v, lo: float = -math.inf, hi: float = math.inf, *, lo_open: bool = False) -> float:
+    """A finite real number in [lo, hi] (or (lo, hi] with ``lo_open``), as a Python float."""
+    rng = f"{'more than' if lo_open else 'from'} {lo:,g}" + (f" to {hi:,g}" if math.isfinite(hi) else "")
+    if not math.isfinite(lo):
+        rng = f"at most {hi:,g}" if math.isfinite(hi) else "any finite number"
+    allowed = f"a number {rng}"
+    if not _is_real(v):
+        raise ScenarioError(name, f"must be {allowed} (got {_shown(v)})", value=v, allowed=allowed)
+    try:
+        f = float(v)
+    except (OverflowError, ValueError, TypeError):
+        raise ScenarioError(name, f"must be {allowed} (got a number too large to use)", allowed=allowed) from None
+    if not math.isfinite(f) or f > hi or (f <= lo if lo_open else f < lo):
+        raise ScenarioError(name, f"must be {allowed} (got {_shown(v)})", value=f, allowed=allowed)
+    return f
+
+
+def count(name: str, v, lo: int, hi: int) -> int:
+    """A whole number in [lo, hi] (1.0 is accepted as 1, 1.5 is not), as a Python int."""
+    allowed = f"a whole number from {lo:,} to {hi:,}"
+    if not _is_real(v):
+        raise ScenarioError(name, f"must be {allowed} (got {_shown(v)})", value=v, allowed=allowed)
+    try:
+        f = float(v)
+    except (OverflowError, ValueError, TypeError):
+        raise ScenarioError(name, f"must be {allowed} (got a number too large to use)", allowed=allowed) from None
+    if not math.isfinite(f) or f != math.floor(f) or not (lo <= f <= hi):
+        raise ScenarioError(name, f"must be {allowed} (got {_shown(v)})", value=v, allowed=allowed)
+    return int(f)
+
+
+def choice(name: str, v, choices) -> str:
+    allowed = "one of " + ", ".join(choices)
+    if not isinstance(v, str) or v not in choices:
+        raise ScenarioError(name, f"must be {allowed} (got {_shown(v)})", value=v, allowed=allowed)
+    return v
+
+
+def setting(name: str, v, known) -> str:
+    """A dotted setting name that exists in ``known``."""
+    if not isinstance(v, str) or v not in known:
+        raise ScenarioError(name, f"{_shown(v)} is not a known setting", value=v if isinstance(v, str) else None)
+    return v
