@@ -5,10 +5,41 @@ Public API::
     load_scenario(path_or_dict) -> validated scenario dict
     estimate(scenario) -> Result (.to_dict(), .line_items(), .stage_table())
     batch(scenario, {path: values}, full=False) -> array of variants
+    tornado, sweep, heatmap, monte_carlo, solve_budget -> sensitivity and uncertainty
+
+Every bad input raises :class:`ScenarioError` (see :mod:`costcore.errors`).
+
+The names load on first use (PEP 562), so ``import costcore`` and a CLI
+refusal of a bad file do not pay for numba and pandas.
 """
-from . import config  # noqa: F401  (sets the numba cache folder before any jit)
-from .api import (BATCH_COLUMNS, Result, batch, estimate, load_preset, load_scenario,  # noqa: F401
-                  load_yaml_text, preset_names, preset_titles)
-from .kernel import LINE_ITEMS, STATS, warm_up  # noqa: F401
-from .schema import FIELDS, RESOURCES, STAGES, ScenarioError  # noqa: F401
-from .sensitivity import heatmap, monte_carlo, solve_budget, sweep, tornado  # noqa: F401,E402
+from __future__ import annotations
+
+import importlib
+
+from .errors import ScenarioError  # noqa: F401
+
+_LAZY = {
+    "BATCH_COLUMNS": "api", "Result": "api", "batch": "api", "estimate": "api",
+    "load_preset": "loaders", "load_scenario": "loaders", "load_yaml_text": "loaders",
+    "preset_names": "loaders", "preset_titles": "loaders",
+    "LINE_ITEMS": "kernel", "STATS": "kernel", "warm_up": "kernel",
+    "FIELDS": "schema", "RESOURCES": "schema", "STAGES": "schema",
+    "heatmap": "sensitivity", "monte_carlo": "sensitivity", "solve_budget": "sensitivity",
+    "sweep": "sensitivity", "tornado": "sensitivity",
+}
+__all__ = sorted(_LAZY) + ["ScenarioError"]
+
+
+def __getattr__(name: str):
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'costcore' has no attribute {name!r}")
+    if mod in ("api", "kernel", "sensitivity"):
+        importlib.import_module(".config", __name__)  # the numba cache folder, before any jit
+    value = getattr(importlib.import_module(f".{mod}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

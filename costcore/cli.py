@@ -1,6 +1,12 @@
 """Command line: ``python -m costcore estimate FILE.yaml [--set k=v ...] [--format table|json|csv]``.
 
-Bad input exits with code 2 and one line on stderr.
+Exit codes: 0 done; 2 bad input (one line on stderr naming the field); 3 the plan
+is infeasible (a stage does not fit in GPU memory): the table says so where the
+total would be, the JSON carries ``"feasible": false`` and the sentences under
+``"infeasible"``.
+
+The input is read and validated before numba and pandas are imported, so a
+refusal costs little more than Python's start.
 """
 from __future__ import annotations
 
@@ -9,9 +15,13 @@ import io
 import json
 import sys
 
-from . import api, fmt, schema
-from .schema import RESOURCES, ScenarioError
+from . import fmt, loaders, schema
+from .errors import ScenarioError
+from .schema import RESOURCES
 from .yamlio import parse_yaml
+
+EXIT_BAD_INPUT = 2
+EXIT_INFEASIBLE = 3
 
 
 class _Parser(argparse.ArgumentParser):
@@ -41,47 +51,52 @@ def apply_sets(scn: dict, sets: list[str]) -> dict:
 fmt_usd = fmt.usd
 
 
-def render_table(res: api.Result) -> str:
+def render_table(res) -> str:
     d = res.to_dict()
     cols = ["stage"] + list(RESOURCES) + ["total", "GPU-h", "days"]
     rows = []
     for s, v in d["stages"].items():
         rows.append([s] + [fmt_usd(v["usd"][r]) for r in RESOURCES] + [
-            fmt_usd(v["usd_total"]), f"{v['gpu_hours']:,.0f}", f"{v['wall_days']:,.1f}"])
-    rows.append(["TOTAL"] + [fmt_usd(d["resources"][r]) for r in RESOURCES] + [
-        fmt_usd(d["total_usd"]), f"{d['gpu_hours']:,.0f}", ""])
+            fmt_usd(v["usd_total"]), f"{v['gpu_hours']:,.0f}", fmt.days(v["wall_days"])])
+    if d["feasible"]:
+        rows.append(["TOTAL"] + [fmt_usd(d["resources"][r]) for r in RESOURCES] + [
+            fmt_usd(d["total_usd"]), f"{d['gpu_hours']:,.0f}", ""])
     widths = [max(len(str(r[i])) for r in rows + [cols]) for i in range(len(cols))]
     out = io.StringIO()
-    out.write(f"{d['name']}\n")
+    out.write(f"{fmt.one_line(d['name'])}\n")
     out.write("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cols, widths))) + "\n")
     for r in rows:
         out.write("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths))) + "\n")
+    if not d["feasible"]:
+        for sentence in d["infeasible"]:
+            out.write(f"TOTAL: none, the plan is infeasible. {sentence}\n")
+        return out.getvalue()
     out.write(f"fixed {fmt_usd(d['fixed_usd'])}  elastic {fmt_usd(d['elastic_usd'])}  peak GPUs {d['peak_gpus']:,}\n")
-    for s, v in d["stages"].items():
-        if not v["fits"]:
-            need = f"needs at least {v['min_gpus']:,} GPUs" if v["min_gpus"] > 0 else "does not fit at any GPU count with this parallelism"
-            out.write(f"warning: {s} needs {v['memory_per_gpu_gb']:,.1f} GB per GPU and does not fit ({need})\n")
+    for w in d["warnings"]:
+        out.write(f"warning: {w}\n")
     return out.getvalue()
 
 
 def cmd_estimate(args) -> int:
-    scn = api.load_scenario(args.file)
+    scn = loaders.load_scenario(args.file)
     scn = apply_sets(scn, args.set)
+    from . import api  # heavy (numba, pandas): only once the input is valid
     res = api.estimate(scn)
     if args.format == "json":
         print(json.dumps(res.to_dict(), indent=2))
     elif args.format == "csv":
         df = res.line_items()
         df.insert(0, "scenario", res.scenario.get("name", ""))
-        sys.stdout.write(df.to_csv(index=False))
+        df.insert(1, "feasible", res.feasible)
+        sys.stdout.write(fmt.to_csv(df))
     else:
         sys.stdout.write(render_table(res))
-    return 0
+    return 0 if res.feasible else EXIT_INFEASIBLE
 
 
 def cmd_presets(args) -> int:
-    for name, title in api.preset_titles().items():
-        print(f"{name:28s} {title}")
+    for name, title in loaders.preset_titles().items():
+        print(f"{name:28s} {fmt.one_line(title)}")
     return 0
 
 
@@ -101,10 +116,10 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except ScenarioError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        print(f"error: {fmt.one_line(str(err), 1000)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except ArithmeticError as err:  # a scenario the model cannot evaluate finitely
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        print(f"error: {fmt.one_line(str(err), 1000)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except BrokenPipeError:
         return 0

@@ -56,7 +56,7 @@ def markdown_table(df, throughput: bool = False, dataset: str = "reference") -> 
 def cmd_levers(args) -> int:
     from . import api, levers
     from .cli import apply_sets
-    from .fmt import usd
+    from .fmt import one_line, usd
     scn = apply_sets(api.load_scenario(args.file), args.set)
     base = api.estimate(scn).total_usd
     lv = levers.levers(scn)
@@ -65,7 +65,7 @@ def cmd_levers(args) -> int:
             {"key": x.key, "title": x.title, "saving_usd": x.saving_usd, "new_total_usd": x.new_total_usd,
              "risk": x.risk, "changes": x.changes} for x in lv]}, indent=2))
         return 0
-    print(f"{scn.get('name', '')}: total {usd(base)}")
+    print(f"{one_line(scn.get('name', ''))}: total {usd(base)}")
     for x in lv:
         share = x.saving_usd / base if base else 0.0
         print(f"{usd(x.saving_usd):>10} ({share:6.1%})  {x.title}")

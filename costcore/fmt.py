@@ -50,3 +50,50 @@ def gb(v: float) -> str:
 
 def pct(v: float) -> str:
     return f"{v:.0%}" if math.isfinite(v) else "n/a"
+
+
+# ---------------------------------------------------------------------------
+# Text that reaches a terminal, a spreadsheet or a page
+# ---------------------------------------------------------------------------
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(v):
+    """A CSV cell a spreadsheet will not run: text starting with = + - @ tab or CR gets a leading '.
+
+    OWASP, "CSV Injection" (owasp.org/www-community/attacks/CSV_Injection): prefix such cells
+    with a single quote. Numbers are left alone (a negative number is a number, not a formula).
+    """
+    if isinstance(v, str) and v.startswith(_FORMULA_START):
+        return "'" + v
+    return v
+
+
+def csv_safe(df):
+    """A copy of a DataFrame whose text cells (and column names) pass :func:`csv_cell`."""
+    out = df.copy()
+    for c in out.columns:
+        if out[c].dtype == object:
+            out[c] = out[c].map(csv_cell)
+    out.columns = [csv_cell(c) for c in out.columns]
+    return out
+
+
+def to_csv(df) -> str:
+    """The one way the CLI and the app write CSV: full precision, formula cells neutralised."""
+    return csv_safe(df).to_csv(index=False)
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """Text for one line of output: control, bidirectional and line-separator characters become '?'."""
+    import unicodedata
+    out = []
+    for ch in str(text):
+        cat = unicodedata.category(ch)
+        out.append("?" if cat in ("Cc", "Zl", "Zp") or ch in BIDI_CONTROLS else ch)
+    s = "".join(out)
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+# Unicode bidirectional formatting characters (UAX #9): embeddings, overrides, isolates, marks.
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")

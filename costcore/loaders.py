@@ -1,0 +1,58 @@
+"""Loading scenarios: from a mapping, a YAML file, an upload or a preset name.
+
+Light on purpose (schema and YAML only, no numba or pandas), so the CLI can
+refuse a bad file before the heavy imports; :mod:`costcore.api` re-exports
+these functions.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Mapping
+
+from . import schema
+from .errors import ScenarioError
+from .yamlio import parse_yaml, read_yaml_file
+
+PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"
+_PRESET_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+def load_scenario(source: str | Path | Mapping) -> dict:
+    """Load and validate a scenario from a mapping, a YAML file path, or a preset name.
+
+    Raises :class:`ScenarioError` (one sentence naming the field) on bad input.
+    """
+    if isinstance(source, Mapping):
+        return schema.validate(dict(source))
+    if isinstance(source, (str, Path)):
+        p = Path(source)
+        try:
+            is_file = p.suffix in (".yaml", ".yml") or p.exists()
+        except (OSError, ValueError):  # name too long, NUL byte
+            raise ScenarioError("file", "is not a usable file name") from None
+        if is_file:
+            return schema.validate(read_yaml_file(p))
+        return load_preset(str(source))
+    raise ScenarioError("scenario", f"expected a mapping, a YAML path or a preset name, got {type(source).__name__}")
+
+
+def load_yaml_text(text: str | bytes, what: str = "upload") -> dict:
+    """Validate a scenario given as YAML text (uploads)."""
+    return schema.validate(parse_yaml(text, what=what))
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def load_preset(name: str) -> dict:
+    """Load a preset by name from presets/ only (no paths: ``../x`` is refused)."""
+    if not isinstance(name, str) or not _PRESET_NAME.match(name) or name not in preset_names():
+        shown = name if isinstance(name, str) and len(name) < 60 else "that name"
+        raise ScenarioError("preset", f"unknown preset {shown!r}; choose one of: " + ", ".join(preset_names()))
+    return schema.validate(read_yaml_file(PRESET_DIR / f"{name}.yaml"))
+
+
+def preset_titles() -> dict[str, str]:
+    return {n: load_preset(n)["name"] for n in preset_names()}
