@@ -7,6 +7,7 @@ with one plain sentence.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -38,6 +39,15 @@ class _StrictLoader(yaml.SafeLoader):
                 raise ScenarioError("file", f"key {key!r} appears twice (line {key_node.start_mark.line + 1})")
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+# YAML 1.1 floats need a decimal point, so "1e3" and "3e-5" were text in a file while --set and share
+# links read them as numbers; resolve them as floats here too (YAML 1.2 does). Only plain scalars with
+# an exponent match; everything else keeps SafeLoader's rules.
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
 
 
 def _depth(obj, level=0) -> int:
