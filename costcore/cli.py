@@ -31,7 +31,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def apply_sets(scn: dict, sets: list[str]) -> dict:
-    """Apply ``dotted.key=value`` overrides (values parsed as YAML scalars) and re-validate."""
+    """Apply ``dotted.key=value`` overrides and re-validate.
+
+    Values of numeric fields are read by :func:`schema.parse_number_text`; others as YAML scalars.
+    """
     raw = dict(scn)
     for item in sets or []:
         if "=" not in item:
@@ -41,7 +44,13 @@ def apply_sets(scn: dict, sets: list[str]) -> dict:
         shown = schema._path(*key.split(".")) if key else "''"
         if not key or any(not part for part in key.split(".")) or shown != key:
             raise ScenarioError("--set", f"bad key {shown}")
-        value = parse_yaml(text, what=f"--set {key}") if text.strip() else None
+        f = schema.BY_PATH.get(key)
+        if f is not None and f.kind in ("float", "int") and text.strip():
+            # numbers follow the one rule of schema.parse_number_text (the URL uses it too): no YAML
+            # 1.1 extras such as 1_000, 0x10 or .inf, no non-ASCII digits
+            value = schema.parse_number_text(key, text)
+        else:
+            value = parse_yaml(text, what=f"--set {key}") if text.strip() else None
         if value is None:
             raise ScenarioError(key, "needs a value")
         raw = schema.set_path(raw, key, schema.coerce_text(key, value))

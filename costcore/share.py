@@ -4,13 +4,13 @@ A shared link carries the preset name (``p``) and only the values that
 differ from that preset, one query parameter per dotted path
 (``stages.sft.method=lora``). Stages switched off carry ``=off``, stages
 switched on with defaults ``=on``. A custom name travels as ``name``.
-Decoding never raises: each bad parameter becomes a warning naming it, and
-the default is kept.
+Decoding never raises: each bad parameter keeps its default and is named in
+one warning for the whole link (values follow the rules of a YAML file).
 """
 from __future__ import annotations
 
 import copy
-from . import api, schema
+from . import loaders, schema
 from .schema import BY_PATH, STAGES, ScenarioError
 from .yamlio import parse_yaml
 
@@ -34,7 +34,7 @@ def _fmt_value(v) -> str:
 
 def encode(scn: dict, preset: str) -> dict[str, str]:
     """Query parameters that rebuild ``scn`` from ``preset``."""
-    base = api.load_preset(preset)
+    base = loaders.load_preset(preset)
     params: dict[str, str] = {"p": preset}
     if scn.get("name", "") != base.get("name", ""):
         params["name"] = scn.get("name", "")
@@ -55,66 +55,148 @@ def encode(scn: dict, preset: str) -> dict[str, str]:
     return params
 
 
+MAX_NAME_CHARS = 200  # schema.validate's limit for a scenario name
+MAX_LISTED = 10  # bad parameters named one by one in the summary warning
+
+
+def _one_value(value):
+    """(text, None) for a parameter given once, (None, reason) otherwise.
+
+    The app passes lists (``st.query_params.get_all``); tests and the CLI pass plain text.
+    """
+    if isinstance(value, (list, tuple)):
+        if len(value) > 1:
+            return None, f"given {len(value)} times"
+        value = value[0] if value else ""
+    return ("" if value is None else str(value)), None
+
+
+def _shown(key) -> str:
+    key = str(key)
+    return key[:60] + ("..." if len(key) > 60 else "")
+
+
+def _reason(key: str, err: ScenarioError) -> str:
+    """The sentence of a ScenarioError without its field when that field is the parameter itself."""
+    text = str(err)
+    if err.path == key and text.startswith(key + ": "):
+        return text[len(key) + 2:]
+    return text
+
+
+def _summary(problems: list[tuple[str, str, str, str]], n_params: int) -> list[str]:
+    """At most one warning for the whole link.
+
+    ``problems`` holds (key, short reason, full reason, what is used instead): up to three are
+    given with their full reason, more by name and short reason, the first ``MAX_LISTED`` only.
+    """
+    if n_params <= MAX_PARAMS and len(problems) == 1:
+        key, _, full, instead = problems[0]
+        return [f"URL parameter {_shown(key)}: {full}" + (f"; {instead}." if instead else ".")]
+    if len(problems) <= 3:  # each with its reason, one short sentence each
+        listed = " ".join(f"{_shown(k)}: {full}." for k, _, full, _ in problems)
+    else:
+        names = [f"{_shown(k)} ({short})" for k, short, _, _ in problems[:MAX_LISTED]]
+        if len(problems) > MAX_LISTED:
+            names.append(f"and {len(problems) - MAX_LISTED:,} more")
+        listed = ", ".join(names) + "."
+    if n_params > MAX_PARAMS:
+        text = f"The link has {n_params:,} parameters; only the first {MAX_PARAMS} were read"
+        return [text + (f", and {len(problems):,} {'was' if len(problems) == 1 else 'were'} ignored (defaults kept): {listed}" if problems else ".")]
+    if not problems:
+        return []
+    return [f"{len(problems):,} URL parameters were ignored (defaults kept): {listed}"]
+
+
 def decode(params: dict, default_preset: str) -> tuple[dict, str, list[str]]:
     """Rebuild a scenario from query parameters.
 
-    Returns (scenario, preset name, warnings). Unknown or invalid parameters
-    are skipped with a warning; the result is always a valid scenario.
+    ``params`` maps each key to its text, or to the list of its values (a key repeated in the
+    link; repeated keys are refused). Values are checked by the rules of a YAML file: the name
+    has at most 200 characters (it is refused, not cut), numbers are written as
+    :func:`schema.parse_number_text` says, other values have at most ``MAX_VALUE_CHARS``.
+    Returns (scenario, preset name, warnings): every bad parameter keeps its default and is
+    named in one warning for the whole link; the result is always a valid scenario.
     """
-    warnings: list[str] = []
+    problems: list[tuple[str, str, str, str]] = []
+
+    def refuse(key, short, full=None, instead="using the default"):
+        problems.append((str(key), short, full or short, instead))
+
     items = list(params.items())
-    if len(items) > MAX_PARAMS:
-        warnings.append(f"The link has {len(items)} parameters; only the first {MAX_PARAMS} were read.")
-        items = items[:MAX_PARAMS]
-    preset = params.get("p", default_preset)
+    n_params = len(items)
+    items = items[:MAX_PARAMS]
+    preset = default_preset
+    if "p" in params:
+        text, why = _one_value(params["p"])
+        if why:
+            refuse("p", why, f"{why}; using the preset {default_preset!r}", "")
+        else:
+            preset = text
     try:
-        scn = api.load_preset(preset)
+        scn = loaders.load_preset(preset)
     except ScenarioError as err:
-        warnings.append(f"URL parameter p: {err}. Using the preset {default_preset!r}.")
+        refuse("p", "no such preset", f"{_reason(err.path, err)}; using the preset {default_preset!r}", "")
         preset = default_preset
-        scn = api.load_preset(preset)
+        scn = loaders.load_preset(preset)
     raw = copy.deepcopy(scn)
+    values: list[tuple[str, str]] = []
+    for key, value in items:
+        key = str(key)
+        if key == "p":
+            continue
+        text, why = _one_value(value)
+        if why:
+            refuse(key, why, f"{why}; a setting can be given once")
+            continue
+        values.append((key, text))
     # Stage switches first, then values (a value for a stage switches it on).
-    for key, text in items:
+    for key, text in values:
         if key.startswith("stages.") and key.count(".") == 1:
             stage = key.split(".")[1]
             if stage not in STAGES or text not in ("on", "off"):
-                warnings.append(f"URL parameter {key[:60]}: must be a stage name set to on or off; ignored.")
+                refuse(key, "not a stage switch", "must be a stage name set to on or off")
                 continue
             if text == "off":
                 raw.get("stages", {}).pop(stage, None)
             else:
                 raw.setdefault("stages", {}).setdefault(stage, {})
-    for key, text in items:
-        if key == "p" or (key.startswith("stages.") and key.count(".") == 1):
+    for key, text in values:
+        if key.startswith("stages.") and key.count(".") == 1:
             continue
-        if key == "name":
-            cand = schema.set_path(raw, "name", str(text)[:200])
-        else:
-            if key not in BY_PATH or key.endswith(".enabled"):
-                warnings.append(f"URL parameter {key[:60]!s}: unknown setting; ignored.")
-                continue
-            if len(str(text)) > MAX_VALUE_CHARS:
-                warnings.append(f"URL parameter {key}: value too long; using the default.")
-                continue
-            if BY_PATH[key].kind == "str":
-                value = str(text)  # text stays text: "123", "yes", "~" are names, not numbers
-            else:
-                try:
-                    value = parse_yaml(str(text), what=key)
-                except ScenarioError:
-                    value = text
-                value = schema.coerce_text(key, value)
-            if key.startswith("stages.") and key.split(".")[1] not in raw.get("stages", {}):
-                raw.setdefault("stages", {})[key.split(".")[1]] = {}
-            cand = schema.set_path(raw, key, value)
         try:
+            if key == "name":
+                if len(text) > MAX_NAME_CHARS:
+                    refuse(key, "too long", f"is {len(text):,} characters; the limit is {MAX_NAME_CHARS}",
+                           "the preset's name is kept")
+                    continue
+                cand = schema.set_path(raw, "name", text)
+            else:
+                f = BY_PATH.get(key)
+                if f is None or key.endswith(".enabled"):
+                    refuse(key, "unknown setting")
+                    continue
+                if len(text) > MAX_VALUE_CHARS:
+                    refuse(key, "too long", f"is {len(text):,} characters; the limit is {MAX_VALUE_CHARS}")
+                    continue
+                if f.kind == "str":
+                    value = text  # text stays text: "123", "yes", "~" are names, not numbers
+                elif f.kind in ("float", "int"):
+                    value = schema.parse_number_text(key, text)  # the rule --set uses
+                else:
+                    try:
+                        value = parse_yaml(text, what=key)
+                    except ScenarioError:
+                        value = text
+                if key.startswith("stages.") and key.split(".")[1] not in raw.get("stages", {}):
+                    raw.setdefault("stages", {})[key.split(".")[1]] = {}
+                cand = schema.set_path(raw, key, value)
             schema.validate(cand)
         except ScenarioError as err:
-            warnings.append(f"URL parameter {err}; using the default.")
+            refuse(key, "invalid value", _reason(key, err))
             continue
         raw = cand
-    return schema.validate(raw), preset, warnings
+    return schema.validate(raw), preset, _summary(problems, n_params)
 
 
 def query_string(params: dict[str, str]) -> str:

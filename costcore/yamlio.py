@@ -54,7 +54,19 @@ class _StrictLoader(_BaseLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# Numbers are written one way in files, in --set and in share links (schema.parse_number_text): plain
+# decimal digits, a point, an exponent. YAML 1.1's extras (1_000, 0x10, 017 octal, 1:30 base 60) stay text,
+# so a numeric field refuses them with its allowed range instead of reading a surprising value.
+_INT = re.compile(r"^[-+]?[0-9]+$")
+_FLOAT = re.compile(r"^[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$")
+_StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
+    for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()}
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:int", _INT, list("-+0123456789"))
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
 _StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
+# ... and a leading zero is a decimal digit (YAML 1.1 would read 017 as octal 15).
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", lambda loader, node: int(loader.construct_scalar(node), 10))
 
 
 def _check_nodes(root) -> None:

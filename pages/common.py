@@ -59,7 +59,8 @@ def state():
     ss = st.session_state
     if "scenario" not in ss:
         try:
-            params = {k: st.query_params.get(k) for k in st.query_params.keys()}
+            # every value of each key: share.decode refuses a key given twice instead of taking one
+            params = {k: st.query_params.get_all(k) for k in st.query_params.keys()}
         except Exception:  # noqa: BLE001 - a malformed query string must not crash the page
             params = {}
         scn, preset, warns = share.decode(params, _default_preset())

@@ -1,0 +1,222 @@
+"""Share links follow the rules of a YAML file (issue 20, "URLs and values are handled unevenly").
+
+* a name over 200 characters is refused with a warning, not cut;
+* a link with many bad parameters gives one warning that lists them (the first ten, then a count);
+* a parameter given more than once is refused (the app passes every value of a key);
+* numbers written as text are ASCII only, one rule (``schema.parse_number_text``) for the URL and
+  ``--set``; exponent notation (``1e3``, ``3e-5``) is a number in a YAML file, on ``--set`` and in a link;
+* ``encode`` -> ``decode`` gives back every preset unchanged.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import costcore
+from costcore import api, cli, schema, share
+from costcore.schema import ScenarioError
+
+ROOT = Path(__file__).resolve().parent.parent
+PRESET = "pipeline-70b"
+PRESETS = api.preset_names()
+BAD_NUMBERS = ["٣", "６", "1_000", "inf", "nan", "-inf", ".inf", "0x10", "1e", "1,5", "٣.٥", "７e1", " 1 2 "]
+
+
+def _decode(params: dict, default: str = PRESET):
+    scn, preset, warnings = share.decode(params, default)
+    assert schema.validate(scn) == scn
+    return scn, preset, warnings
+
+
+# --- length -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n", [201, 300, 100_000])
+def test_long_name_is_refused_not_cut(n):
+    base = api.load_preset(PRESET)
+    scn, preset, warnings = _decode({"p": PRESET, "name": "n" * n, "model.params_b": "8"})
+    assert preset == PRESET
+    assert scn["name"] == base["name"], "the preset's name must be kept, not a cut version of the link's"
+    assert scn["model"]["params_b"] == 8.0, "the other parameters are still read"
+    assert len(warnings) == 1, warnings
+    assert "name" in warnings[0] and "200" in warnings[0], warnings
+
+
+def test_name_of_exactly_200_characters_is_accepted():
+    scn, _, warnings = _decode({"p": PRESET, "name": "n" * 200})
+    assert scn["name"] == "n" * 200 and warnings == []
+
+
+def test_long_value_is_refused():
+    scn, _, warnings = _decode({"p": PRESET, "tags.team": "t" * (share.MAX_VALUE_CHARS + 1)})
+    assert scn == api.load_preset(PRESET)
+    assert len(warnings) == 1 and "tags.team" in warnings[0], warnings
+
+
+# --- many bad parameters: one warning -----------------------------------------------------------
+def test_thousand_parameters_give_exactly_one_warning_that_names_some():
+    params = {f"x{i}": str(i) for i in range(1000)}
+    scn, preset, warnings = _decode(params)
+    assert preset == PRESET and scn == api.load_preset(PRESET)
+    assert len(warnings) == 1, f"{len(warnings)} warnings: {warnings[:3]}"
+    w = warnings[0]
+    assert "1,000 parameters" in w and str(share.MAX_PARAMS) in w, w
+    assert all(f"x{i} " in w for i in range(share.MAX_LISTED)), w
+    assert f"x{share.MAX_LISTED} " not in w, "only the first names are listed"
+    assert "more" in w, w
+
+
+def test_many_bad_parameters_under_the_cap_give_one_warning():
+    params = {"p": PRESET, "model.params_b": "9", **{f"bad{i}": "1" for i in range(12)}, "hardware.gpu": "tpu-v9"}
+    scn, _, warnings = _decode(params)
+    assert scn["model"]["params_b"] == 9.0, "good parameters among bad ones are still read"
+    assert len(warnings) == 1, warnings
+    w = warnings[0]
+    assert w.startswith("13 URL parameters"), w
+    assert "bad0" in w and "bad9" in w and "and 3 more" in w, w
+    assert "bad11" not in w, w
+
+
+def test_a_few_bad_parameters_are_each_given_with_their_reason():
+    _, _, warnings = _decode({"p": PRESET, "model.params_b": "-5", "nonsense.key": "1"})
+    assert len(warnings) == 1, warnings
+    assert "model.params_b: must be" in warnings[0] and "nonsense.key: unknown setting" in warnings[0], warnings
+
+
+def test_one_bad_parameter_keeps_the_usual_sentence():
+    _, _, warnings = _decode({"p": PRESET, "model.params_b": "-5"})
+    assert len(warnings) == 1 and warnings[0].startswith("URL parameter model.params_b: must be"), warnings
+
+
+# --- repeated parameters ------------------------------------------------------------------------
+@pytest.mark.parametrize("values", [["7", "8"], ["7", "7"], ["1", "2", "3"]])
+def test_repeated_parameter_is_refused_with_one_warning(values):
+    scn, _, warnings = _decode({"p": [PRESET], "model.params_b": values})
+    assert scn == api.load_preset(PRESET), "a repeated parameter keeps the default"
+    assert len(warnings) == 1, warnings
+    assert "model.params_b" in warnings[0] and f"given {len(values)} times" in warnings[0], warnings
+
+
+def test_repeated_preset_is_refused():
+    _, preset, warnings = _decode({"p": ["llama3-8b", "scratch-7b"]})
+    assert preset == PRESET
+    assert len(warnings) == 1 and "URL parameter p" in warnings[0] and "given 2 times" in warnings[0], warnings
+
+
+def test_lists_of_one_value_and_plain_text_decode_alike():
+    text = {"p": "llama3-8b", "model.params_b": "9", "stages.sft": "on", "name": "x"}
+    lists = {k: [v] for k, v in text.items()}
+    assert _decode(text) == _decode(lists)
+    assert _decode(text)[2] == []
+
+
+def test_app_refuses_a_repeated_parameter():
+    from streamlit.testing.v1 import AppTest
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params["p"] = PRESET
+    at.query_params["model.params_b"] = ["7", "8"]
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    warnings = [w.value for w in at.warning if "URL parameter" in w.value]
+    assert len(warnings) == 1 and "given 2 times" in warnings[0], warnings
+    assert costcore.estimate(PRESET).total_usd > 0
+
+
+# --- numbers: ASCII digits only, one rule for --set and the URL ---------------------------------
+@pytest.mark.parametrize("text", BAD_NUMBERS)
+def test_parse_number_text_refuses(text):
+    with pytest.raises(ScenarioError) as err:
+        schema.parse_number_text("model.params_b", text)
+    assert err.value.path == "model.params_b"
+    assert "0-9" in str(err.value)
+
+
+@pytest.mark.parametrize("text", BAD_NUMBERS)
+def test_bad_number_is_refused_on_the_url(text):
+    scn, _, warnings = _decode({"p": PRESET, "model.params_b": text})
+    assert scn == api.load_preset(PRESET)
+    assert len(warnings) == 1 and "model.params_b" in warnings[0], warnings
+
+
+@pytest.mark.parametrize("text", BAD_NUMBERS)
+def test_bad_number_is_refused_on_set(capsys, text):
+    rc = cli.main(["estimate", PRESET, "--set", f"model.params_b={text}"])
+    out, err = capsys.readouterr()
+    assert rc == 2, (rc, err)
+    assert out == "" and err.startswith("error: model.params_b: ") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("path", ["model.layers", "stages.sft.samples"])
+def test_bad_number_is_refused_for_int_fields(capsys, path):
+    for text in ("٣", "1_0"):
+        assert cli.main(["estimate", PRESET, "--set", f"{path}={text}"]) == 2
+        _, _, warnings = _decode({"p": PRESET, path: text})
+        assert len(warnings) == 1 and path in warnings[0], warnings
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("path,text,expected", [
+    ("model.params_b", "1e1", 10.0), ("model.params_b", "1.5E+1", 15.0), ("model.params_b", "5e-1", 0.5),
+    ("model.params_b", "+2e1", 20.0), ("model.params_b", ".5e2", 50.0),
+    ("reliability.failures_per_gpu_hour", "3e-5", 3e-5), ("model.layers", "8e1", 80),
+    ("model.params_b", "7", 7.0), ("model.params_b", "0.25", 0.25),
+])
+def test_exponent_notation_is_a_number_in_yaml_set_and_url(capsys, path, text, expected):
+    section, key = path.split(".")
+    from_yaml = costcore.load_yaml_text(f"name: t\n{section}:\n  {key}: {text}\nstages: {{sft: {{}}}}\n")
+    assert schema.get_path(from_yaml, path) == expected
+    assert type(schema.get_path(from_yaml, path)) is type(expected)
+
+    base = api.load_preset(PRESET)
+    from_set = cli.apply_sets(base, [f"{path}={text}"])
+    from_url, _, warnings = _decode({"p": PRESET, path: text})
+    assert warnings == []
+    assert from_set == from_url == schema.validate(schema.set_path(base, path, expected))
+
+    assert cli.main(["estimate", PRESET, "--set", f"{path}={text}", "--format", "json"]) == 0
+    total = json.loads(capsys.readouterr().out)["total_usd"]
+    assert total == costcore.estimate(from_url).total_usd
+
+
+def test_yaml_exponent_resolver_leaves_text_alone():
+    from costcore.yamlio import parse_yaml
+    assert parse_yaml("a: 1e3") == {"a": 1000.0}
+    assert parse_yaml("a: '1e3'") == {"a": "1e3"}
+    for text in ("1e", "e3", "1e3x", "1e3.5", "٣e3"):
+        assert parse_yaml(f"a: {text}") == {"a": text}
+
+
+# --- round trip -------------------------------------------------------------------------------
+@pytest.mark.parametrize("preset", PRESETS)
+def test_encode_decode_round_trip_for_every_preset(preset):
+    scn = api.load_preset(preset)
+    other = next(p for p in PRESETS if p != preset)
+    params = share.encode(scn, preset)
+    back, got, warnings = _decode(params, other)
+    assert (back, got, warnings) == (scn, preset, [])
+    # the same link opened in the app arrives as lists of one value
+    assert _decode({k: [v] for k, v in params.items()}, other) == (scn, preset, [])
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_round_trip_of_an_edited_preset_is_exact(preset):
+    """Changed values, including ones _fmt_value writes with an exponent (3e-05), come back as they were."""
+    scn = api.load_preset(preset)
+    for path, value in {"name": "Ünïcode name, 200 max", "model.params_b": 12.5,
+                        "reliability.failures_per_gpu_hour": 3e-5, "hardware.num_gpus": 24}.items():
+        scn = schema.set_path(scn, path, value)
+    scn = schema.validate(scn)
+    params = share.encode(scn, preset)
+    assert params["reliability.failures_per_gpu_hour"] == "3e-05"
+    assert _decode(params, PRESET if preset != PRESET else PRESETS[0]) == (scn, preset, [])
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_link_from_another_preset_gives_the_same_estimate(preset):
+    """A scenario encoded against another preset carries the defaults it relies on explicitly, so
+    the dicts may differ (the description is not carried either) but every cost is the same."""
+    scn = api.load_preset(preset)
+    for base in PRESETS:
+        back, got, warnings = _decode(share.encode(scn, base), preset)
+        assert got == base and warnings == [], (base, warnings)
+        assert costcore.estimate(back).total_usd == costcore.estimate(scn).total_usd, base
