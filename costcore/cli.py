@@ -45,7 +45,9 @@ def apply_sets(scn: dict, sets: list[str]) -> dict:
         if not key or any(not part for part in key.split(".")) or shown != key:
             raise ScenarioError("--set", f"bad key {shown}")
         f = schema.BY_PATH.get(key)
-        if f is not None and f.kind in ("float", "int") and text.strip():
+        if key in ("name", "description") or (f is not None and f.kind == "str"):
+            value = text  # text stays text, exactly as typed: "123" is a name, a newline is refused
+        elif f is not None and f.kind in ("float", "int") and text.strip():
             # numbers follow the one rule of schema.parse_number_text (the URL uses it too): no YAML
             # 1.1 extras such as 1_000, 0x10 or .inf, no non-ASCII digits
             value = schema.parse_number_text(key, text)

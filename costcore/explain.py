@@ -133,7 +133,10 @@ def stage_explanation(res: Result, stage: str) -> list[tuple[str, str, str]]:
 
 
 def checks(res: Result) -> list[str]:
-    """Plain-sentence warnings: plans that do not fit, inputs outside what the model was checked on."""
+    """Plain-sentence warnings: inputs outside what the model was checked on.
+
+    Plans that do not fit are not warnings but infeasible (``Result.infeasible``), shown in place of the total.
+    """
     scn = res.scenario
     w = []
     gpu = effective_value(scn, "hardware.gpu")
@@ -144,12 +147,6 @@ def checks(res: Result) -> list[str]:
     if p < 0.1 or p > 1100:
         w.append(f"Model size {p:g}B is outside the 0.1B-1.1T range the utilization model was checked on.")
     for s in res.stages:
-        if res.stat(s, "fits") < 0.5:
-            ming = res.stat(s, "min_gpus")
-            need = (f"at least {ming:,.0f} GPUs with this sharding" if ming > 0
-                    else "more tensor/pipeline parallelism, ZeRO-3 or LoRA/QLoRA")
-            w.append(f"{s}: needs {res.stat(s, 'memory_per_gpu_gb'):,.1f} GB per GPU, more than the "
-                     f"{float(effective_value(scn, 'hardware.memory_gb')) * float(effective_value(scn, 'efficiency.usable_memory_fraction')):,.0f} GB usable; it needs {need}.")
         if s in ("pretrain", "cpt", "sft", "dpo", "rl"):
             seq = float(effective_value(scn, f"stages.{s}.seq_len"))
             if seq > 131072:

@@ -48,6 +48,18 @@ def gb(v: float) -> str:
     return f"{v:.3g} GB"
 
 
+def num(v: float) -> str:
+    """A plain number rounded to three significant digits, with thousands separators (7, 0.25, 1,230)."""
+    if v is None or not math.isfinite(v):
+        return "n/a"
+    if v == 0:
+        return "0"
+    r = round(v, 2 - int(math.floor(math.log10(abs(v)))))
+    if abs(r) >= 1e9 or abs(r) < 1e-3:
+        return f"{r:.3g}"
+    return f"{r:,.0f}" if abs(r) >= 1000 else f"{r:g}"
+
+
 def pct(v: float) -> str:
     return f"{v:.0%}" if math.isfinite(v) else "n/a"
 

@@ -163,7 +163,7 @@ with c2:
 res = common.result()
 att = bud.attribution(res)
 c1, c2 = st.columns(2)
-c1.download_button("Download line items (CSV)", att.to_csv(index=False), "attribution.csv", "text/csv", width="stretch")
+c1.download_button("Download line items (CSV)", fmt.to_csv(att), "attribution.csv", "text/csv", width="stretch")
 c2.download_button("Download line items (YAML)", bud.attribution_yaml(res), "attribution.yaml", "application/x-yaml",
                    width="stretch")
 st.dataframe(att, hide_index=True, width="stretch", column_config={"usd": st.column_config.NumberColumn(format="dollar")})

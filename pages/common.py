@@ -305,7 +305,11 @@ def frame(title: str, intro: str) -> api.Result:
     st.caption(f"Scenario: **{name}** · preset `{ss.preset}` · {len(res.stages)} stage(s) · "
                f"{costcore.schema.CATALOG[schema.effective_value(ss.scenario, 'hardware.gpu')]['label']}")
     cols = st.columns(5)
-    cols[0].metric("Total cost", fmt.usd(res.total_usd), help=fmt.usd_exact(res.total_usd))
+    if res.feasible:
+        cols[0].metric("Total cost", fmt.usd(res.total_usd), help=fmt.usd_exact(res.total_usd))
+    else:  # no headline number for a plan that cannot run: the reason stands where the total would be
+        cols[0].error("**No total: the plan is infeasible.** " + " ".join(md_escape(x) for x in res.infeasible),
+                      icon="⛔")
     cols[1].metric("GPU-hours (billed)", fmt.gpu_hours(res.gpu_hours).replace(" GPU-h", ""),
                    help=f"{res.gpu_hours:,.0f} GPU-hours")
     cols[2].metric("Fixed cost", fmt.usd(res.fixed_usd), help="people, platform, bought data, datasets kept: "
@@ -317,6 +321,8 @@ def frame(title: str, intro: str) -> api.Result:
     if band:
         st.caption(f"If the default MFU errs as it has on published runs: {fmt.usd(band[0])} to {fmt.usd(band[1])} "
                    "(P10 to P90; the Sensitivity page has the full Monte Carlo, the Validation page the record).")
+    for w in res.warnings:
+        st.warning(md_escape(w), icon="⚠️")
     budget_header(res)
     st.markdown(intro)
     return res

@@ -104,7 +104,18 @@ def sweep_section():
             tooltip=["stage:N", alt.Tooltip("value:Q", format=",.4g"), alt.Tooltip("usd:Q", format="$,.0f")])
         now = alt.Chart(pd.DataFrame({"value": [cur], "what": [f"current: {cur:,.4g}"]})).mark_rule(
             strokeDash=[4, 3], color="black").encode(x="value:Q", tooltip=["what:N"])
-        st.altair_chart((area + now).properties(height=300), width="stretch")
+        layers = [area, now]
+        bad = sw.drop_duplicates("value")
+        bad = bad[~bad.feasible]
+        if len(bad):  # computed, but marked: a plan there does not fit in GPU memory
+            bad = bad.assign(what="does not fit in GPU memory")
+            layers.append(alt.Chart(bad).mark_tick(color="#d62728", thickness=3, size=14).encode(
+                x="value:Q", y=alt.value(295), tooltip=["what:N", alt.Tooltip("value:Q", format=",.4g")]))
+        st.altair_chart(alt.layer(*layers).properties(height=300), width="stretch")
+        if len(bad):
+            st.caption(f"Red ticks: {len(bad)} of {sw.value.nunique()} values give a plan that does not fit in GPU "
+                       f"memory ({fmt.num(bad.value.min())} to {fmt.num(bad.value.max())}); their cost is drawn "
+                       "but such a plan cannot run as set.")
 
 
 
@@ -132,9 +143,10 @@ def heatmap_section():
             xs = np.unique(np.round(xs))
         if fy.kind == "int":
             ys = np.unique(np.round(ys))
-        grid = sens.heatmap(scn, kx, xs, ky, ys)
+        grid, fits = sens.heatmap(scn, kx, xs, ky, ys, feasible=True)
         gx, gy = np.meshgrid(xs, ys)
-        hm = pd.DataFrame({"x": gx.ravel(), "y": gy.ravel(), "usd": grid.ravel()})
+        hm = pd.DataFrame({"x": gx.ravel(), "y": gy.ravel(), "usd": grid.ravel(),
+                           "fits": np.where(fits.ravel(), "yes", "no: does not fit in GPU memory")})
         # cell edges for rect marks on log axes
         def edges(v):
             mids = np.sqrt(v[1:] * v[:-1]) if np.all(v > 0) else (v[1:] + v[:-1]) / 2
@@ -150,8 +162,9 @@ def heatmap_section():
             y=alt.Y("y0:Q", title=label(ky), scale=scale_y), y2="y1:Q",
             color=alt.Color("usd:Q", title="Total ($)", scale=alt.Scale(type="log", scheme="viridis"),
                             legend=alt.Legend(format="$~s")),
+            opacity=alt.condition(alt.datum.fits == "yes", alt.value(1.0), alt.value(0.25)),
             tooltip=[alt.Tooltip("x:Q", format=",.4g", title=kx), alt.Tooltip("y:Q", format=",.4g", title=ky),
-                     alt.Tooltip("usd:Q", format="$,.0f", title="total")])
+                     alt.Tooltip("usd:Q", format="$,.0f", title="total"), alt.Tooltip("fits:N", title="fits")])
         layers = [rect]
         # iso-budget contour: for each x, the y where the total crosses the budget
         iso = []
@@ -175,8 +188,10 @@ def heatmap_section():
         layers.append(alt.Chart(pd.DataFrame({"x": [vx], "y": [vy], "what": ["current plan"]})).mark_point(
             shape="diamond", size=160, color="red", filled=True).encode(x="x:Q", y="y:Q", tooltip=["what:N"]))
         st.altair_chart(alt.layer(*layers).properties(height=420), width="stretch")
+        n_bad = int((~fits).sum())
         st.caption("White: the iso-budget contour (plans costing exactly the budget). Orange dashes: compute-optimal "
-                   "tokens = 20 x parameters. Red diamond: the current plan.")
+                   "tokens = 20 x parameters. Red diamond: the current plan."
+                   + (f" Faded cells ({n_bad:,} of {fits.size:,}): plans that do not fit in GPU memory." if n_bad else ""))
 
 
 
@@ -203,6 +218,9 @@ def monte_carlo_section():
     m[1].metric("P50", fmt.usd(p.P50))
     m[2].metric("P90", fmt.usd(p.P90))
     m[3].metric("P(over budget)", f"{mc.p_over_budget:.0%}")
+    if mc.p_infeasible > 0:
+        st.warning(f"{mc.p_infeasible:.0%} of the samples give a plan that does not fit in GPU memory; they are "
+                   "costed and counted above, but such a plan cannot run as set.", icon="⚠️")
     hist_counts, hist_edges = np.histogram(mc.totals, bins=60)
     hist = pd.DataFrame({"lo": hist_edges[:-1], "hi": hist_edges[1:], "count": hist_counts})
     h = alt.Chart(hist).mark_bar(color="#4C78A8").encode(
