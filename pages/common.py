@@ -304,20 +304,21 @@ def frame(title: str, intro: str) -> api.Result:
     name = md_escape(ss.scenario.get("name", ""))
     st.caption(f"Scenario: **{name}** · preset `{ss.preset}` · {len(res.stages)} stage(s) · "
                f"{costcore.schema.CATALOG[schema.effective_value(ss.scenario, 'hardware.gpu')]['label']}")
-    cols = st.columns(5)
-    if res.feasible:
+    if not res.feasible:  # no headline numbers for a plan that cannot run: the reason stands where they would be
+        st.error("**No total: the plan is infeasible.**\n\n" + "\n".join(f"- {md_escape(x)}" for x in res.infeasible)
+                 + "\n\nThe pages below still show each stage's figures as planned, to help find a layout "
+                   "that fits.", icon=":material/block:")
+    else:
+        cols = st.columns(5)
         cols[0].metric("Total cost", fmt.usd(res.total_usd), help=fmt.usd_exact(res.total_usd))
-    else:  # no headline number for a plan that cannot run: the reason stands where the total would be
-        cols[0].error("**No total: the plan is infeasible.** " + " ".join(md_escape(x) for x in res.infeasible),
-                      icon="⛔")
-    cols[1].metric("GPU-hours (billed)", fmt.gpu_hours(res.gpu_hours).replace(" GPU-h", ""),
-                   help=f"{res.gpu_hours:,.0f} GPU-hours")
-    cols[2].metric("Fixed cost", fmt.usd(res.fixed_usd), help="people, platform, bought data, datasets kept: "
-                   + fmt.usd_exact(res.fixed_usd))
-    cols[3].metric("Elastic cost", fmt.usd(res.elastic_usd), help="scales with GPU time, tokens and samples: "
-                   + fmt.usd_exact(res.elastic_usd))
-    cols[4].metric("Peak GPUs", f"{res.peak_gpus:,}")
-    band = mfu_band(ss.scenario, res=res)
+        cols[1].metric("GPU-hours (billed)", fmt.gpu_hours(res.gpu_hours).replace(" GPU-h", ""),
+                       help=f"{res.gpu_hours:,.0f} GPU-hours")
+        cols[2].metric("Fixed cost", fmt.usd(res.fixed_usd), help="people, platform, bought data, datasets kept: "
+                       + fmt.usd_exact(res.fixed_usd))
+        cols[3].metric("Elastic cost", fmt.usd(res.elastic_usd), help="scales with GPU time, tokens and samples: "
+                       + fmt.usd_exact(res.elastic_usd))
+        cols[4].metric("Peak GPUs", f"{res.peak_gpus:,}")
+    band = mfu_band(ss.scenario, res=res) if res.feasible else None
     if band:
         st.caption(f"If the default MFU errs as it has on published runs: {fmt.usd(band[0])} to {fmt.usd(band[1])} "
                    "(P10 to P90; the Sensitivity page has the full Monte Carlo, the Validation page the record).")

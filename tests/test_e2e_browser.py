@@ -195,21 +195,23 @@ def test_slider_changes_total_and_share_link_reproduces_it(server, browser, cont
     thumb = slider.locator('[role="slider"], input[type="range"]').first
     old_value = float(thumb.get_attribute("aria-valuenow") or thumb.input_value())
     thumb.focus()
-    page.keyboard.press("End")  # the slider's maximum: a much larger model
+    for _ in range(5):  # five 0.1 B steps: a slightly larger model that still fits
+        page.keyboard.press("ArrowRight")
+    want = round(old_value + 0.5, 6)
+    want_txt = f"{want:g}"
 
+    page.wait_for_url(re.compile(rf"[?&]model\.params_b={re.escape(want_txt)}(&|$)"), timeout=RERUN_TIMEOUT_MS)
     expect(total).not_to_have_text(before, timeout=RERUN_TIMEOUT_MS)
-    page.wait_for_url(re.compile(r"[?&]model\.params_b=1000(&|$)"), timeout=RERUN_TIMEOUT_MS)
     _wait_idle(page)
     after = total.inner_text().strip()
     assert after != before
-    assert _usd(after) > _usd(before), f"a larger model ({old_value} B -> 1000 B) must cost more: {before} -> {after}"
-    assert "model.params_b=1000" in page.url, page.url
+    assert _usd(after) > _usd(before), f"a larger model ({old_value} B -> {want} B) must cost more: {before} -> {after}"
     metrics = _headline_metrics(page)
     checks = _alerts(page)  # feasibility checks (e.g. memory per GPU) of the changed scenario
 
     link = _share_link(page)
     assert link.startswith(server), f"share link {link!r} does not point at {server}"
-    assert "p=" in link and "model.params_b=1000" in link, link
+    assert "p=" in link and f"model.params_b={want_txt}" in link, link
 
     fresh = browser.new_context(viewport=VIEWPORT)  # no cookies, storage or session shared
     try:
@@ -222,7 +224,7 @@ def test_slider_changes_total_and_share_link_reproduces_it(server, browser, cont
         assert _headline_metrics(other) == metrics, "the share link must reproduce every headline metric"
         shared_thumb = other.locator('[data-testid="stSlider"]').filter(has_text=MODEL_SLIDER_LABEL).first \
             .locator('[role="slider"], input[type="range"]').first
-        assert float(shared_thumb.get_attribute("aria-valuenow") or shared_thumb.input_value()) == 1000
+        assert float(shared_thumb.get_attribute("aria-valuenow") or shared_thumb.input_value()) == want
         shared_alerts = _alerts(other)
         assert not [a for a in shared_alerts if "URL parameter" in a], f"the share link was not clean: {shared_alerts}"
         not_found = [t for t in other.locator('[role="dialog"]').all_inner_texts() if "not found" in t.lower()]
@@ -230,6 +232,27 @@ def test_slider_changes_total_and_share_link_reproduces_it(server, browser, cont
         assert shared_alerts == checks, "the share link must show the same checks as the original page"
     finally:
         fresh.close()
+
+
+def test_infeasible_plan_shows_the_reason_where_the_total_would_be(server, context):
+    """The slider's maximum (1,000 B) on the 70B preset's GPUs does not fit: no dollar headline, the sentence."""
+    page = context.new_page()
+    page.goto(server + "/")
+    _total_cost(page, FIRST_LOAD_TIMEOUT_MS)
+    _wait_idle(page)
+    slider = page.locator('[data-testid="stSlider"]').filter(has_text=MODEL_SLIDER_LABEL).first
+    slider.locator('[role="slider"], input[type="range"]').first.focus()
+    page.keyboard.press("End")
+    page.wait_for_url(re.compile(r"[?&]model\.params_b=1000(&|$)"), timeout=RERUN_TIMEOUT_MS)
+    reason = page.locator('[data-testid="stAlert"]').filter(has_text="No total: the plan is infeasible.").first
+    reason.wait_for(state="visible", timeout=RERUN_TIMEOUT_MS)
+    _wait_idle(page)
+    text = reason.inner_text()
+    assert "does not fit" in text and "GPU" in text, text
+    assert page.locator(METRIC_LABEL, has_text="Total cost").count() == 0, \
+        "an infeasible plan must not show a Total cost figure"
+    assert page.locator(EXCEPTION).count() == 0
+    page.screenshot(path=str(SHOTS / "infeasible-overview.png"), full_page=True)
 
 
 def test_tampered_url_warns_and_still_renders(server, context, baseline):
