@@ -64,7 +64,7 @@ fmt_usd = fmt.usd
 
 def render_table(res) -> str:
     d = res.to_dict()
-    cols = ["stage"] + list(RESOURCES) + ["total", "GPU-h", "days"]
+    cols = ["stage"] + list(RESOURCES) + ["total", "GPU-h", "wall time"]
     rows = []
     for s, v in d["stages"].items():
         rows.append([s] + [fmt_usd(v["usd"][r]) for r in RESOURCES] + [
