@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 
 from .errors import ScenarioError
 
@@ -23,11 +24,27 @@ def _is_real(v) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
+_SPACES = re.compile(r"\s+")
+
+
 def _shown(v) -> str:
+    """A value as a message shows it: its repr on one printable line, at most 40 characters.
+
+    A numpy array's repr spans lines and a foreign object's repr may hold anything (or raise),
+    so line ends become spaces and other unprintable characters (controls, escapes, direction
+    overrides) are dropped.
+    """
     try:
         s = repr(v)
-    except Exception:  # noqa: BLE001 - a value whose repr fails is shown by its type
+    except ValueError:  # ints too long to print
+        return "a very long number"
+    except Exception:  # noqa: BLE001 - a foreign repr may raise anything: show the type instead
         return type(v).__name__
+    if not isinstance(s, str):
+        return type(v).__name__
+    s = _SPACES.sub(" ", s)
+    if not s.isprintable():
+        s = "".join(ch for ch in s if ch.isprintable())
     return s if len(s) <= 40 else s[:37] + "..."
 
 

@@ -35,6 +35,7 @@ TOP_LEVEL_KEYS = ("name", "description", "model", "hardware", "efficiency", "rel
 
 
 from .errors import ScenarioError  # noqa: E402,F401  (re-exported: the one public exception type)
+from .checks import _shown  # noqa: E402
 
 
 def _load_yaml(name: str) -> dict:
@@ -406,11 +407,8 @@ TEXT_RULE = "with no control or text-direction characters"
 
 
 def _show(v) -> str:
-    try:
-        s = repr(v)
-    except ValueError:  # ints too long to print
-        return "a very long number"
-    return s if len(s) <= 40 else s[:37] + "..."
+    """A value on one printable line of at most 40 characters (see :func:`costcore.checks._shown`)."""
+    return _shown(v)
 
 
 def validate(data: Any) -> dict:
