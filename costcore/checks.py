@@ -48,6 +48,22 @@ def _shown(v) -> str:
     return s if len(s) <= 40 else s[:37] + "..."
 
 
+def as_float(name: str, v, allowed: str) -> float:
+    """``float(v)`` of a value that passed :func:`_is_real`, or ScenarioError.
+
+    Python and numpy numbers convert without fail (or overflow); any other ``numbers.Real``
+    (a ``Fraction``, a float subclass, a registered class) runs its own ``__float__``, which may
+    raise anything: that is bad input too, refused with the field's sentence.
+    """
+    try:
+        return float(v)
+    except OverflowError:
+        raise ScenarioError(name, f"must be {allowed} (got a number too large to use)", allowed=allowed) from None
+    except Exception:  # noqa: BLE001 - only the foreign __float__ runs here
+        raise ScenarioError(name, f"must be {allowed} (got {_shown(v)}, which cannot be read as a number)",
+                            allowed=allowed) from None
+
+
 def number(name: str, v, lo: float = -math.inf, hi: float = math.inf, *, lo_open: bool = False) -> float:
     """A finite real number in [lo, hi] (or (lo, hi] with ``lo_open``), as a Python float."""
     rng = f"{'more than' if lo_open else 'from'} {lo:,g}" + (f" to {hi:,g}" if math.isfinite(hi) else "")
@@ -56,10 +72,7 @@ def number(name: str, v, lo: float = -math.inf, hi: float = math.inf, *, lo_open
     allowed = f"a number {rng}"
     if not _is_real(v):
         raise ScenarioError(name, f"must be {allowed} (got {_shown(v)})", value=v, allowed=allowed)
-    try:
-        f = float(v)
-    except (OverflowError, ValueError, TypeError):
-        raise ScenarioError(name, f"must be {allowed} (got a number too large to use)", allowed=allowed) from None
+    f = as_float(name, v, allowed)
     if not math.isfinite(f) or f > hi or (f <= lo if lo_open else f < lo):
         raise ScenarioError(name, f"must be {allowed} (got {_shown(v)})", value=f, allowed=allowed)
     return f
@@ -70,10 +83,7 @@ def count(name: str, v, lo: int, hi: int) -> int:
     allowed = f"a whole number from {lo:,} to {hi:,}"
     if not _is_real(v):
         raise ScenarioError(name, f"must be {allowed} (got {_shown(v)})", value=v, allowed=allowed)
-    try:
-        f = float(v)
-    except (OverflowError, ValueError, TypeError):
-        raise ScenarioError(name, f"must be {allowed} (got a number too large to use)", allowed=allowed) from None
+    f = as_float(name, v, allowed)
     if not math.isfinite(f) or f != math.floor(f) or not (lo <= f <= hi):
         raise ScenarioError(name, f"must be {allowed} (got {_shown(v)})", value=v, allowed=allowed)
     return int(f)

@@ -35,7 +35,7 @@ TOP_LEVEL_KEYS = ("name", "description", "model", "hardware", "efficiency", "rel
 
 
 from .errors import ScenarioError  # noqa: E402,F401  (re-exported: the one public exception type)
-from .checks import _shown  # noqa: E402
+from .checks import _shown, as_float  # noqa: E402
 
 
 def _load_yaml(name: str) -> dict:
@@ -348,11 +348,11 @@ def _check_value(f: Field, v):
         raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})", value=v, allowed=f.allowed())
     if isinstance(v, np.integer):
         v = int(v)
-    try:
-        fv = float(v)
-    except OverflowError:
-        digits = int(v.bit_length() * 0.30103) + 1 if isinstance(v, int) else 0
-        raise ScenarioError(path, f"must be {f.allowed()} (got a number with about {digits:,} digits)") from None
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 2**1024:
+        digits = int(v.bit_length() * 0.30103) + 1
+        raise ScenarioError(path, f"must be {f.allowed()} (got a number with about {digits:,} digits)",
+                            allowed=f.allowed())
+    fv = as_float(path, v, f.allowed())
     if not math.isfinite(fv):
         raise ScenarioError(path, f"must be a finite number: {f.allowed()} (got {_show(v)})", value=v,
                             allowed=f.allowed())
