@@ -26,6 +26,8 @@ def load_scenario(source: str | Path | Mapping) -> dict:
     if isinstance(source, Mapping):
         return schema.validate(dict(source))
     if isinstance(source, (str, Path)):
+        if not str(source).isprintable():  # the name is echoed in the message: keep that one line
+            raise ScenarioError("file", "is not a usable file name (it holds line breaks or control characters)")
         p = Path(source)
         try:
             is_file = p.suffix in (".yaml", ".yml") or p.exists()
