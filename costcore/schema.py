@@ -420,6 +420,7 @@ def validate(data: Any) -> dict:
     if not isinstance(data, dict):
         raise ScenarioError("scenario", f"must be a mapping of sections (got {type(data).__name__})")
     check_depth(data)
+    data = _plain(data)  # from here on only built-in dicts and lists are read
     out: dict = {}
     for key in data:
         if key not in TOP_LEVEL_KEYS:
@@ -490,8 +491,28 @@ def check_depth(data, limit: int = MAX_DEPTH, what: str = "scenario") -> None:
             if depth > limit:
                 raise ScenarioError(what, f"is nested more than {limit} levels deep")
             inner = above | {id(obj)}
-            children = obj.values() if isinstance(obj, dict) else obj
-            stack.extend((c, depth + 1, inner) for c in children)
+            stack.extend((c, depth + 1, inner) for c in _children(obj))
+
+
+def _children(obj):
+    """The items of a dict, list or tuple read by the built-in methods, so a subclass's own
+    ``__iter__``/``items``/``values`` (which may raise anything) never runs."""
+    if isinstance(obj, dict):
+        return dict.values(obj)
+    return list(list.__iter__(obj)) if isinstance(obj, list) else list(tuple.__iter__(obj))
+
+
+def _plain(obj):
+    """A copy with every dict, list and tuple (subclasses included) as the plain built-in type.
+
+    Called after :func:`check_depth`, so the recursion is at most ``MAX_DEPTH`` deep.
+    """
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in dict.items(obj)}
+    if isinstance(obj, (list, tuple)):
+        items = [_plain(v) for v in _children(obj)]
+        return items if isinstance(obj, list) else tuple(items)
+    return obj
 
 
 def _unflatten(flat: dict) -> dict:
