@@ -170,13 +170,39 @@ def estimate(scenario: Mapping | str | Path) -> Result:
 MAX_BATCH_ROWS = 5_000_000  # the same cap as monte_carlo's samples: ~2 s and ~1 GB of output at most
 
 
+def _check_rows(path: str, values) -> None:
+    """Refuse more than MAX_BATCH_ROWS values before anything is converted or allocated."""
+    if isinstance(values, np.ndarray):
+        n = values.shape[0] if values.ndim else 1
+    elif hasattr(values, "__len__"):
+        try:
+            n = len(values)
+        except Exception:  # noqa: BLE001 - a foreign __len__ may raise anything
+            raise ScenarioError(path, "needs a list or array of values (its length cannot be read)") from None
+    else:
+        return
+    if n > MAX_BATCH_ROWS:
+        raise ScenarioError(path, f"has {n:,} values; a batch has at most {MAX_BATCH_ROWS:,}")
+
+
+def _values_list(path: str, values, what: str) -> list:
+    """A list of at most MAX_BATCH_ROWS + 1 items of a foreign iterable (a generator may be endless)."""
+    import itertools
+    _check_rows(path, values)
+    try:
+        return list(itertools.islice(iter(values), MAX_BATCH_ROWS + 1))
+    except Exception:  # noqa: BLE001 - the iterable's own __iter__/__next__ run here
+        raise ScenarioError(path, f"needs a list of values, each {what}") from None
+
+
 def _numeric_column(path: str, values) -> np.ndarray:
     """One column of a batch as float64: a flat sequence of real numbers, or ScenarioError."""
     if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__") and not hasattr(values, "__iter__"):
         raise ScenarioError(path, "needs a list or array of values")
+    _check_rows(path, values)
     try:
         arr = np.asarray(values)
-    except (ValueError, TypeError, OverflowError, RecursionError):
+    except Exception:  # noqa: BLE001 - numpy runs the container's own __len__/__iter__/__array__ here
         raise ScenarioError(path, "needs a flat list of numbers") from None
     if arr.ndim != 1:
         raise ScenarioError(path, f"needs a flat list of numbers (got an array of shape {arr.shape})")
@@ -207,7 +233,7 @@ def _expand_columns(columns: Mapping[str, Any]) -> tuple[list[int], list[np.ndar
             if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
                 raise ScenarioError(path, f"needs a list of values, each {f.allowed()}")
             codes = []
-            for v in values:
+            for v in _values_list(path, values, f.allowed()):
                 if isinstance(v, str) and v in f.choices:
                     codes.append(float(f.choices.index(v)))
                 elif isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) \
