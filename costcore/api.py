@@ -9,7 +9,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from . import kernel, schema
+from . import checks, kernel, schema
 from .kernel import (ITEM_FIXED, K_CKPT_GB, K_ENABLED, K_FITS, K_GPU_H, K_GPUS, K_MEM_GB,
                      K_MIN_GPUS, K_PROD_H, K_USD, K_WALL_D, LINE_ITEMS, STATS)
 from .schema import BY_PATH, CATALOG, CATALOG_KEYS, IX, RESOURCES, STAGES, ScenarioError
@@ -290,6 +290,7 @@ def batch(scenario: Mapping | str | Path, columns: Mapping[str, Any], full: bool
     ScenarioError
         for any bad scenario, setting name, value, shape or row count.
     """
+    full, fits = checks.flag("full", full), checks.flag("fits", fits)
     base = vector if vector is not None else schema.to_vector(load_scenario(scenario))
     idx, cols = _expand_columns(columns)
     if not cols:

@@ -101,3 +101,23 @@ def setting(name: str, v, known) -> str:
     if not isinstance(v, str) or v not in known:
         raise ScenarioError(name, f"{_shown(v)} is not a known setting", value=v if isinstance(v, str) else None)
     return v
+
+
+def flag(name: str, v) -> bool:
+    """A yes/no switch: True/False (Python or numpy), or the numbers 0 and 1 of any type."""
+    try:
+        import numpy as np
+        if isinstance(v, np.bool_):
+            return bool(v)
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        pass
+    if isinstance(v, bool):
+        return v
+    if _is_real(v):
+        try:
+            f = float(v)
+        except Exception:  # noqa: BLE001 - a foreign __float__ may raise anything
+            f = math.nan
+        if f in (0.0, 1.0):
+            return f == 1.0
+    raise ScenarioError(name, f"must be True or False (got {_shown(v)})", value=v, allowed="True or False")

@@ -141,6 +141,7 @@ def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
 def sweep(scenario, key: str, values: Sequence[float], full: bool = False) -> pd.DataFrame:
     """Cost of every stage for each value of one input (a long table: value, stage[, resource], usd)."""
     checks.setting("key", key, _VARIABLE)
+    full = checks.flag("full", full)
     scn, x, res = _base(scenario)
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         raise ScenarioError(key, "needs a list of values")
@@ -175,6 +176,7 @@ def heatmap(scenario, key_x: str, xs: Sequence[float], key_y: str, ys: Sequence[
     checks.setting("key_y", key_y, _NUMERIC)
     if key_x == key_y:
         raise ScenarioError("key_y", "must differ from key_x")
+    feasible = checks.flag("feasible", feasible)
     scn, x, _ = _base(scenario)
     xs = api._numeric_column(key_x, xs)
     ys = api._numeric_column(key_y, ys)
