@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 import re
 
 from .errors import ScenarioError
@@ -83,6 +84,14 @@ def count(name: str, v, lo: int, hi: int) -> int:
     allowed = f"a whole number from {lo:,} to {hi:,}"
     if not _is_real(v):
         raise ScenarioError(name, f"must be {allowed} (got {_shown(v)})", value=v, allowed=allowed)
+    if isinstance(v, numbers.Integral):  # Python and numpy integers: exact, not through a float
+        try:  # (through float, 2**62 + 1 became 2**62 and 2**63 - 1 was refused)
+            i = operator.index(v)
+        except Exception:  # noqa: BLE001 - a foreign __index__ may raise anything
+            raise ScenarioError(name, f"must be {allowed} (got {_shown(v)})", allowed=allowed) from None
+        if not lo <= i <= hi:
+            raise ScenarioError(name, f"must be {allowed} (got {_shown(v)})", value=v, allowed=allowed)
+        return i
     f = as_float(name, v, allowed)
     if not math.isfinite(f) or f != math.floor(f) or not (lo <= f <= hi):
         raise ScenarioError(name, f"must be {allowed} (got {_shown(v)})", value=v, allowed=allowed)
