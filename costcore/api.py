@@ -167,6 +167,18 @@ def estimate(scenario: Mapping | str | Path) -> Result:
 # ---------------------------------------------------------------------------
 # Variants of one scenario
 # ---------------------------------------------------------------------------
+def clip_to_field(path: str, values: np.ndarray) -> np.ndarray:
+    """Generated values (tornado ends, Monte Carlo samples) moved into what a batch accepts, in place:
+    the field's range, whole numbers for integers, and not between 0 (auto) and its smallest value."""
+    f = BY_PATH[path]
+    np.clip(values, f.lo, f.hi, out=values)
+    if f.min_nonzero:
+        values[(values > 0) & (values < f.min_nonzero)] = f.min_nonzero
+    if f.kind == "int":
+        np.round(values, out=values)
+    return values
+
+
 MAX_BATCH_ROWS = 5_000_000  # the same cap as monte_carlo's samples: ~2 s and ~1 GB of output at most
 
 
@@ -253,6 +265,10 @@ def _expand_columns(columns: Mapping[str, Any]) -> tuple[list[int], list[np.ndar
             raise ScenarioError(path, f"has {len(codes)} values but other columns have {n}")
         if not np.all(np.isfinite(codes)) or codes.min(initial=f.lo) < f.lo or codes.max(initial=f.hi) > f.hi:
             raise ScenarioError(path, f"values must be {f.allowed()}", allowed=f.allowed())
+        if f.min_nonzero and np.any((codes > 0) & (codes < f.min_nonzero)):  # as validate: 0 is auto
+            raise ScenarioError(path, f"values must be 0 (auto) or from {schema._fmt(f.min_nonzero)} to "
+                                      f"{schema._fmt(f.hi)}" + (f" {f.unit}" if f.unit else ""),
+                                allowed=f.allowed())
         if f.kind in ("int", "bool") and not np.all(codes == np.floor(codes)):
             raise ScenarioError(path, f"values must be {f.allowed()}", allowed=f.allowed())
         idx.append(IX[path])

@@ -119,6 +119,8 @@ def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
         lo[i], hi[i] = max(f.lo, lo[i]), min(f.hi, hi[i])
         if f.kind == "int":
             lo[i], hi[i] = math.floor(lo[i]), math.ceil(hi[i])
+        if f.min_nonzero and 0 < lo[i] < f.min_nonzero:  # 0 is "auto": the low end stays a value
+            lo[i] = f.min_nonzero
     idx = np.array([IX[p] for p in paths], dtype=np.int64)
     # Every row keeps the scenario's own values ("auto" stays auto) except the one input it moves.
     cols = np.repeat(x[idx][:, None], 2 * k, axis=1)  # (inputs, variants)
@@ -316,12 +318,7 @@ def monte_carlo(scenario, n: int = 100_000, seed: int = 0, dists: Mapping[str, D
     cur = current_values(paths, scn, res)
     cols = {}
     for p, c in zip(paths, cur):
-        f = BY_PATH[p]
-        v = dists[p].sample(rng, c, n)
-        np.clip(v, f.lo, f.hi, out=v)
-        if f.kind == "int":
-            np.round(v, out=v)
-        cols[p] = v
+        cols[p] = api.clip_to_field(p, dists[p].sample(rng, c, n))
     if cols:
         out, fits = api.batch(scn, cols, vector=x, fits=True)
     else:
