@@ -93,7 +93,7 @@ def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
         clean = {}
         for p, lh in ranges.items():
             checks.setting("ranges", p, _NUMERIC)
-            if isinstance(lh, (str, bytes)) or not hasattr(lh, "__len__") or len(lh) != 2:
+            if not isinstance(lh, (tuple, list, np.ndarray)) or len(lh) != 2:  # a set has no low and high
                 raise ScenarioError(f"ranges.{p}", "must be a pair (low, high)")
             f = BY_PATH[p]
             lo_v = checks.number(f"ranges.{p}", lh[0], f.lo, f.hi)
