@@ -211,16 +211,26 @@ class Dist:
         checks.choice(f"dists.{path}.kind", self.kind, ("triangular", "uniform", "lognormal"))
         for name in ("a", "b", "c"):
             checks.number(f"dists.{path}.{name}", getattr(self, name), -1e12, 1e12)
+        checks.flag(f"dists.{path}.absolute", self.absolute)
+        a, b, c = float(self.a), float(self.b), float(self.c)
+        if self.kind == "triangular" and not a <= b <= c:
+            raise ScenarioError(f"dists.{path}", f"a triangular distribution needs low <= mode <= high "
+                                                 f"(got {a:g}, {b:g}, {c:g})", allowed="low <= mode <= high")
+        if self.kind == "uniform" and not a <= b:
+            raise ScenarioError(f"dists.{path}", f"a uniform distribution needs low <= high (got {a:g}, {b:g})",
+                                allowed="low <= high")
+        if self.kind == "lognormal":
+            checks.number(f"dists.{path}.a", a, 0.0, 10.0)  # sigma of the log; exp(10 sigma) already overflows
 
     def sample(self, rng: np.random.Generator, center: float, n: int) -> np.ndarray:
         scale = 1.0 if self.absolute else center
-        if self.kind == "triangular":
-            lo, mode, hi = self.a * scale, self.b * scale, self.c * scale
+        if self.kind == "triangular":  # sorted: a negative current value flips low and high
+            lo, mode, hi = sorted((self.a * scale, self.b * scale, self.c * scale))
             if hi - lo <= 0:
                 return np.full(n, mode)
             return rng.triangular(lo, mode, hi, n)
         if self.kind == "uniform":
-            lo, hi = self.a * scale, self.b * scale
+            lo, hi = sorted((self.a * scale, self.b * scale))
             return np.full(n, lo) if hi <= lo else rng.uniform(lo, hi, n)
         if self.kind == "lognormal":
             return center * np.exp(self.a * rng.standard_normal(n)) if self.a > 0 else np.full(n, center)
