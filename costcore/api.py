@@ -9,7 +9,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from . import kernel, schema
+from . import checks, kernel, schema
 from .kernel import (ITEM_FIXED, K_CKPT_GB, K_ENABLED, K_FITS, K_GPU_H, K_GPUS, K_MEM_GB,
                      K_MIN_GPUS, K_PROD_H, K_USD, K_WALL_D, LINE_ITEMS, STATS)
 from .schema import BY_PATH, CATALOG, CATALOG_KEYS, IX, RESOURCES, STAGES, ScenarioError
@@ -167,16 +167,54 @@ def estimate(scenario: Mapping | str | Path) -> Result:
 # ---------------------------------------------------------------------------
 # Variants of one scenario
 # ---------------------------------------------------------------------------
+def clip_to_field(path: str, values: np.ndarray) -> np.ndarray:
+    """Generated values (tornado ends, Monte Carlo samples) moved into what a batch accepts, in place:
+    the field's range, whole numbers for integers, and not between 0 (auto) and its smallest value."""
+    f = BY_PATH[path]
+    np.clip(values, f.lo, f.hi, out=values)
+    if f.min_nonzero:
+        values[(values > 0) & (values < f.min_nonzero)] = f.min_nonzero
+    if f.kind == "int":
+        np.round(values, out=values)
+    return values
+
+
 MAX_BATCH_ROWS = 5_000_000  # the same cap as monte_carlo's samples: ~2 s and ~1 GB of output at most
+
+
+def _check_rows(path: str, values) -> None:
+    """Refuse more than MAX_BATCH_ROWS values before anything is converted or allocated."""
+    if isinstance(values, np.ndarray):
+        n = values.shape[0] if values.ndim else 1
+    elif hasattr(values, "__len__"):
+        try:
+            n = len(values)
+        except Exception:  # noqa: BLE001 - a foreign __len__ may raise anything
+            raise ScenarioError(path, "needs a list or array of values (its length cannot be read)") from None
+    else:
+        return
+    if n > MAX_BATCH_ROWS:
+        raise ScenarioError(path, f"has {n:,} values; a batch has at most {MAX_BATCH_ROWS:,}")
+
+
+def _values_list(path: str, values, what: str) -> list:
+    """A list of at most MAX_BATCH_ROWS + 1 items of a foreign iterable (a generator may be endless)."""
+    import itertools
+    _check_rows(path, values)
+    try:
+        return list(itertools.islice(iter(values), MAX_BATCH_ROWS + 1))
+    except Exception:  # noqa: BLE001 - the iterable's own __iter__/__next__ run here
+        raise ScenarioError(path, f"needs a list of values, each {what}") from None
 
 
 def _numeric_column(path: str, values) -> np.ndarray:
     """One column of a batch as float64: a flat sequence of real numbers, or ScenarioError."""
     if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__") and not hasattr(values, "__iter__"):
         raise ScenarioError(path, "needs a list or array of values")
+    _check_rows(path, values)
     try:
         arr = np.asarray(values)
-    except (ValueError, TypeError, OverflowError, RecursionError):
+    except Exception:  # noqa: BLE001 - numpy runs the container's own __len__/__iter__/__array__ here
         raise ScenarioError(path, "needs a flat list of numbers") from None
     if arr.ndim != 1:
         raise ScenarioError(path, f"needs a flat list of numbers (got an array of shape {arr.shape})")
@@ -207,7 +245,7 @@ def _expand_columns(columns: Mapping[str, Any]) -> tuple[list[int], list[np.ndar
             if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
                 raise ScenarioError(path, f"needs a list of values, each {f.allowed()}")
             codes = []
-            for v in values:
+            for v in _values_list(path, values, f.allowed()):
                 if isinstance(v, str) and v in f.choices:
                     codes.append(float(f.choices.index(v)))
                 elif isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) \
@@ -227,6 +265,10 @@ def _expand_columns(columns: Mapping[str, Any]) -> tuple[list[int], list[np.ndar
             raise ScenarioError(path, f"has {len(codes)} values but other columns have {n}")
         if not np.all(np.isfinite(codes)) or codes.min(initial=f.lo) < f.lo or codes.max(initial=f.hi) > f.hi:
             raise ScenarioError(path, f"values must be {f.allowed()}", allowed=f.allowed())
+        if f.min_nonzero and np.any((codes > 0) & (codes < f.min_nonzero)):  # as validate: 0 is auto
+            raise ScenarioError(path, f"values must be 0 (auto) or from {schema._fmt(f.min_nonzero)} to "
+                                      f"{schema._fmt(f.hi)}" + (f" {f.unit}" if f.unit else ""),
+                                allowed=f.allowed())
         if f.kind in ("int", "bool") and not np.all(codes == np.floor(codes)):
             raise ScenarioError(path, f"values must be {f.allowed()}", allowed=f.allowed())
         idx.append(IX[path])
@@ -264,6 +306,7 @@ def batch(scenario: Mapping | str | Path, columns: Mapping[str, Any], full: bool
     ScenarioError
         for any bad scenario, setting name, value, shape or row count.
     """
+    full, fits = checks.flag("full", full), checks.flag("fits", fits)
     base = vector if vector is not None else schema.to_vector(load_scenario(scenario))
     idx, cols = _expand_columns(columns)
     if not cols:

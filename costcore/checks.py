@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
+import re
 
 from .errors import ScenarioError
 
@@ -23,12 +25,44 @@ def _is_real(v) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
+_SPACES = re.compile(r"\s+")
+
+
 def _shown(v) -> str:
+    """A value as a message shows it: its repr on one printable line, at most 40 characters.
+
+    A numpy array's repr spans lines and a foreign object's repr may hold anything (or raise),
+    so line ends become spaces and other unprintable characters (controls, escapes, direction
+    overrides) are dropped.
+    """
     try:
         s = repr(v)
-    except Exception:  # noqa: BLE001 - a value whose repr fails is shown by its type
+    except ValueError:  # ints too long to print
+        return "a very long number"
+    except Exception:  # noqa: BLE001 - a foreign repr may raise anything: show the type instead
         return type(v).__name__
+    if not isinstance(s, str):
+        return type(v).__name__
+    s = _SPACES.sub(" ", s)
+    if not s.isprintable():
+        s = "".join(ch for ch in s if ch.isprintable())
     return s if len(s) <= 40 else s[:37] + "..."
+
+
+def as_float(name: str, v, allowed: str) -> float:
+    """``float(v)`` of a value that passed :func:`_is_real`, or ScenarioError.
+
+    Python and numpy numbers convert without fail (or overflow); any other ``numbers.Real``
+    (a ``Fraction``, a float subclass, a registered class) runs its own ``__float__``, which may
+    raise anything: that is bad input too, refused with the field's sentence.
+    """
+    try:
+        return float(v)
+    except OverflowError:
+        raise ScenarioError(name, f"must be {allowed} (got a number too large to use)", allowed=allowed) from None
+    except Exception:  # noqa: BLE001 - only the foreign __float__ runs here
+        raise ScenarioError(name, f"must be {allowed} (got {_shown(v)}, which cannot be read as a number)",
+                            allowed=allowed) from None
 
 
 def number(name: str, v, lo: float = -math.inf, hi: float = math.inf, *, lo_open: bool = False) -> float:
@@ -39,10 +73,7 @@ def number(name: str, v, lo: float = -math.inf, hi: float = math.inf, *, lo_open
     allowed = f"a number {rng}"
     if not _is_real(v):
         raise ScenarioError(name, f"must be {allowed} (got {_shown(v)})", value=v, allowed=allowed)
-    try:
-        f = float(v)
-    except (OverflowError, ValueError, TypeError):
-        raise ScenarioError(name, f"must be {allowed} (got a number too large to use)", allowed=allowed) from None
+    f = as_float(name, v, allowed)
     if not math.isfinite(f) or f > hi or (f <= lo if lo_open else f < lo):
         raise ScenarioError(name, f"must be {allowed} (got {_shown(v)})", value=f, allowed=allowed)
     return f
@@ -53,10 +84,15 @@ def count(name: str, v, lo: int, hi: int) -> int:
     allowed = f"a whole number from {lo:,} to {hi:,}"
     if not _is_real(v):
         raise ScenarioError(name, f"must be {allowed} (got {_shown(v)})", value=v, allowed=allowed)
-    try:
-        f = float(v)
-    except (OverflowError, ValueError, TypeError):
-        raise ScenarioError(name, f"must be {allowed} (got a number too large to use)", allowed=allowed) from None
+    if isinstance(v, numbers.Integral):  # Python and numpy integers: exact, not through a float
+        try:  # (through float, 2**62 + 1 became 2**62 and 2**63 - 1 was refused)
+            i = operator.index(v)
+        except Exception:  # noqa: BLE001 - a foreign __index__ may raise anything
+            raise ScenarioError(name, f"must be {allowed} (got {_shown(v)})", allowed=allowed) from None
+        if not lo <= i <= hi:
+            raise ScenarioError(name, f"must be {allowed} (got {_shown(v)})", value=v, allowed=allowed)
+        return i
+    f = as_float(name, v, allowed)
     if not math.isfinite(f) or f != math.floor(f) or not (lo <= f <= hi):
         raise ScenarioError(name, f"must be {allowed} (got {_shown(v)})", value=v, allowed=allowed)
     return int(f)
@@ -74,3 +110,23 @@ def setting(name: str, v, known) -> str:
     if not isinstance(v, str) or v not in known:
         raise ScenarioError(name, f"{_shown(v)} is not a known setting", value=v if isinstance(v, str) else None)
     return v
+
+
+def flag(name: str, v) -> bool:
+    """A yes/no switch: True/False (Python or numpy), or the numbers 0 and 1 of any type."""
+    try:
+        import numpy as np
+        if isinstance(v, np.bool_):
+            return bool(v)
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        pass
+    if isinstance(v, bool):
+        return v
+    if _is_real(v):
+        try:
+            f = float(v)
+        except Exception:  # noqa: BLE001 - a foreign __float__ may raise anything
+            f = math.nan
+        if f in (0.0, 1.0):
+            return f == 1.0
+    raise ScenarioError(name, f"must be True or False (got {_shown(v)})", value=v, allowed="True or False")

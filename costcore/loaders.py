@@ -23,9 +23,17 @@ def load_scenario(source: str | Path | Mapping) -> dict:
 
     Raises :class:`ScenarioError` (one sentence naming the field) on bad input.
     """
+    if isinstance(source, dict):
+        return schema.validate(source)  # validate reads dicts with the built-in methods
     if isinstance(source, Mapping):
-        return schema.validate(dict(source))
+        try:
+            data = dict(source)
+        except Exception:  # noqa: BLE001 - only the foreign mapping's own methods run here
+            raise ScenarioError("scenario", "is a mapping that could not be read") from None
+        return schema.validate(data)
     if isinstance(source, (str, Path)):
+        if not str(source).isprintable():  # the name is echoed in the message: keep that one line
+            raise ScenarioError("file", "is not a usable file name (it holds line breaks or control characters)")
         p = Path(source)
         try:
             is_file = p.suffix in (".yaml", ".yml") or p.exists()

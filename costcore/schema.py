@@ -35,6 +35,7 @@ TOP_LEVEL_KEYS = ("name", "description", "model", "hardware", "efficiency", "rel
 
 
 from .errors import ScenarioError  # noqa: E402,F401  (re-exported: the one public exception type)
+from .checks import _shown, as_float  # noqa: E402
 
 
 def _load_yaml(name: str) -> dict:
@@ -347,11 +348,11 @@ def _check_value(f: Field, v):
         raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})", value=v, allowed=f.allowed())
     if isinstance(v, np.integer):
         v = int(v)
-    try:
-        fv = float(v)
-    except OverflowError:
-        digits = int(v.bit_length() * 0.30103) + 1 if isinstance(v, int) else 0
-        raise ScenarioError(path, f"must be {f.allowed()} (got a number with about {digits:,} digits)") from None
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 2**1024:
+        digits = int(v.bit_length() * 0.30103) + 1
+        raise ScenarioError(path, f"must be {f.allowed()} (got a number with about {digits:,} digits)",
+                            allowed=f.allowed())
+    fv = as_float(path, v, f.allowed())
     if not math.isfinite(fv):
         raise ScenarioError(path, f"must be a finite number: {f.allowed()} (got {_show(v)})", value=v,
                             allowed=f.allowed())
@@ -406,11 +407,8 @@ TEXT_RULE = "with no control or text-direction characters"
 
 
 def _show(v) -> str:
-    try:
-        s = repr(v)
-    except ValueError:  # ints too long to print
-        return "a very long number"
-    return s if len(s) <= 40 else s[:37] + "..."
+    """A value on one printable line of at most 40 characters (see :func:`costcore.checks._shown`)."""
+    return _shown(v)
 
 
 def validate(data: Any) -> dict:
@@ -422,6 +420,7 @@ def validate(data: Any) -> dict:
     if not isinstance(data, dict):
         raise ScenarioError("scenario", f"must be a mapping of sections (got {type(data).__name__})")
     check_depth(data)
+    data = _plain(data)  # from here on only built-in dicts and lists are read
     out: dict = {}
     for key in data:
         if key not in TOP_LEVEL_KEYS:
@@ -492,8 +491,28 @@ def check_depth(data, limit: int = MAX_DEPTH, what: str = "scenario") -> None:
             if depth > limit:
                 raise ScenarioError(what, f"is nested more than {limit} levels deep")
             inner = above | {id(obj)}
-            children = obj.values() if isinstance(obj, dict) else obj
-            stack.extend((c, depth + 1, inner) for c in children)
+            stack.extend((c, depth + 1, inner) for c in _children(obj))
+
+
+def _children(obj):
+    """The items of a dict, list or tuple read by the built-in methods, so a subclass's own
+    ``__iter__``/``items``/``values`` (which may raise anything) never runs."""
+    if isinstance(obj, dict):
+        return dict.values(obj)
+    return list(list.__iter__(obj)) if isinstance(obj, list) else list(tuple.__iter__(obj))
+
+
+def _plain(obj):
+    """A copy with every dict, list and tuple (subclasses included) as the plain built-in type.
+
+    Called after :func:`check_depth`, so the recursion is at most ``MAX_DEPTH`` deep.
+    """
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in dict.items(obj)}
+    if isinstance(obj, (list, tuple)):
+        items = [_plain(v) for v in _children(obj)]
+        return items if isinstance(obj, list) else tuple(items)
+    return obj
 
 
 def _unflatten(flat: dict) -> dict:

@@ -93,7 +93,7 @@ def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
         clean = {}
         for p, lh in ranges.items():
             checks.setting("ranges", p, _NUMERIC)
-            if isinstance(lh, (str, bytes)) or not hasattr(lh, "__len__") or len(lh) != 2:
+            if not isinstance(lh, (tuple, list, np.ndarray)) or len(lh) != 2:  # a set has no low and high
                 raise ScenarioError(f"ranges.{p}", "must be a pair (low, high)")
             f = BY_PATH[p]
             lo_v = checks.number(f"ranges.{p}", lh[0], f.lo, f.hi)
@@ -119,6 +119,8 @@ def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
         lo[i], hi[i] = max(f.lo, lo[i]), min(f.hi, hi[i])
         if f.kind == "int":
             lo[i], hi[i] = math.floor(lo[i]), math.ceil(hi[i])
+        if f.min_nonzero and 0 < lo[i] < f.min_nonzero:  # 0 is "auto": the low end stays a value
+            lo[i] = f.min_nonzero
     idx = np.array([IX[p] for p in paths], dtype=np.int64)
     # Every row keeps the scenario's own values ("auto" stays auto) except the one input it moves.
     cols = np.repeat(x[idx][:, None], 2 * k, axis=1)  # (inputs, variants)
@@ -141,6 +143,7 @@ def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
 def sweep(scenario, key: str, values: Sequence[float], full: bool = False) -> pd.DataFrame:
     """Cost of every stage for each value of one input (a long table: value, stage[, resource], usd)."""
     checks.setting("key", key, _VARIABLE)
+    full = checks.flag("full", full)
     scn, x, res = _base(scenario)
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         raise ScenarioError(key, "needs a list of values")
@@ -175,6 +178,7 @@ def heatmap(scenario, key_x: str, xs: Sequence[float], key_y: str, ys: Sequence[
     checks.setting("key_y", key_y, _NUMERIC)
     if key_x == key_y:
         raise ScenarioError("key_y", "must differ from key_x")
+    feasible = checks.flag("feasible", feasible)
     scn, x, _ = _base(scenario)
     xs = api._numeric_column(key_x, xs)
     ys = api._numeric_column(key_y, ys)
@@ -207,16 +211,26 @@ class Dist:
         checks.choice(f"dists.{path}.kind", self.kind, ("triangular", "uniform", "lognormal"))
         for name in ("a", "b", "c"):
             checks.number(f"dists.{path}.{name}", getattr(self, name), -1e12, 1e12)
+        checks.flag(f"dists.{path}.absolute", self.absolute)
+        a, b, c = float(self.a), float(self.b), float(self.c)
+        if self.kind == "triangular" and not a <= b <= c:
+            raise ScenarioError(f"dists.{path}", f"a triangular distribution needs low <= mode <= high "
+                                                 f"(got {a:g}, {b:g}, {c:g})", allowed="low <= mode <= high")
+        if self.kind == "uniform" and not a <= b:
+            raise ScenarioError(f"dists.{path}", f"a uniform distribution needs low <= high (got {a:g}, {b:g})",
+                                allowed="low <= high")
+        if self.kind == "lognormal":
+            checks.number(f"dists.{path}.a", a, 0.0, 10.0)  # sigma of the log; exp(10 sigma) already overflows
 
     def sample(self, rng: np.random.Generator, center: float, n: int) -> np.ndarray:
         scale = 1.0 if self.absolute else center
-        if self.kind == "triangular":
-            lo, mode, hi = self.a * scale, self.b * scale, self.c * scale
+        if self.kind == "triangular":  # sorted: a negative current value flips low and high
+            lo, mode, hi = sorted((self.a * scale, self.b * scale, self.c * scale))
             if hi - lo <= 0:
                 return np.full(n, mode)
             return rng.triangular(lo, mode, hi, n)
         if self.kind == "uniform":
-            lo, hi = self.a * scale, self.b * scale
+            lo, hi = sorted((self.a * scale, self.b * scale))
             return np.full(n, lo) if hi <= lo else rng.uniform(lo, hi, n)
         if self.kind == "lognormal":
             return center * np.exp(self.a * rng.standard_normal(n)) if self.a > 0 else np.full(n, center)
@@ -314,12 +328,7 @@ def monte_carlo(scenario, n: int = 100_000, seed: int = 0, dists: Mapping[str, D
     cur = current_values(paths, scn, res)
     cols = {}
     for p, c in zip(paths, cur):
-        f = BY_PATH[p]
-        v = dists[p].sample(rng, c, n)
-        np.clip(v, f.lo, f.hi, out=v)
-        if f.kind == "int":
-            np.round(v, out=v)
-        cols[p] = v
+        cols[p] = api.clip_to_field(p, dists[p].sample(rng, c, n))
     if cols:
         out, fits = api.batch(scn, cols, vector=x, fits=True)
     else:
