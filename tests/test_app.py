@@ -17,11 +17,7 @@ from streamlit.testing.v1 import AppTest
 import costcore
 from costcore import fmt, share
 
-ROOT = Path(__file__).resolve().parent.parent
-APP = str(ROOT / "app.py")
-PAGES = ["pages/overview.py", "pages/pretraining.py", "pages/post-training.py",
-         "pages/fine-tuning.py", "pages/checkpoints.py", "pages/data-people.py", "pages/sensitivity.py",
-         "pages/budget.py", "pages/compare.py", "pages/validation.py"]
+from shared import APP, PAGES, ROOT  # noqa: F401
 
 
 def _app(page=None, **params) -> AppTest:

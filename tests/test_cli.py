@@ -15,12 +15,11 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # plain `pytest` without `python -m`
-    sys.path.insert(0, str(ROOT))
+from shared import ROOT
+from shared import run_cli as run_in_process
 
-from costcore import api, cli  # noqa: E402
-from costcore.schema import CATALOG  # noqa: E402
+from costcore import api, cli
+from costcore.schema import CATALOG
 
 PRESET = "llama2-7b-pretrain"
 
@@ -32,14 +31,8 @@ def run_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
 
 
 def run_main(capsys, *args: str) -> tuple[int, str, str]:
-    """Call ``costcore.cli.main(args)`` in-process; returns (exit code, stdout, stderr)."""
-    capsys.readouterr()  # drop anything captured before
-    try:
-        rc = cli.main(list(args))
-    except SystemExit as exc:  # argparse errors
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
+    """``costcore.cli.main(args)`` in-process: (exit code, stdout, stderr)."""
+    return run_in_process(capsys, args)
 
 
 def estimate_json(capsys, *args: str) -> dict:

@@ -43,6 +43,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import costcore
+from shared import _short, run_cli  # noqa: F401
 from costcore import api, cli, fmt, schema, share, yamlio
 from costcore.schema import BY_PATH, FIELDS, PLAN_FIELDS, STAGE_KEYS, STAGES, TOP_LEVEL_KEYS, ScenarioError
 
@@ -61,10 +62,8 @@ FUZZ_SMALL = settings(FUZZ, max_examples=60)
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _warm():
-    """Compile/load the numba kernels once, so no timed case pays for it."""
-    costcore.warm_up()
-    costcore.estimate(DEFAULT_PRESET)
+def _warm(warm_kernels):
+    """The kernels are compiled (or loaded from the cache) before the first case (conftest.py)."""
 
 
 # ---------------------------------------------------------------------------
@@ -110,26 +109,6 @@ def assert_estimates_finite(scn: dict, what: str) -> float:
 
 def _reject_constant(name):
     raise AssertionError(f"JSON output contains {name}")
-
-
-def run_cli(capsys, argv: list[str]):
-    """cli.main in-process: (exit code, stdout, stderr). Any escaping exception fails."""
-    capsys.readouterr()
-    try:
-        rc = cli.main(argv)
-    except SystemExit as exc:
-        rc = exc.code
-    except BaseException as exc:  # noqa: BLE001 - this is the bug the test is looking for
-        out, err = capsys.readouterr()
-        tb = "".join(traceback.format_exception(exc)).strip().splitlines()
-        raise AssertionError(f"cli.main({_short(argv)}) raised {type(exc).__name__}: {str(exc)[:200]} "
-                             f"(must exit 2 with one line on stderr); last frames: {tb[-4:]}") from None
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def _short(argv):
-    return [a if len(a) < 300 else a[:60] + f"...({len(a):,} chars)" for a in argv]
 
 
 def assert_cli_refused(rc, out, err, what: str, names=()) -> str:

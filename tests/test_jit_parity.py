@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_reference_parity import FULL_FT_PPO_KEEP_ALL, HAND_BUILT
+from cases import FULL_FT_PPO_KEEP_ALL, HAND_BUILT
 
 import costcore
 from costcore import kernel

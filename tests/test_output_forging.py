@@ -20,7 +20,7 @@ import costcore
 from costcore import cli, fmt, schema
 from costcore.errors import ScenarioError
 
-from test_app import APP, PAGES
+from shared import APP, PAGES, run_cli
 
 FORGING_NAMES = {
     "ansi_colour": "\x1b[31mred\x1b[0m",
@@ -41,21 +41,8 @@ FORMULA_NAMES = ['=HYPERLINK("http://evil.example","x")', "+SUM(1,2)", "-2+3", "
                  "\t=1", "=cmd|' /C calc'!A0"]
 
 
-def _run(capsys, argv):
-    capsys.readouterr()
-    try:
-        rc = cli.main(argv)
-    except SystemExit as exc:
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def _scenario_file(tmp_path, name: str):
-    p = tmp_path / "s.yaml"
-    p.write_text(yaml.safe_dump({"name": name, "model": {"params_b": 7}, "stages": {"sft": {}}},
-                                allow_unicode=True), encoding="utf-8")
-    return p
+def _scenario_file(scenario_file, name: str):
+    return scenario_file({"name": name, "model": {"params_b": 7}, "stages": {"sft": {}}})
 
 
 @pytest.mark.parametrize("case", list(FORGING_NAMES))
@@ -72,8 +59,8 @@ def test_control_and_direction_characters_in_names_are_refused_everywhere(case):
 
 @pytest.mark.parametrize("case", list(FORGING_NAMES))
 @pytest.mark.parametrize("out_format", ["table", "json", "csv"])
-def test_cli_refuses_forging_names_in_one_line(tmp_path, capsys, case, out_format):
-    rc, out, err = _run(capsys, ["estimate", str(_scenario_file(tmp_path, FORGING_NAMES[case])),
+def test_cli_refuses_forging_names_in_one_line(scenario_file, capsys, case, out_format):
+    rc, out, err = run_cli(capsys, ["estimate", str(_scenario_file(scenario_file, FORGING_NAMES[case])),
                                  "--format", out_format])
     assert rc == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("error: name: ")
@@ -82,7 +69,7 @@ def test_cli_refuses_forging_names_in_one_line(tmp_path, capsys, case, out_forma
 
 @pytest.mark.parametrize("case", list(FORGING_NAMES))
 def test_set_name_and_description_refuse_control_characters(capsys, case):
-    rc, out, err = _run(capsys, ["estimate", "llama3-8b", "--set", "name=" + FORGING_NAMES[case]])
+    rc, out, err = run_cli(capsys, ["estimate", "llama3-8b", "--set", "name=" + FORGING_NAMES[case]])
     assert rc == 2 and out == "" and err.count("\n") == 1
 
 
@@ -94,12 +81,12 @@ def test_description_may_have_lines_but_no_escapes():
 
 
 @pytest.mark.parametrize("name", FORMULA_NAMES)
-def test_cli_csv_neutralises_formula_names(tmp_path, capsys, name):
+def test_cli_csv_neutralises_formula_names(scenario_file, capsys, name):
     if name.startswith("\t"):
         with pytest.raises(ScenarioError):  # a tab is a control character in a name
             schema.validate({"name": name})
         return
-    rc, out, err = _run(capsys, ["estimate", str(_scenario_file(tmp_path, name)), "--format", "csv"])
+    rc, out, err = run_cli(capsys, ["estimate", str(_scenario_file(scenario_file, name)), "--format", "csv"])
     assert rc == 0, err
     rows = list(csv.DictReader(io.StringIO(out)))
     assert rows and all(r["scenario"] == "'" + name for r in rows)
@@ -109,11 +96,11 @@ def test_cli_csv_neutralises_formula_names(tmp_path, capsys, name):
 
 
 @pytest.mark.parametrize("name", [n for n in FORMULA_NAMES if not n.startswith("\t")])
-def test_cli_table_and_json_print_formula_names_as_text_on_one_line(tmp_path, capsys, name):
-    rc, out, _ = _run(capsys, ["estimate", str(_scenario_file(tmp_path, name)), "--format", "table"])
+def test_cli_table_and_json_print_formula_names_as_text_on_one_line(scenario_file, capsys, name):
+    rc, out, _ = run_cli(capsys, ["estimate", str(_scenario_file(scenario_file, name)), "--format", "table"])
     assert rc == 0 and out.splitlines()[0] == name
     assert sum(line.startswith("TOTAL") for line in out.splitlines()) == 1
-    rc, out, _ = _run(capsys, ["estimate", str(_scenario_file(tmp_path, name)), "--format", "json"])
+    rc, out, _ = run_cli(capsys, ["estimate", str(_scenario_file(scenario_file, name)), "--format", "json"])
     assert rc == 0 and json.loads(out)["name"] == name
 
 

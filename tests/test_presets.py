@@ -21,12 +21,10 @@ import pandas as pd
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # plain `pytest` without `python -m`
-    sys.path.insert(0, str(ROOT))
+from shared import ROOT
 
-from costcore import api  # noqa: E402
-from costcore.schema import RESOURCES, STAGES  # noqa: E402
+from costcore import api
+from costcore.schema import RESOURCES, STAGES
 
 PRESET_DIR = ROOT / "presets"
 PRESET_PATHS = sorted(PRESET_DIR.glob("*.yaml"))

@@ -1,0 +1,51 @@
+"""Shared fixtures of the test suite.
+
+Test modules do not import each other: shared constants, strategies and hand-built
+scenarios live in plain modules (``shared.py``, ``strategies.py``, ``cases.py``,
+``reference_model.py``, ``server_support.py``), fixtures here.
+
+The repository root and ``tests/`` go on ``sys.path`` so plain ``pytest`` works
+from any directory, with or without ``pip install -e .``.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+for p in (TESTS.parent, TESTS):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+
+@pytest.fixture(scope="session")
+def warm_kernels():
+    """Compile (or load from numba's on-disk cache) every kernel once per test session."""
+    import costcore
+    costcore.warm_up()
+    costcore.estimate("pipeline-70b")
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run ``costcore.cli.main`` in-process: ``cli("estimate", "llama3-8b") -> (exit code, stdout, stderr)``."""
+    from shared import run_cli
+
+    def run(*argv: str):
+        return run_cli(capsys, argv)
+    return run
+
+
+@pytest.fixture
+def scenario_file(tmp_path):
+    """Write a scenario mapping (or raw text) to a YAML file and return its path."""
+    import yaml
+
+    def write(data, name: str = "scenario.yaml") -> Path:
+        p = tmp_path / name
+        text = data if isinstance(data, str) else yaml.safe_dump(data, allow_unicode=True, sort_keys=False)
+        p.write_text(text, encoding="utf-8")
+        return p
+    return write

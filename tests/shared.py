@@ -1,0 +1,34 @@
+"""Constants the test modules share (instead of importing each other)."""
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+PRESET_DIR = ROOT / "presets"
+PAGES = ["pages/overview.py", "pages/pretraining.py", "pages/post-training.py",
+         "pages/fine-tuning.py", "pages/checkpoints.py", "pages/data-people.py", "pages/sensitivity.py",
+         "pages/budget.py", "pages/compare.py", "pages/validation.py"]
+
+
+def _short(argv):
+    return [a if len(a) < 300 else a[:60] + f"...({len(a):,} chars)" for a in argv]
+
+
+def run_cli(capsys, argv) -> tuple[int, str, str]:
+    """``costcore.cli.main(argv)`` in-process: (exit code, stdout, stderr). Any escaping exception fails."""
+    from costcore import cli
+    argv = list(argv)
+    capsys.readouterr()  # drop anything captured before
+    try:
+        rc = cli.main(argv)
+    except SystemExit as exc:  # argparse errors
+        rc = exc.code
+    except BaseException as exc:  # noqa: BLE001 - this is the bug the tests look for
+        capsys.readouterr()
+        tb = "".join(traceback.format_exception(exc)).strip().splitlines()
+        raise AssertionError(f"cli.main({_short(argv)}) raised {type(exc).__name__}: {str(exc)[:200]} "
+                             f"(must exit 2 with one line on stderr); last frames: {tb[-4:]}") from None
+    out, err = capsys.readouterr()
+    return rc, out, err

@@ -1,0 +1,94 @@
+"""Hypothesis strategies shared by the property, parity and contract tests.
+
+``scenarios()`` draws random *valid* scenarios: every field of
+``costcore.schema.FIELDS`` may be set to a value inside its [lo, hi] range
+(log-uniform for wide ranges, so 1e-3 and 1e6 are both likely), and a random
+subset of the six stages is enabled.
+"""
+from __future__ import annotations
+
+import math
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+from costcore.schema import BY_PATH, FIELDS, STAGE_KEYS, STAGES, Field
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+TRAIN_STAGES = ("pretrain", "cpt", "sft", "dpo", "rl")
+PEFT_STAGES = ("sft", "dpo", "rl")
+WIDE = 1000.0  # hi/lo above which values are drawn log-uniformly
+
+
+# ---------------------------------------------------------------------------
+# Strategies
+# ---------------------------------------------------------------------------
+def field_values(f: Field, lo: float | None = None, hi: float | None = None) -> st.SearchStrategy:
+    """Valid values of one field, optionally inside a narrower [lo, hi]."""
+    if f.kind == "enum":
+        return st.sampled_from(f.choices)
+    if f.kind == "bool":
+        return st.booleans()
+    lo = f.lo if lo is None else max(lo, f.lo)
+    hi = f.hi if hi is None else min(hi, f.hi)
+    min_nonzero = getattr(f, "min_nonzero", 0.0)
+    if lo <= 0.0 and min_nonzero > 0.0:  # "0 = auto" fields: 0, or at least min_nonzero
+        inner = Field(path=f.path, index=f.index, kind=f.kind, lo=min_nonzero, hi=hi)
+        return st.one_of(st.just(0 if f.kind == "int" else 0.0), field_values(inner))
+    if lo <= 0.0:
+        floor = hi * 1e-7 if f.kind == "float" else 1.0
+        if floor >= hi:
+            core = st.floats(lo, hi)
+        else:
+            core = _log_uniform(floor, hi) if hi / floor > WIDE else st.floats(floor, hi)
+        vals = st.one_of(st.just(lo), core)
+    elif hi / lo > WIDE:
+        vals = st.one_of(st.just(lo), _log_uniform(lo, hi))
+    else:
+        vals = st.floats(lo, hi)
+    if f.kind == "int":
+        return vals.map(lambda x: int(min(hi, max(lo, round(x)))))
+    return vals.map(lambda x: float(min(hi, max(lo, x))))
+
+
+def _log_uniform(lo: float, hi: float) -> st.SearchStrategy:
+    return st.floats(math.log(lo), math.log(hi)).map(math.exp)
+
+
+GLOBAL_FIELDS = [f for f in FIELDS if not f.path.startswith("stages.")]
+
+
+def _put(d: dict, dotted: str, value) -> None:
+    parts = dotted.split(".")
+    for p in parts[:-1]:
+        d = d.setdefault(p, {})
+    d[parts[-1]] = value
+
+
+@st.composite
+def scenarios(draw, stages=None, min_stages=1, max_set=20, fixed=None):
+    """A random valid scenario.
+
+    stages: the stages to enable (default: a random non-empty subset).
+    max_set: at most this many global fields, and per stage this many stage
+    fields, are set explicitly (the rest keep their defaults).
+    fixed: {dotted path: value} applied last.
+    """
+    scn: dict = {}
+    chosen = draw(st.lists(st.sampled_from(GLOBAL_FIELDS), max_size=max_set, unique=True), label="globals")
+    for f in chosen:
+        _put(scn, f.path, draw(field_values(f), label=f.path))
+    if stages is None:
+        stages = draw(st.lists(st.sampled_from(STAGES), min_size=min_stages, unique=True), label="stages")
+    scn["stages"] = {}
+    for s in STAGES:  # in pipeline order
+        if s not in stages:
+            continue
+        keys = sorted(STAGE_KEYS[s] - {"enabled"})
+        sdata = {}
+        for key in draw(st.lists(st.sampled_from(keys), max_size=max_set, unique=True), label=s):
+            sdata[key] = draw(field_values(BY_PATH[f"stages.{s}.{key}"]), label=f"{s}.{key}")
+        scn["stages"][s] = sdata
+    for path, value in (fixed or {}).items():
+        _put(scn, path, value)
+    return scn
