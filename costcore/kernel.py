@@ -126,14 +126,20 @@ STATS = ("enabled", "num_gpus", "productive_gpu_hours", "gpu_hours", "wall_days"
          "ckpt_in_run_gb_months",  # checkpoint GB-months stored during the run (hot)
          "dataset_copy_gb",  # one copy of the dataset (dataset_gb holds all versions)
          "verifier_samples",  # RL samples scored in the CPU sandbox
-         "human_eval_samples")  # evaluation samples scored by people
+         "human_eval_samples",  # evaluation samples scored by people
+         "model_layers", "model_hidden", "active_params",  # the model's shape as used (count)
+         "train_flops_per_token",  # FLOPs per trained token of the stage's model (one update pass)
+         "passes_gpu_hours",  # RL: productive GPU-hours of the scoring and update passes (not rollouts)
+         "usable_memory_gb",  # GPU memory a plan may use (memory_gb x usable fraction)
+         "gpu_usd")  # billed GPU time (productive + hidden), $
 NK = len(STATS)
 (K_ENABLED, K_GPUS, K_PROD_H, K_GPU_H, K_WALL_D, K_MONTHS, K_FLOPS, K_MFU, K_TOKENS, K_INTERRUPT,
  K_CKPT_INT, K_YOUNG_DALY, K_CKPT_N, K_CKPT_GB, K_CKPT_WRITE_S, K_DATASET_GB, K_STORAGE_PEAK_GB,
  K_MEM_GB, K_FITS, K_MIN_GPUS, K_ROLLOUT_H, K_TRAINABLE_B, K_USD, K_FIXED, K_RECOMPUTE,
  K_MFU_CORE, K_MFU_ATTN, K_MFU_RECOMP, K_MFU_PEFT, K_CTX, K_UNIQUE_TOKENS, K_TRAINABLE, K_CKPT_BYTES,
  K_SETUP_MO, K_RUN_MO, K_CKPT_SPACING_H, K_CKPT_HELD, K_CKPT_KEPT_GB, K_CKPT_HELD_GB, K_CKPT_HOT_MO,
- K_CKPT_COLD_MO, K_CKPT_IN_RUN_GBMO, K_DATASET_COPY_GB, K_VERIFIER_SAMPLES, K_HUMAN_SAMPLES) = range(NK)
+ K_CKPT_COLD_MO, K_CKPT_IN_RUN_GBMO, K_DATASET_COPY_GB, K_VERIFIER_SAMPLES, K_HUMAN_SAMPLES,
+ K_LAYERS, K_HIDDEN, K_ACTIVE, K_FPT, K_PASSES_H, K_USABLE_GB, K_GPU_USD) = range(NK)
 
 # Batch output columns ("full" mode): the resources, then these.
 BATCH_EXTRA = ("gpu_hours", "productive_gpu_hours", "wall_days")
@@ -272,6 +278,18 @@ def _stage_mfu(x, b, shape, G, method, mode, ctx, st, s):
 
 
 @njit(cache=True)
+def _write_setup(st, s, G, shape, trainable):
+    """What the stage runs on into its stats row: GPUs, the model's shape, trainable parameters."""
+    st[s, K_ENABLED] = 1.0
+    st[s, K_GPUS] = G
+    st[s, K_TRAINABLE] = trainable
+    st[s, K_TRAINABLE_B] = trainable / 1e9
+    st[s, K_LAYERS] = shape[3]
+    st[s, K_HIDDEN] = shape[4]
+    st[s, K_ACTIVE] = shape[2]
+
+
+@njit(cache=True)
 def _train_hours(x, b, tokens, flops, mfu):
     """Productive GPU-hours of training passes: measured tokens/s/GPU when given, else FLOPs at the MFU."""
     tps = x[b + S_TOK_PER_GPU_S]
@@ -292,8 +310,10 @@ def _write_work(x, st, s, tokens, unique_tokens, ctx, flops, prod_h, rollout_h, 
     st[s, K_FLOPS] = flops
     st[s, K_PROD_H] = prod_h
     st[s, K_ROLLOUT_H] = rollout_h
+    cap = x[H_MEM_GB] * 1e9 * x[E_USABLE_MEM]
     st[s, K_MEM_GB] = mem / 1e9
-    st[s, K_FITS] = 1.0 if (mem <= x[H_MEM_GB] * 1e9 * x[E_USABLE_MEM] and not short) else 0.0
+    st[s, K_USABLE_GB] = cap / 1e9
+    st[s, K_FITS] = 1.0 if (mem <= cap and not short) else 0.0
     st[s, K_MIN_GPUS] = min_g
     return prod_h, unique_tokens
 
@@ -310,7 +330,9 @@ def _pretrain_work(x, s, b, G, shape, st):
     epochs = x[PT_EPOCHS] if s == PRETRAIN else x[CPT_EPOCHS]
     tokens = tok_b * 1e9
     seq = x[b + S_SEQ_LEN]
-    flops = train_flops_per_token(n_act, L, d, seq, METHOD_FULL, 0.0, 0.0) * tokens
+    fpt = train_flops_per_token(n_act, L, d, seq, METHOD_FULL, 0.0, 0.0)
+    st[s, K_FPT] = fpt
+    flops = fpt * tokens
     mem, min_g, mode = _memory_and_recompute(x, b, shape, 0.0, METHOD_FULL, G, 1.0, 0.0)
     mfu = _stage_mfu(x, b, shape, G, METHOD_FULL, mode, seq, st, s)
     prod_h = _train_hours(x, b, tokens, flops, mfu)
@@ -325,7 +347,9 @@ def _sft_work(x, b, G, method, n_lora, shape, st, s):
     unique_tokens = x[SFT_SAMPLES] * tps_sample
     tokens = unique_tokens * x[SFT_EPOCHS]
     ctx = min(x[b + S_SEQ_LEN], tps_sample)
-    flops = train_flops_per_token(n_act, L, d, ctx, method, n_lora, x[b + S_QLORA_DEQ]) * tokens
+    fpt = train_flops_per_token(n_act, L, d, ctx, method, n_lora, x[b + S_QLORA_DEQ])
+    st[s, K_FPT] = fpt
+    flops = fpt * tokens
     mem, min_g, mode = _memory_and_recompute(x, b, shape, n_lora, method, G, 1.0, 0.0)
     mfu = _stage_mfu(x, b, shape, G, method, mode, ctx, st, s)
     prod_h = _train_hours(x, b, tokens, flops, mfu)
@@ -344,7 +368,9 @@ def _dpo_work(x, b, G, method, n_lora, shape, st, s):
     unique_tokens = x[DPO_PAIRS] * per_pair
     tokens = unique_tokens * x[DPO_EPOCHS]
     ctx = min(x[b + S_SEQ_LEN], max(x[DPO_CHOSEN], x[DPO_REJECTED]))
-    train_flops = train_flops_per_token(n_act, L, d, ctx, method, n_lora, x[b + S_QLORA_DEQ]) * tokens
+    fpt = train_flops_per_token(n_act, L, d, ctx, method, n_lora, x[b + S_QLORA_DEQ])
+    st[s, K_FPT] = fpt
+    train_flops = fpt * tokens
     ref_passes = 1.0 if x[DPO_REFERENCE] == DPO_REF_PRECOMPUTED else x[DPO_EPOCHS]
     ref_flops = forward_flops_per_token(n_act, L, d, ctx) * unique_tokens * ref_passes
     ref_w = n_total if x[DPO_REFERENCE] != DPO_REF_PRECOMPUTED and method == METHOD_FULL else 0.0
@@ -357,7 +383,7 @@ def _dpo_work(x, b, G, method, n_lora, shape, st, s):
 
 @njit(cache=True)
 def _rl_scoring_flops(x, n_act, L, d, ctx, tokens, method, n_lora, deq, upd):
-    """(train FLOPs, inference FLOPs) of one RL run's scoring and update passes.
+    """(train FLOPs, inference FLOPs, policy FLOPs per trained token) of one RL run's scoring and update passes.
 
     Policy old log-probs, live reference, reward model (when the reward is a model) forward
     passes; policy updates over update_epochs; PPO adds a critic (forward + update).
@@ -369,12 +395,13 @@ def _rl_scoring_flops(x, n_act, L, d, ctx, tokens, method, n_lora, deq, upd):
     if x[RL_REWARD] == RL_REWARD_MODEL:
         n_rm = x[RL_REWARD_B] * 1e9 if x[RL_REWARD_B] > 0.0 else n_act
         infer_flops += forward_flops_per_token(n_rm, L, d, ctx) * tokens
-    train_flops = train_flops_per_token(n_act, L, d, ctx, method, n_lora, deq) * tokens * upd
+    fpt = train_flops_per_token(n_act, L, d, ctx, method, n_lora, deq)
+    train_flops = fpt * tokens * upd
     if x[RL_ALGO] == RL_PPO:
         n_c = x[RL_CRITIC_B] * 1e9 if x[RL_CRITIC_B] > 0.0 else n_act
         infer_flops += forward_flops_per_token(n_c, L, d, ctx) * tokens
         train_flops += train_flops_per_token(n_c, L, d, ctx, METHOD_FULL, 0.0, 0.0) * tokens * upd
-    return train_flops, infer_flops
+    return train_flops, infer_flops, fpt
 
 
 @njit(cache=True, inline='always')
@@ -396,12 +423,15 @@ def _rl_work(x, b, G, method, n_lora, shape, st, s):
     if x[RL_REWARD] != RL_REWARD_MODEL:
         st[s, K_VERIFIER_SAMPLES] = steps * q
     upd = x[RL_UPDATE_EPOCHS]
-    train_flops, infer_flops = _rl_scoring_flops(x, n_act, L, d, ctx, tokens, method, n_lora,
+    train_flops, infer_flops, fpt = _rl_scoring_flops(x, n_act, L, d, ctx, tokens, method, n_lora,
                                                  x[b + S_QLORA_DEQ], upd)
     mem, min_g, mode = _memory_and_recompute(x, b, shape, n_lora, method, G, 1.0, 0.0)
     mfu = _stage_mfu(x, b, shape, G, method, mode, ctx, st, s)
     train_h = _train_hours(x, b, tokens * upd, train_flops, mfu)
-    prod_h = rollout_h + train_h + gpu_hours_for_flops(infer_flops, peak, x[E_INFER_MFU])
+    infer_h = gpu_hours_for_flops(infer_flops, peak, x[E_INFER_MFU])
+    prod_h = rollout_h + train_h + infer_h
+    st[s, K_FPT] = fpt
+    st[s, K_PASSES_H] = train_h + infer_h
     mem = max(mem, (2.0 * n_total + b_used * kv_tok * ctx) / tp_inf)  # an inference replica's weights + KV
     if min_g > 0.0 and tp_inf > min_g:
         min_g = tp_inf
@@ -529,6 +559,7 @@ def _compute_usd(x, prod_h, hidden, st, s, it):
     price = x[H_USD_GPU_H]
     fail_h, stall_h, idle_h, failed_h, exp_h = hidden
     it[s, I_COMPUTE] = gpu_time_usd(prod_h, price)
+    st[s, K_GPU_USD] = gpu_time_usd(st[s, K_GPU_H], price)  # shown by explain; not a line item
     it[s, I_VERIFIER] = per_sample_usd(st[s, K_VERIFIER_SAMPLES], x[RL_VERIFIER_USD])
     it[s, I_HID_FAIL] = gpu_time_usd(fail_h, price)
     it[s, I_HID_STALL] = gpu_time_usd(stall_h, price)
@@ -624,10 +655,7 @@ def _eval_one(x, items, stats):
             n_lora = lora_trainable_params(shape[3], shape[4], shape[9], shape[7], x[b + S_LORA_RANK],
                                            x[b + S_LORA_TARGETS])
         trainable = shape[0] if method == METHOD_FULL else n_lora
-        st[s, K_ENABLED] = 1.0
-        st[s, K_GPUS] = G
-        st[s, K_TRAINABLE] = trainable
-        st[s, K_TRAINABLE_B] = trainable / 1e9
+        _write_setup(st, s, G, shape, trainable)
         if s == PRETRAIN or s == CPT:
             prod_h, unique_tokens = _pretrain_work(x, s, b, G, shape, st)
         elif s == SFT:
