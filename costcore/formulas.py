@@ -1,6 +1,9 @@
 """Cost formulas, one function each, numba-jitted.
 
-Every function takes plain floats, states its units, and cites its source.
+Every function takes plain floats, states its units, and cites its source:
+the physics (FLOPs, memory, utilization, decode roofline, checkpoint interval
+and retention counts) first, then the money (every dollar a line item holds
+is one of the ``*_usd`` functions at the end).
 The kernel (:mod:`costcore.kernel`) composes them; the slow reference
 implementations in ``tests/reference_model.py`` re-derive the same numbers
 independently. Symbols: N parameters (active for MoE), L layers, d hidden
