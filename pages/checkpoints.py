@@ -55,7 +55,7 @@ out = costcore.batch(res.scenario, {p + "ckpt_interval_h": taus}, full=True, vec
 rs = list(costcore.RESOURCES)
 curve = pd.DataFrame({"interval_h": taus, "hidden": out[:, i, rs.index("hidden")],
                       "storage": out[:, i, rs.index("storage")],
-                      "total": out[:, i, :7].sum(axis=1)})
+                      "total": out[:, i, :len(rs)].sum(axis=1)})
 lo = curve.total.min()
 curve_long = curve.melt("interval_h", ["total", "hidden", "storage"], var_name="part", value_name="usd")
 base = alt.Chart(curve_long).mark_line().encode(
