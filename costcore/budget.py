@@ -15,7 +15,7 @@ import pandas as pd
 
 from . import api, schema
 from .formulas import DAYS_PER_MONTH
-from .kernel import LINE_ITEMS
+from .kernel import ITEM_PROFILE, ITEM_REUSED
 from .schema import RESOURCES, STAGES, effective_value
 
 STATUS_ORDER = ("ok", "warning", "over")
@@ -76,19 +76,8 @@ def _alert_text(r) -> str:
 # ---------------------------------------------------------------------------
 # Timeline
 # ---------------------------------------------------------------------------
-# How each line item is spread over a stage's calendar span (documented in the page):
-#   setup: over the setup months; run: over the run; span: over setup + run;
-#   kept: from the run's start to the end of the retention period; end: on the last day.
-_PROFILE = {
-    "compute.gpu": "run", "compute.verifier": "run",
-    "storage.dataset": "kept", "storage.ckpt_hot": "kept", "storage.ckpt_cold": "kept",
-    "network.dataset": "run", "network.ckpt_replication": "end", "network.model_export": "end",
-    "data.acquisition": "setup", "data.cleaning": "setup", "data.labeling": "setup", "data.synthetic": "setup",
-    "data.human_eval": "run",
-    "labor.team": "span", "ops.platform": "span",
-    "hidden.failures": "run", "hidden.ckpt_stalls": "run", "hidden.idle": "run", "hidden.experiments": "run",
-    "hidden.failed_runs": "run",
-}
+# How each line item is spread over a stage's calendar span is the "profile" column of
+# kernel.LINE_ITEM_TABLE (documented there and in the page): setup, run, span, kept, end.
 
 
 @dataclass
@@ -107,7 +96,7 @@ def _stage_spans(res: api.Result, start: dt.date) -> list[dict]:
     prev_start = prev_end = None
     for s in res.stages:
         months = res.stat(s, "months")
-        setup_d = float(effective_value(scn, f"stages.{s}.setup_months")) * DAYS_PER_MONTH
+        setup_d = res.stat(s, "setup_months") * DAYS_PER_MONTH
         span_d = months * DAYS_PER_MONTH
         if prev_end is None:
             begin = 0.0
@@ -142,23 +131,14 @@ def iteration_items(res: api.Result) -> np.ndarray:
     for s in keep:
         i = STAGES.index(s)
         items[i] = res.items[i]
-        for j, (key, _, _, _) in enumerate(LINE_ITEMS):
-            if key.startswith("data.") and key != "data.human_eval":
-                items[i, j] *= 1.0 - reuse
+        for j in np.flatnonzero(ITEM_REUSED):  # data bought or made once, reused by later iterations
+            items[i, j] *= 1.0 - reuse
     return items
 
 
-def timeline(res: api.Result) -> Timeline:
-    """Stages on a calendar, monthly spend by stage, GPUs and storage held over time.
-
-    Stages run in sequence from schedule.start_date, each overlapping the
-    previous one by schedule.<stage>_overlap of its span; repeated
-    post-training iterations (lifecycle) follow every lifecycle.every_months.
-    Each line item is spread uniformly over its part of the stage's span
-    (see _PROFILE); the monthly spend therefore sums exactly to the totals.
-    """
+def _all_spans(res: api.Result, start: dt.date) -> tuple[list[dict], list]:
+    """The first pass's stage spans plus the repeated post-training iterations, each with its items."""
     scn = res.scenario
-    start = dt.date.fromisoformat(str(effective_value(scn, "schedule.start_date")))
     spans = _stage_spans(res, start)
     n_iter = int(effective_value(scn, "lifecycle.iterations"))
     every_d = float(effective_value(scn, "lifecycle.every_months")) * DAYS_PER_MONTH
@@ -175,9 +155,11 @@ def timeline(res: api.Result) -> Timeline:
                     sp[key] = sp[key] + shift
                 spans.append(sp)
                 item_sets.append((sp, it_items[STAGES.index(s)]))
-    retention_d = float(effective_value(scn, "storage.retention_months")) * DAYS_PER_MONTH
-    horizon = max(max(sp["end_d"] for sp in spans) + retention_d, 1.0)
-    # month boundaries (calendar months from the start date)
+    return spans, item_sets
+
+
+def _month_edges(start: dt.date, horizon: float) -> tuple[np.ndarray, list[dt.date]]:
+    """Calendar-month boundaries (days from the start date) covering the horizon, and each month's first day."""
     bounds = [0.0]
     d = start.replace(day=1)
     while bounds[-1] < horizon:
@@ -189,6 +171,11 @@ def timeline(res: api.Result) -> Timeline:
     for _ in range(len(edges) - 2):
         m = month_starts[-1]
         month_starts.append((m.replace(day=28) + dt.timedelta(days=4)).replace(day=1))
+    return edges, month_starts
+
+
+def _monthly_spend(item_sets, edges: np.ndarray, retention_d: float) -> np.ndarray:
+    """(months, stages) $: each line item spread uniformly over its profile's part of the span."""
     monthly = np.zeros((len(edges) - 1, len(STAGES)))
 
     def spread(usd, a, b, col):
@@ -204,18 +191,17 @@ def timeline(res: api.Result) -> Timeline:
 
     for sp, items in item_sets:
         col = STAGES.index(sp["stage"])
-        for j, (key, _, _, _) in enumerate(LINE_ITEMS):
-            prof = _PROFILE[key]
-            a, b = {"setup": (sp["start_d"], sp["setup_end_d"]), "run": (sp["setup_end_d"], sp["end_d"]),
-                    "span": (sp["start_d"], sp["end_d"]), "kept": (sp["setup_end_d"], sp["end_d"] + retention_d),
-                    "end": (sp["end_d"], sp["end_d"])}[prof]
+        parts = {"setup": (sp["start_d"], sp["setup_end_d"]), "run": (sp["setup_end_d"], sp["end_d"]),
+                 "span": (sp["start_d"], sp["end_d"]), "kept": (sp["setup_end_d"], sp["end_d"] + retention_d),
+                 "end": (sp["end_d"], sp["end_d"])}
+        for j, prof in enumerate(ITEM_PROFILE):
+            a, b = parts[prof]
             spread(float(items[j]), a, b, col)
-    rows = []
-    for k, ms in enumerate(month_starts):
-        for col, s in enumerate(STAGES):
-            if monthly[k, col] != 0.0:
-                rows.append({"month": pd.Timestamp(ms), "stage": s, "usd": float(monthly[k, col])})
-    mdf = pd.DataFrame(rows, columns=["month", "stage", "usd"])
+    return monthly
+
+
+def _usage(spans, horizon: float, retention_d: float, start: dt.date) -> tuple[pd.DataFrame, float, float]:
+    """(GPUs and storage held per day, peak GPUs, average GPUs while any run)."""
     # GPUs in use: an exact step function over the run periods (sweep over start/end events)
     events = sorted({0.0, horizon} | {sp["setup_end_d"] for sp in spans} | {sp["end_d"] for sp in spans})
     ev = np.array(events)
@@ -234,6 +220,33 @@ def timeline(res: api.Result) -> Timeline:
         storage += np.where(held, ramp * sp["storage_gb"], 0.0)
     usage = pd.DataFrame({"day": days, "date": [pd.Timestamp(start) + pd.Timedelta(days=float(x)) for x in days],
                           "gpus": gpus, "storage_gb": storage})
+    return usage, peak, avg
+
+
+def timeline(res: api.Result) -> Timeline:
+    """Stages on a calendar, monthly spend by stage, GPUs and storage held over time.
+
+    Stages run in sequence from schedule.start_date, each overlapping the
+    previous one by schedule.<stage>_overlap of its span; repeated
+    post-training iterations (lifecycle) follow every lifecycle.every_months.
+    Each line item is spread uniformly over its part of the stage's span
+    (its profile in kernel.LINE_ITEM_TABLE); the monthly spend therefore sums
+    exactly to the totals.
+    """
+    scn = res.scenario
+    start = dt.date.fromisoformat(str(effective_value(scn, "schedule.start_date")))
+    spans, item_sets = _all_spans(res, start)
+    retention_d = float(effective_value(scn, "storage.retention_months")) * DAYS_PER_MONTH
+    horizon = max(max(sp["end_d"] for sp in spans) + retention_d, 1.0)
+    edges, month_starts = _month_edges(start, horizon)
+    monthly = _monthly_spend(item_sets, edges, retention_d)
+    rows = []
+    for k, ms in enumerate(month_starts):
+        for col, s in enumerate(STAGES):
+            if monthly[k, col] != 0.0:
+                rows.append({"month": pd.Timestamp(ms), "stage": s, "usd": float(monthly[k, col])})
+    mdf = pd.DataFrame(rows, columns=["month", "stage", "usd"])
+    usage, peak, avg = _usage(spans, horizon, retention_d, start)
     t0 = pd.Timestamp(start)
     sched = pd.DataFrame([{"stage": sp["stage"], "iteration": sp["iteration"],
                            "start": t0 + pd.Timedelta(days=sp["start_d"]),

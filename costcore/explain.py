@@ -1,25 +1,23 @@
 """Explanations: each stage's formulas with the scenario's own numbers, and checks.
 
 Pure text (markdown + LaTeX strings); the app renders them in
-"how this was computed" expanders. Nothing here computes a cost the kernel
-does not: the numbers shown are the kernel's stats, and the formulas are
-re-evaluated only to show their intermediate terms.
+"how this was computed" expanders. Nothing here computes a number: every
+number shown is one of the kernel's stats (costcore.kernel.STATS), including
+the intermediate terms (MFU factors, context length, trainable parameters);
+inputs are shown as the scenario gives them.
 """
 from __future__ import annotations
 
 from .api import Result
-from .formulas import (attention_mfu_factor, default_mfu, lora_trainable_params, model_shape,
-                       train_flops_per_token)
 from .schema import CATALOG, effective_value, uses_default_mfu
 from . import fmt
 
 
-def shape(scn: dict) -> dict:
-    act = effective_value(scn, "model.active_params_b") or effective_value(scn, "model.params_b")
-    L, d, a, kv, f = model_shape(float(act), *(float(effective_value(scn, f"model.{k}"))
-                                               for k in ("layers", "hidden", "heads", "kv_heads", "ffn")))
-    return {"N": float(act) * 1e9, "L": L, "d": d, "a": a, "kv": kv, "ffn": f,
-            "N_total": float(effective_value(scn, "model.params_b")) * 1e9}
+def shape(res: Result, stage: str) -> dict:
+    """The model's shape as the kernel used it for a stage: N active, L, d, N total (counts)."""
+    return {"N": res.stat(stage, "active_params"), "L": res.stat(stage, "model_layers"),
+            "d": res.stat(stage, "model_hidden"),
+            "N_total": float(effective_value(res.scenario, "model.params_b")) * 1e9}
 
 
 def _e(v: float) -> str:
@@ -27,33 +25,23 @@ def _e(v: float) -> str:
     return m if not ex else rf"{m}\times10^{{{int(ex)}}}"
 
 
-def mfu_factors(res: Result, stage: str, N: float, L: float, d: float, ctx: float, method: str) -> dict | None:
-    """The default MFU's factors for a stage, or None when the stage gives its own MFU or throughput.
+def mfu_factors(res: Result, stage: str) -> dict | None:
+    """The default MFU's factors for a stage as the kernel computed them (its stats), or None when
+    the stage gives its own MFU or throughput.
 
-    Mirrors kernel._stage_mfu: default_mfu (base, size, small-model, cluster terms, clipped), then the
-    attention, recompute and PEFT multipliers.
+    core = default_mfu (base, size, small-model, cluster terms, clipped); then the attention,
+    recompute and PEFT multipliers; mfu is their product (the kernel's MFU).
     """
-    scn = res.scenario
-    if not uses_default_mfu(scn, stage):
+    if not uses_default_mfu(res.scenario, stage):
         return None
-    e = {k: float(effective_value(scn, f"efficiency.{k}")) for k in
-         ("small_model_b", "cluster_ref_gpus", "cluster_slope", "mfu_min",
-          "recompute_selective_factor", "recompute_full_factor", "peft_mfu_factor")}
-    base = float(effective_value(scn, "hardware.mfu_base"))
-    gpus = res.stat(stage, "num_gpus")
-    size_exponent = float(effective_value(scn, "hardware.size_exponent"))
-    core = default_mfu(base, N / 1e9, gpus, size_exponent, e["small_model_b"], e["cluster_ref_gpus"],
-                       e["cluster_slope"], e["mfu_min"])
-    attn = attention_mfu_factor(N, L, d, ctx, float(effective_value(scn, "hardware.attn_efficiency")))
-    mode = res.stat(stage, "recompute_mode")
-    rec = e["recompute_full_factor"] if mode > 1.5 else e["recompute_selective_factor"] if mode > 0.5 else 1.0
-    peft = e["peft_mfu_factor"] if method != "full" else 1.0
-    return {"base": base, "core": core, "attention": attn, "recompute": rec, "peft": peft,
-            "mfu": core * attn * rec * peft}
+    return {"base": float(effective_value(res.scenario, "hardware.mfu_base")),
+            "core": res.stat(stage, "mfu_core"), "attention": res.stat(stage, "mfu_attention"),
+            "recompute": res.stat(stage, "mfu_recompute"), "peft": res.stat(stage, "mfu_peft"),
+            "mfu": res.stat(stage, "mfu")}
 
 
-def _default_mfu_row(res: Result, stage: str, N, L, d, ctx, method):
-    f = mfu_factors(res, stage, N, L, d, ctx, method)
+def _default_mfu_row(res: Result, stage: str):
+    f = mfu_factors(res, stage)
     if f is None:
         return None
     latex = (rf"\underbrace{{{f['core']:.3f}}}_{{\text{{base {f['base']:.2f}, size, cluster}}}}"
@@ -67,54 +55,53 @@ def _default_mfu_row(res: Result, stage: str, N, L, d, ctx, method):
             "from hardware.yaml; coefficients fitted by costcore/calibration.py (docs/validation.md)")
 
 
-def stage_explanation(res: Result, stage: str) -> list[tuple[str, str, str]]:
-    """[(title, latex or markdown, source)] for one enabled stage."""
+_STATS_SHOWN = ("productive_gpu_hours", "gpu_hours", "mfu", "tokens", "flops", "num_gpus", "wall_days",
+                "interruptions", "ckpt_interval_h", "young_daly_h", "ckpt_count", "ckpt_gb", "ckpt_write_s",
+                "memory_per_gpu_gb", "rollout_gpu_hours", "trainable_params_b", "ctx_tokens",
+                "trainable_params", "train_flops_per_token", "passes_gpu_hours", "gpu_usd")
+
+
+def _training_rows(res: Result, stage: str, st: dict) -> list[tuple[str, str, str]]:
+    """FLOPs per token, default MFU, productive GPU-hours of a pretrain/CPT/SFT/DPO stage."""
     scn = res.scenario
-    sh = shape(scn)
+    sh = shape(res, stage)
     N, L, d = sh["N"], sh["L"], sh["d"]
-    st = {k: res.stat(stage, k) for k in ("productive_gpu_hours", "gpu_hours", "mfu", "tokens", "flops",
-                                           "num_gpus", "wall_days", "interruptions", "ckpt_interval_h",
-                                           "young_daly_h", "ckpt_count", "ckpt_gb", "ckpt_write_s",
-                                           "memory_per_gpu_gb", "rollout_gpu_hours", "trainable_params_b")}
+    seq = st["ctx_tokens"]  # SFT: min(seq_len, tokens per sample); DPO: min(seq_len, longer response)
+    method = effective_value(scn, f"stages.{stage}.method") if stage in ("sft", "dpo") else "full"
+    fpt = st["train_flops_per_token"]
     peak = float(effective_value(scn, "hardware.peak_tflops"))
-    price = float(effective_value(scn, "hardware.usd_per_gpu_hour"))
     out = []
     shape_src = "model shape: N = 12·L·d² with d/L = 128 unless given (Kaplan et al. 2020)"
-    if stage in ("pretrain", "cpt", "sft", "dpo"):
-        seq = float(effective_value(scn, f"stages.{stage}.seq_len"))
-        method = effective_value(scn, f"stages.{stage}.method") if stage in ("sft", "dpo") else "full"
-        if stage == "sft":
-            seq = min(seq, float(effective_value(scn, "stages.sft.tokens_per_sample")))
-        if stage == "dpo":
-            seq = min(seq, max(float(effective_value(scn, "stages.dpo.chosen_tokens")),
-                               float(effective_value(scn, "stages.dpo.rejected_tokens"))))
-        if method == "full":
-            fpt = train_flops_per_token(N, L, d, seq, 0.0, 0.0, 0.0)
-            out.append(("Training FLOPs per token",
-                        rf"6N + 12\,L\,d\,s = 6\cdot {_e(N)} + 12\cdot {L:.0f}\cdot {d:.0f}\cdot {seq:.0f} = {_e(fpt)}",
-                        "PaLM (arXiv:2204.02311) App. B; " + shape_src))
-        else:
-            targets = {"qv": 0.0, "attn": 1.0, "all": 2.0}[effective_value(scn, f"stages.{stage}.lora_targets")]
-            r = float(effective_value(scn, f"stages.{stage}.lora_rank"))
-            n_lora = lora_trainable_params(L, d, sh["kv"] * d / sh["a"], sh["ffn"], r, targets)
-            deq = float(effective_value(scn, f"stages.{stage}.qlora_dequant_overhead")) if method == "qlora" else 0.0
-            fpt = train_flops_per_token(N, L, d, seq, 2.0 if method == "qlora" else 1.0, n_lora, deq)
-            out.append((f"{method.upper()} FLOPs per token",
-                        rf"4N(1+q) + 12\,L\,d\,s + 6N_{{lora}} = 4\cdot {_e(N)}(1+{deq:g}) + 12\cdot {L:.0f}\cdot {d:.0f}\cdot {seq:.0f} + 6\cdot {_e(n_lora)} = {_e(fpt)}",
-                        "frozen base: forward 2N + input gradients 2N (model assumption); "
-                        "N_lora = r(d_in + d_out) per adapted matrix (peft lora/layer.py)"))
-        mfu_row = _default_mfu_row(res, stage, N, L, d, seq, method)
-        if mfu_row:
-            out.append(mfu_row)
-        out.append(("Productive GPU-hours",
-                    rf"\frac{{C}}{{\text{{peak}}\cdot \text{{MFU}}\cdot 3600}} = \frac{{{_e(st['flops'])}}}{{{peak:g}\times10^{{12}} \cdot {st['mfu']:.3f} \cdot 3600}} = {st['productive_gpu_hours']:,.0f}",
-                    "MFU definition: PaLM App. B; default MFU: costcore.formulas.default_mfu (calibrated, docs/validation.md)"))
+    if method == "full":
+        out.append(("Training FLOPs per token",
+                    rf"6N + 12\,L\,d\,s = 6\cdot {_e(N)} + 12\cdot {L:.0f}\cdot {d:.0f}\cdot {seq:.0f} = {_e(fpt)}",
+                    "PaLM (arXiv:2204.02311) App. B; " + shape_src))
+    else:
+        deq = float(effective_value(scn, f"stages.{stage}.qlora_dequant_overhead")) if method == "qlora" else 0.0
+        out.append((f"{method.upper()} FLOPs per token",
+                    rf"4N(1+q) + 12\,L\,d\,s + 6N_{{lora}} = 4\cdot {_e(N)}(1+{deq:g}) + 12\cdot {L:.0f}\cdot {d:.0f}\cdot {seq:.0f} + 6\cdot {_e(st['trainable_params'])} = {_e(fpt)}",
+                    "frozen base: forward 2N + input gradients 2N (model assumption); "
+                    "N_lora = r(d_in + d_out) per adapted matrix (peft lora/layer.py)"))
+    mfu_row = _default_mfu_row(res, stage)
+    if mfu_row:
+        out.append(mfu_row)
+    out.append(("Productive GPU-hours",
+                rf"\frac{{C}}{{\text{{peak}}\cdot \text{{MFU}}\cdot 3600}} = \frac{{{_e(st['flops'])}}}{{{peak:g}\times10^{{12}} \cdot {st['mfu']:.3f} \cdot 3600}} = {st['productive_gpu_hours']:,.0f}",
+                "MFU definition: PaLM App. B; default MFU: costcore.formulas.default_mfu (calibrated, docs/validation.md)"))
+    return out
+
+
+def stage_explanation(res: Result, stage: str) -> list[tuple[str, str, str]]:
+    """[(title, latex or markdown, source)] for one enabled stage; every number is a kernel stat."""
+    st = {k: res.stat(stage, k) for k in _STATS_SHOWN}
+    price = float(effective_value(res.scenario, "hardware.usd_per_gpu_hour"))
+    out = _training_rows(res, stage, st) if stage in ("pretrain", "cpt", "sft", "dpo") else []
     if stage == "rl":
         out.append(("Rollout generation (decode roofline)",
                     rf"t_{{step}} = \max\left(\frac{{W + B\cdot kv\cdot ctx}}{{t\cdot BW}}, \frac{{2N B}}{{t\cdot peak}}\right)/\eta \Rightarrow {st['rollout_gpu_hours']:,.0f}\ \text{{GPU-h}}",
                     "cost-model-notes: gpu_poor src/App.js, LLM-Viewer roofline; DeepSpeed-Chat: generation dominates RLHF wall time"))
         out.append(("Training and scoring passes",
-                    rf"\text{{policy}}\ 6N\cdot T\cdot epochs + \text{{ref/old/reward}}\ 2N\cdot T\ (+\text{{critic}}) \Rightarrow {st['productive_gpu_hours'] - st['rollout_gpu_hours']:,.0f}\ \text{{GPU-h}}",
+                    rf"\text{{policy}}\ 6N\cdot T\cdot epochs + \text{{ref/old/reward}}\ 2N\cdot T\ (+\text{{critic}}) \Rightarrow {st['passes_gpu_hours']:,.0f}\ \text{{GPU-h}}",
                     "PPO per trained token: 6N_actor + 6N_critic + 2N_ref + 2N_reward (cost-model-notes Sec. 1); GRPO drops the critic"))
     if stage == "eval":
         out.append(("Evaluation inference",
@@ -126,7 +113,7 @@ def stage_explanation(res: Result, stage: str) -> list[tuple[str, str, str]]:
                     rf"{st['interruptions']:.1f}\ \text{{interruptions}} \times (\tau/2 + \text{{restart}})",
                     "Young 1974; Daly 2006 (LLNL/scr scr_ckpt_interval.py); failure rate: Llama 3 (arXiv:2407.21783) Sec. 3.3.4"))
     out.append(("Billed GPU-hours and money",
-                rf"{st['gpu_hours']:,.0f}\ \text{{GPU-h}} \times \${price:g}/\text{{GPU-h}} = {fmt.usd(st['gpu_hours'] * price).replace('$', chr(92) + '$')}"
+                rf"{st['gpu_hours']:,.0f}\ \text{{GPU-h}} \times \${price:g}/\text{{GPU-h}} = {fmt.usd(st['gpu_usd']).replace('$', chr(92) + '$')}"
                 rf";\ \text{{wall}} = {st['wall_days']:.1f}\ \text{{days on}}\ {st['num_gpus']:,.0f}\ \text{{GPUs}}",
                 "billed = productive + failures + checkpoint stalls + idle + failed runs + repeated experiments"))
     return out

@@ -1,6 +1,9 @@
 """Cost formulas, one function each, numba-jitted.
 
-Every function takes plain floats, states its units, and cites its source.
+Every function takes plain floats, states its units, and cites its source:
+the physics (FLOPs, memory, utilization, decode roofline, checkpoint interval
+and retention counts) first, then the money (every dollar a line item holds
+is one of the ``*_usd`` functions at the end).
 The kernel (:mod:`costcore.kernel`) composes them; the slow reference
 implementations in ``tests/reference_model.py`` re-derive the same numbers
 independently. Symbols: N parameters (active for MoE), L layers, d hidden
@@ -22,6 +25,13 @@ MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE = 6.0 / 8.0
 # Adapter (trainable) bytes per parameter on the GPU:
 LORA_TRAINABLE_BYTES = 16.0  # fp32 weights + grads + Adam m, v (cost-model-notes Sec. 2: "16 per trainable param")
 QLORA_TRAINABLE_BYTES = 4.0  # bf16 weights + grads; Adam states paged to CPU (QLoRA arXiv:2305.14314 Sec. 3, paged optimizers)
+
+# Codes the formulas compare against, as floats (the scenario vector holds floats). The method and
+# LoRA-target codes are the positions in data/schema.yaml's choices (tests/test_structure.py checks);
+# the recompute modes are the kernel's resolved mode ('auto' already decided).
+METHOD_FULL, METHOD_LORA, METHOD_QLORA = 0.0, 1.0, 2.0
+LORA_QV, LORA_ATTN, LORA_ALL = 0.0, 1.0, 2.0
+RECOMPUTE_MODE_NONE, RECOMPUTE_MODE_SELECTIVE, RECOMPUTE_MODE_FULL = 0.0, 1.0, 2.0
 
 
 @njit(cache=True)
@@ -76,9 +86,9 @@ def lora_trainable_params(L, d, kv_dim, ffn, rank, targets):
     qv = rank * (d + d) + rank * (d + kv_dim)
     attn = qv + rank * (d + kv_dim) + rank * (d + d)
     per_layer = qv
-    if targets >= 1.0:
+    if targets >= LORA_ATTN:
         per_layer = attn
-    if targets >= 2.0:
+    if targets >= LORA_ALL:
         per_layer = attn + 3.0 * rank * (d + ffn)
     return L * per_layer
 
@@ -95,10 +105,10 @@ def train_flops_per_token(n_active, L, d, ctx, method, n_trainable, dequant_over
     method: 0 full, 1 LoRA, 2 QLoRA. ctx is the attention context in tokens.
     """
     attn = 12.0 * L * d * ctx
-    if method < 0.5:
+    if method == METHOD_FULL:
         return 6.0 * n_active + attn
     base = 4.0 * n_active
-    if method > 1.5:
+    if method == METHOD_QLORA:
         base *= 1.0 + dequant_overhead
     return base + attn + 6.0 * n_trainable
 
@@ -299,10 +309,100 @@ def activation_bytes_per_gpu(L, d, a, s, b, vocab, recompute, tp):
     """
     one_layer_sel = 34.0 * s * b * d
     one_layer_none = s * b * d * (34.0 + 5.0 * a * s / d)
-    if recompute < 0.5:
+    if recompute == RECOMPUTE_MODE_NONE:
         act = L * one_layer_none
-    elif recompute < 1.5:
+    elif recompute == RECOMPUTE_MODE_SELECTIVE:
         act = L * one_layer_sel
     else:
         act = L * 2.0 * s * b * d + one_layer_sel
     return (act + 4.0 * s * b * vocab) / tp
+
+
+# ---------------------------------------------------------------------------
+# Money: every dollar the kernel writes into a line item comes from one of these.
+# Prices are the scenario's inputs (data/schema.yaml states each one's source);
+# the formulas only multiply quantities by them, in a fixed order.
+# ---------------------------------------------------------------------------
+@njit(cache=True)
+def gpu_time_usd(gpu_hours, usd_per_gpu_hour):
+    """GPU time billed, $: GPU-hours x $/GPU-hour.
+
+    Used for productive time and for each hidden-time item (failures, checkpoint
+    stalls, idle, failed runs, repeated experiments). Price: hardware.usd_per_gpu_hour
+    (catalog list prices, data/hardware.yaml).
+    """
+    return gpu_hours * usd_per_gpu_hour
+
+
+@njit(cache=True)
+def checkpoint_storage_usd(hot_usd_gb_month, cold_usd_gb_month, in_run_gb_months, held, kept_gb,
+                           hot_months, retention_months):
+    """Checkpoint storage, $ as (hot tier, cold tier).
+
+    hot  = p_hot * (GB-months held during the run + held * kept_gb * hot_months)
+    cold = p_cold * held * kept_gb * (retention_months - hot_months)
+
+    in_run_gb_months: checkpoint size x sum of checkpoints held after each write x
+    spacing (held_checkpoint_sum); held: checkpoints kept after the stage
+    (held_checkpoints); kept_gb: size of each kept one (weights only when
+    storage.finished_weights_only); hot_months: months on the hot tier after the
+    stage (cold_after_days, capped by the retention). Tiering: cost-model-notes Sec. 3;
+    prices storage.hot/cold_usd_per_gb_month.
+    """
+    hot = hot_usd_gb_month * (in_run_gb_months + held * kept_gb * hot_months)
+    cold = cold_usd_gb_month * held * kept_gb * (retention_months - hot_months)
+    return hot, cold
+
+
+@njit(cache=True)
+def dataset_storage_usd(usd_gb_month, dataset_gb, months, retention_months):
+    """Dataset object storage, $: p_object * GB (all versions) * (stage months + retention months).
+
+    Price storage.object_usd_per_gb_month (S3 Standard list price, cost-model-notes Sec. 6).
+    """
+    return usd_gb_month * dataset_gb * (months + retention_months)
+
+
+@njit(cache=True)
+def transfer_usd(gb, copies, usd_per_gb):
+    """Billed network transfer, $: GB x copies x $/GB (network.usd_per_gb, inter-region list price).
+
+    Used for dataset moves, checkpoint replication and model exports.
+    """
+    return gb * copies * usd_per_gb
+
+
+@njit(cache=True)
+def per_token_usd(tokens_b, usd_per_b_tokens):
+    """Data bought or cleaned, $: billion unique tokens x $ per billion tokens (stage inputs)."""
+    return tokens_b * usd_per_b_tokens
+
+
+@njit(cache=True)
+def labeling_usd(labels, usd_per_label, review_fraction):
+    """Human labels, $: labels x $/label x (1 + share re-reviewed) (data.review_fraction)."""
+    return labels * usd_per_label * (1.0 + review_fraction)
+
+
+@njit(cache=True)
+def per_sample_usd(samples, usd_per_sample):
+    """Priced samples, $: count x $ each (RL verifier sandbox runs, human evaluation samples)."""
+    return samples * usd_per_sample
+
+
+@njit(cache=True)
+def synthetic_usd(tokens_m, usd_per_m_tokens):
+    """Synthetic data, $: million generated tokens x $ per million (data.usd_per_m_synthetic_tokens)."""
+    return tokens_m * usd_per_m_tokens
+
+
+@njit(cache=True)
+def monthly_usd(usd_per_month, months):
+    """A monthly bill, $: $/month x months (team payroll, platform and operations)."""
+    return usd_per_month * months
+
+
+@njit(cache=True)
+def staff_usd_per_month(fte, usd_per_fte_month):
+    """One role's payroll, $/month: full-time equivalents x loaded $ per FTE-month (labor.*)."""
+    return fte * usd_per_fte_month

@@ -1,6 +1,11 @@
 """The numba kernel: one scenario vector -> stages x line items (+ per-stage stats).
 
-``_eval_one`` is the private kernel; :func:`evaluate_vector` and
+``_eval_one`` is the private kernel, a short orchestrator over one named
+function per stage's work (``_pretrain_work`` ... ``_eval_work``), the hidden
+time around it (``_hidden_time``, ``_retention``) and one per resource's money
+(``_compute_usd`` ... ``_labor_ops_usd``); every dollar formula is in
+:mod:`costcore.formulas`. The terms the explanations and pages show are written
+into named stats (``STATS``). :func:`evaluate_vector` and
 :func:`evaluate_batch` are the public wrappers. The batch kernel runs with
 ``parallel=True`` over chunks of variants of one base vector (a few fields
 overridden per variant), so a million variants need no million-row input.
@@ -19,12 +24,15 @@ import numpy as np
 from numba import njit, prange
 
 from . import config
-from .formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, LORA_TRAINABLE_BYTES, MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE,
-                       NF4_BYTES_PER_PARAM,
-                       QLORA_TRAINABLE_BYTES, activation_bytes_per_gpu,
-                       decode_gpu_seconds_per_token, default_mfu, attention_mfu_factor, forward_flops_per_token,
-                       gpu_hours_for_flops, held_checkpoint_sum, held_checkpoints, kv_cache_bytes_per_token, lora_trainable_params, model_shape,
-                       model_state_bytes_per_gpu, train_flops_per_token, young_daly_interval_h)
+from .formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, LORA_TRAINABLE_BYTES, METHOD_FULL, METHOD_QLORA,
+                       MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE, NF4_BYTES_PER_PARAM, QLORA_TRAINABLE_BYTES,
+                       RECOMPUTE_MODE_FULL, RECOMPUTE_MODE_NONE, RECOMPUTE_MODE_SELECTIVE, activation_bytes_per_gpu,
+                       attention_mfu_factor, checkpoint_storage_usd, dataset_storage_usd,
+                       decode_gpu_seconds_per_token, default_mfu, forward_flops_per_token, gpu_hours_for_flops,
+                       gpu_time_usd, held_checkpoint_sum, held_checkpoints, kv_cache_bytes_per_token, labeling_usd,
+                       lora_trainable_params, model_shape, model_state_bytes_per_gpu, monthly_usd, per_sample_usd,
+                       per_token_usd, staff_usd_per_month, synthetic_usd, train_flops_per_token, transfer_usd,
+                       young_daly_interval_h)
 from .schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_REVIEW, D_SYNTH_USD_PER_M, DPO_CHOSEN,
                      DPO_EPOCHS, DPO_PAIRS, DPO_REF_PRECOMPUTED, DPO_REFERENCE, DPO_REJECTED, E_CLUSTER_REF,
                      E_CLUSTER_SLOPE, E_INFER_MFU, E_MFU_MIN, E_PEFT_MFU, E_RECOMP_FULL, E_RECOMP_SEL,
@@ -45,34 +53,48 @@ from .schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_REVIEW, D_SYNTH_U
                      S_ZERO, SFT_EPOCHS, SFT_SAMPLES, SFT_TOK_PER_SAMPLE, STAGE_BASE, ST_BYTES_PER_TOKEN,
                      ST_COLD, ST_COLD_AFTER_D, ST_FINISHED_WEIGHTS, ST_FULL_CKPT_BPP, ST_HOT, ST_OBJECT, ST_RETENTION_MO,
                      ST_VERSIONS, ST_WEIGHTS_CKPT_BPP)
+from .schema import METHOD_QLORA as _SCHEMA_METHOD_QLORA
+
+assert METHOD_QLORA == _SCHEMA_METHOD_QLORA, "formulas.METHOD_QLORA must be the schema's code"
 
 # ---------------------------------------------------------------------------
-# Line items: (key, resource, fixed?, label). Order = column order of `items`.
-# fixed = committed whatever the run does (people, platform, bought data,
-# datasets kept); elastic = scales with GPU time, tokens, samples.
+# Line items, one table: (key, resource, fixed?, label, profile, reused?). Row order = column
+# order of `items`.
+#   fixed   committed whatever the run does (people, platform, bought data, datasets kept);
+#           elastic = scales with GPU time, tokens, samples.
+#   profile how budget.timeline spreads the item over the stage's calendar span:
+#           setup = over the setup months; run = over the run; span = setup + run;
+#           kept = from the run's start to the end of the retention period; end = on the last day.
+#   reused  data a repeated post-training iteration reuses (lifecycle.data_reuse of it is not
+#           bought again; budget.iteration_items).
 # ---------------------------------------------------------------------------
-LINE_ITEMS = (
-    ("compute.gpu", "compute", False, "Productive GPU time"),
-    ("compute.verifier", "compute", False, "Reward verifier (CPU sandbox)"),
-    ("storage.dataset", "storage", True, "Datasets (object storage)"),
-    ("storage.ckpt_hot", "storage", False, "Checkpoints, hot tier"),
-    ("storage.ckpt_cold", "storage", False, "Checkpoints, cold tier"),
-    ("network.dataset", "network", False, "Dataset transfers"),
-    ("network.ckpt_replication", "network", False, "Checkpoint replication"),
-    ("network.model_export", "network", False, "Model export"),
-    ("data.acquisition", "data", True, "Data acquisition"),
-    ("data.cleaning", "data", False, "Data cleaning"),
-    ("data.labeling", "data", False, "Labeling and review"),
-    ("data.synthetic", "data", False, "Synthetic data"),
-    ("data.human_eval", "data", False, "Human evaluation"),
-    ("labor.team", "labor", True, "Team"),
-    ("ops.platform", "ops", True, "Platform and operations"),
-    ("hidden.failures", "hidden", False, "Failures and restarts"),
-    ("hidden.ckpt_stalls", "hidden", False, "Checkpoint write stalls"),
-    ("hidden.idle", "hidden", False, "Idle and queued GPUs"),
-    ("hidden.experiments", "hidden", False, "Repeated experiments"),
-    ("hidden.failed_runs", "hidden", False, "Failed runs"),
+LINE_ITEM_TABLE = (
+    ("compute.gpu", "compute", False, "Productive GPU time", "run", False),
+    ("compute.verifier", "compute", False, "Reward verifier (CPU sandbox)", "run", False),
+    ("storage.dataset", "storage", True, "Datasets (object storage)", "kept", False),
+    ("storage.ckpt_hot", "storage", False, "Checkpoints, hot tier", "kept", False),
+    ("storage.ckpt_cold", "storage", False, "Checkpoints, cold tier", "kept", False),
+    ("network.dataset", "network", False, "Dataset transfers", "run", False),
+    ("network.ckpt_replication", "network", False, "Checkpoint replication", "end", False),
+    ("network.model_export", "network", False, "Model export", "end", False),
+    ("data.acquisition", "data", True, "Data acquisition", "setup", True),
+    ("data.cleaning", "data", False, "Data cleaning", "setup", True),
+    ("data.labeling", "data", False, "Labeling and review", "setup", True),
+    ("data.synthetic", "data", False, "Synthetic data", "setup", True),
+    ("data.human_eval", "data", False, "Human evaluation", "run", False),
+    ("labor.team", "labor", True, "Team", "span", False),
+    ("ops.platform", "ops", True, "Platform and operations", "span", False),
+    ("hidden.failures", "hidden", False, "Failures and restarts", "run", False),
+    ("hidden.ckpt_stalls", "hidden", False, "Checkpoint write stalls", "run", False),
+    ("hidden.idle", "hidden", False, "Idle and queued GPUs", "run", False),
+    ("hidden.experiments", "hidden", False, "Repeated experiments", "run", False),
+    ("hidden.failed_runs", "hidden", False, "Failed runs", "run", False),
 )
+PROFILES = ("setup", "run", "span", "kept", "end")
+# The first four columns, as (key, resource, fixed, label) rows: what api.py and the tests unpack.
+LINE_ITEMS = tuple(row[:4] for row in LINE_ITEM_TABLE)
+ITEM_PROFILE = tuple(row[4] for row in LINE_ITEM_TABLE)
+ITEM_REUSED = np.array([1.0 if row[5] else 0.0 for row in LINE_ITEM_TABLE])
 NI = len(LINE_ITEMS)
 ITEM_RESOURCE = np.array([RESOURCES.index(r) for _, r, _, _ in LINE_ITEMS], dtype=np.int64)
 ITEM_FIXED = np.array([1.0 if f else 0.0 for _, _, f, _ in LINE_ITEMS])
@@ -81,15 +103,43 @@ NR = len(RESOURCES)
  I_DATA_ACQ, I_DATA_CLEAN, I_DATA_LABEL, I_DATA_SYNTH, I_DATA_HEVAL, I_LABOR, I_OPS,
  I_HID_FAIL, I_HID_STALL, I_HID_IDLE, I_HID_EXP, I_HID_FAILED) = range(NI)
 
-# Per-stage statistics (columns of `stats`).
+# Per-stage statistics (columns of `stats`). Append new names at the end: the order is the layout.
 STATS = ("enabled", "num_gpus", "productive_gpu_hours", "gpu_hours", "wall_days", "months", "flops",
          "mfu", "tokens", "interruptions", "ckpt_interval_h", "young_daly_h", "ckpt_count",
          "ckpt_gb", "ckpt_write_s", "dataset_gb", "storage_peak_gb", "memory_per_gpu_gb", "fits",
-         "min_gpus", "rollout_gpu_hours", "trainable_params_b", "usd_total", "fixed_usd", "recompute_mode")
+         "min_gpus", "rollout_gpu_hours", "trainable_params_b", "usd_total", "fixed_usd", "recompute_mode",
+         # the terms the explanations, timeline and pages show (0 where they do not apply):
+         "mfu_core",  # default_mfu: base, size, small-model and cluster terms, clipped (0 = MFU given)
+         "mfu_attention",  # attention_mfu_factor
+         "mfu_recompute",  # recompute multiplier (1 = none)
+         "mfu_peft",  # PEFT multiplier (1 = full fine-tuning)
+         "ctx_tokens",  # attention context used in the FLOPs, tokens
+         "unique_tokens",  # tokens of one copy of the stage's data
+         "trainable_params",  # trainable (and checkpointed) parameters, count
+         "ckpt_bytes",  # one checkpoint, bytes
+         "setup_months", "run_months",  # months = setup + run
+         "ckpt_spacing_h",  # hours between checkpoints written (wall time / count)
+         "ckpt_held",  # checkpoints kept after the stage (keep-last-K + milestones)
+         "ckpt_kept_gb",  # size of each kept one (weights only when storage.finished_weights_only)
+         "ckpt_held_gb",  # GB held after the stage: on the hot tier for ckpt_hot_months, then cold
+         "ckpt_hot_months", "ckpt_cold_months",  # months on each tier after the stage
+         "ckpt_in_run_gb_months",  # checkpoint GB-months stored during the run (hot)
+         "dataset_copy_gb",  # one copy of the dataset (dataset_gb holds all versions)
+         "verifier_samples",  # RL samples scored in the CPU sandbox
+         "human_eval_samples",  # evaluation samples scored by people
+         "model_layers", "model_hidden", "active_params",  # the model's shape as used (count)
+         "train_flops_per_token",  # FLOPs per trained token of the stage's model (one update pass)
+         "passes_gpu_hours",  # RL: productive GPU-hours of the scoring and update passes (not rollouts)
+         "usable_memory_gb",  # GPU memory a plan may use (memory_gb x usable fraction)
+         "gpu_usd")  # billed GPU time (productive + hidden), $
 NK = len(STATS)
 (K_ENABLED, K_GPUS, K_PROD_H, K_GPU_H, K_WALL_D, K_MONTHS, K_FLOPS, K_MFU, K_TOKENS, K_INTERRUPT,
  K_CKPT_INT, K_YOUNG_DALY, K_CKPT_N, K_CKPT_GB, K_CKPT_WRITE_S, K_DATASET_GB, K_STORAGE_PEAK_GB,
- K_MEM_GB, K_FITS, K_MIN_GPUS, K_ROLLOUT_H, K_TRAINABLE_B, K_USD, K_FIXED, K_RECOMPUTE) = range(NK)
+ K_MEM_GB, K_FITS, K_MIN_GPUS, K_ROLLOUT_H, K_TRAINABLE_B, K_USD, K_FIXED, K_RECOMPUTE,
+ K_MFU_CORE, K_MFU_ATTN, K_MFU_RECOMP, K_MFU_PEFT, K_CTX, K_UNIQUE_TOKENS, K_TRAINABLE, K_CKPT_BYTES,
+ K_SETUP_MO, K_RUN_MO, K_CKPT_SPACING_H, K_CKPT_HELD, K_CKPT_KEPT_GB, K_CKPT_HELD_GB, K_CKPT_HOT_MO,
+ K_CKPT_COLD_MO, K_CKPT_IN_RUN_GBMO, K_DATASET_COPY_GB, K_VERIFIER_SAMPLES, K_HUMAN_SAMPLES,
+ K_LAYERS, K_HIDDEN, K_ACTIVE, K_FPT, K_PASSES_H, K_USABLE_GB, K_GPU_USD) = range(NK)
 
 # Batch output columns ("full" mode): the resources, then these.
 BATCH_EXTRA = ("gpu_hours", "productive_gpu_hours", "wall_days", "fits")
@@ -100,30 +150,63 @@ _CHUNK = 512
 SERIAL_BELOW = 4096  # variants; below this the parallel launch costs more than it saves
 
 
+# ---------------------------------------------------------------------------
+# Speed note: the parts below are separate functions for reading, one machine-code loop
+# after compiling. LLVM inlines the small ones by itself; the larger ones (the stage work,
+# memory, MFU, hidden time, retention) it would leave as calls that cost ~10 ns each with
+# array arguments, so they are inlined by numba (inline='always'). Each part writes row s
+# of the 2-D stats/items arrays (no per-stage views: each would add reference counting).
+# _eval_one is compiled without numba's runtime (_nrt=False): it allocates nothing and only
+# reads and writes arrays its caller owns, so the atomic reference counts numba otherwise
+# emits for every array handed to an inlined part (a third of the kernel's time) are not
+# needed. The callers (_single, _batch_range) allocate with the runtime as before.
+# Numbers are unchanged: every expression keeps its operation order (tests/test_golden.py).
+# ---------------------------------------------------------------------------
+
+# ---------------------------------------------------------------------------
+# The model: shape and sizes every stage reads
+# ---------------------------------------------------------------------------
 @njit(cache=True)
-def _train_memory(x, b, n_total, n_lora, method, L, d, a, vocab, ffn, G, mbs_mult, extra_weights, mode):
+def _model(x):
+    """(n_total, act_b, n_act, L, d, a, kv_heads, ffn, vocab, kv_dim, kv_bytes_per_token) of the scenario's model.
+
+    n_total: all parameters (count); act_b / n_act: active ones per token (billions / count, MoE);
+    the shape from formulas.model_shape when not given.
+    """
+    n_total = x[M_PARAMS_B] * 1e9
+    act_b = x[M_ACTIVE_B] if x[M_ACTIVE_B] > 0.0 else x[M_PARAMS_B]
+    L, d, a, kvh, ffn = model_shape(act_b, x[M_LAYERS], x[M_HIDDEN], x[M_HEADS], x[M_KV_HEADS], x[M_FFN])
+    head_dim = d / a
+    kv_tok = kv_cache_bytes_per_token(L, kvh, head_dim)
+    return n_total, act_b, act_b * 1e9, L, d, a, kvh, ffn, x[M_VOCAB], kvh * head_dim, kv_tok
+
+
+# ---------------------------------------------------------------------------
+# Memory and MFU of a training stage
+# ---------------------------------------------------------------------------
+@njit(cache=True, inline='always')
+def _train_memory(x, b, shape, n_lora, method, G, mbs_mult, extra_weights, mode):
     """(bytes per GPU, min GPUs) of a training stage; see formulas for each term.
 
-    mode: activation recompute 0 none, 1 selective, 2 full.
+    mode: resolved activation recompute (formulas.RECOMPUTE_MODE_*).
     """
-    tp = x[b + S_TP]
-    pp = x[b + S_PP]
-    mp = tp * pp
+    n_total, _, _, L, d, a, _, ffn, vocab, _, _ = shape
+    mp = x[b + S_TP] * x[b + S_PP]
     dp = max(1.0, math.floor(G / mp))
     zero = x[b + S_ZERO]
     largest = max(vocab * d, ffn * d)
     act = activation_bytes_per_gpu(L, d, a, x[b + S_SEQ_LEN], x[b + S_MICRO_BATCH] * mbs_mult,
-                                   vocab, mode, tp)
-    if method < 0.5:
+                                   vocab, mode, x[b + S_TP])
+    if method == METHOD_FULL:
         sharded = model_state_bytes_per_gpu(n_total, zero, 1.0, mp, largest) - \
             model_state_bytes_per_gpu(n_total, zero, 1e30, mp, largest)
         fixed = model_state_bytes_per_gpu(n_total, zero, 1e30, mp, largest)
     else:
-        base_bpp = NF4_BYTES_PER_PARAM if method > 1.5 else 2.0
+        base_bpp = NF4_BYTES_PER_PARAM if method == METHOD_QLORA else 2.0
         base = base_bpp * n_total / mp
-        fixed = (QLORA_TRAINABLE_BYTES if method > 1.5 else LORA_TRAINABLE_BYTES) * n_lora / mp
+        fixed = (QLORA_TRAINABLE_BYTES if method == METHOD_QLORA else LORA_TRAINABLE_BYTES) * n_lora / mp
         sharded = 0.0
-        if zero > 2.5:
+        if zero > 2.5:  # ZeRO-3 shards the frozen base too
             sharded = base
         else:
             fixed += base
@@ -145,297 +228,458 @@ def _train_memory(x, b, n_total, n_lora, method, L, d, a, vocab, ffn, G, mbs_mul
     return mem, min_g
 
 
-@njit(cache=True)
-def _memory_and_recompute(x, b, n_total, n_lora, method, L, d, a, vocab, ffn, G, mbs_mult, extra_weights):
+@njit(cache=True, inline='always')
+def _memory_and_recompute(x, b, shape, n_lora, method, G, mbs_mult, extra_weights):
     """Resolve the recompute setting: 'auto' is selective when that fits in memory, else full.
 
-    Returns (bytes per GPU, min GPUs, mode) with mode 0 none, 1 selective, 2 full.
+    Returns (bytes per GPU, min GPUs, mode), mode a formulas.RECOMPUTE_MODE_* code.
     """
     rc = x[b + S_RECOMPUTE]
     if rc == RECOMPUTE_NONE:
-        mode = 0.0
+        mode = RECOMPUTE_MODE_NONE
     elif rc == RECOMPUTE_FULL:
-        mode = 2.0
+        mode = RECOMPUTE_MODE_FULL
     else:
-        mode = 1.0
-    mem, min_g = _train_memory(x, b, n_total, n_lora, method, L, d, a, vocab, ffn, G, mbs_mult,
-                               extra_weights, mode)
+        mode = RECOMPUTE_MODE_SELECTIVE
+    mem, min_g = _train_memory(x, b, shape, n_lora, method, G, mbs_mult, extra_weights, mode)
     if rc == RECOMPUTE_AUTO and mem > x[H_MEM_GB] * 1e9 * x[E_USABLE_MEM]:
-        mode = 2.0
-        mem, min_g = _train_memory(x, b, n_total, n_lora, method, L, d, a, vocab, ffn, G, mbs_mult,
-                                   extra_weights, mode)
+        mode = RECOMPUTE_MODE_FULL
+        mem, min_g = _train_memory(x, b, shape, n_lora, method, G, mbs_mult, extra_weights, mode)
     return mem, min_g, mode
 
 
-@njit(cache=True)
-def _stage_mfu(x, b, act_b, G, method, mode, L, d, ctx):
-    """The stage's MFU: given, or the default model with attention, recompute and PEFT factors."""
+@njit(cache=True, inline='always')
+def _stage_mfu(x, b, shape, G, method, mode, ctx, st, s):
+    """The stage's MFU: given, or the default model times attention, recompute and PEFT factors.
+
+    Writes the factors (0 when the MFU is given or comes from tflops_per_gpu), the resolved
+    recompute mode and the MFU into the stats row ``st``; returns the MFU.
+    """
+    st[s, K_RECOMPUTE] = mode
     mfu = x[b + S_MFU]
-    if mfu > 0.0:
-        return mfu
-    if x[b + S_TFLOPS] > 0.0:  # hardware FLOP/s: full recompute does 8N instead of 6N per token
+    if mfu <= 0.0 and x[b + S_TFLOPS] > 0.0:  # hardware FLOP/s: full recompute does 8N instead of 6N per token
         mfu = x[b + S_TFLOPS] / x[H_PEAK_TFLOPS]
-        return mfu * MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE if mode > 1.5 else mfu
-    mfu = default_mfu(x[H_MFU_BASE], act_b, G, x[H_SIZE_EXP], x[E_SMALL_B],
-                      x[E_CLUSTER_REF], x[E_CLUSTER_SLOPE], x[E_MFU_MIN])
-    mfu *= attention_mfu_factor(act_b * 1e9, L, d, ctx, x[H_ATTN_EFF])
-    if mode > 1.5:
-        mfu *= x[E_RECOMP_FULL]
-    elif mode > 0.5:
-        mfu *= x[E_RECOMP_SEL]
-    if method > 0.5:
-        mfu *= x[E_PEFT_MFU]
+        if mode == RECOMPUTE_MODE_FULL:
+            mfu *= MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE
+    elif mfu <= 0.0:
+        _, act_b, _, L, d, _, _, _, _, _, _ = shape
+        core = default_mfu(x[H_MFU_BASE], act_b, G, x[H_SIZE_EXP], x[E_SMALL_B],
+                           x[E_CLUSTER_REF], x[E_CLUSTER_SLOPE], x[E_MFU_MIN])
+        attn = attention_mfu_factor(act_b * 1e9, L, d, ctx, x[H_ATTN_EFF])
+        rec = 1.0  # multiplying by 1.0 is exact: the product is the kernel's old step-by-step one
+        if mode == RECOMPUTE_MODE_FULL:
+            rec = x[E_RECOMP_FULL]
+        elif mode == RECOMPUTE_MODE_SELECTIVE:
+            rec = x[E_RECOMP_SEL]
+        peft = x[E_PEFT_MFU] if method != METHOD_FULL else 1.0
+        mfu = core * attn * rec * peft
+        st[s, K_MFU_CORE] = core
+        st[s, K_MFU_ATTN] = attn
+        st[s, K_MFU_RECOMP] = rec
+        st[s, K_MFU_PEFT] = peft
+    st[s, K_MFU] = mfu
     return mfu
 
 
 @njit(cache=True)
+def _write_setup(st, s, G, shape, trainable):
+    """What the stage runs on into its stats row: GPUs, the model's shape, trainable parameters."""
+    st[s, K_ENABLED] = 1.0
+    st[s, K_GPUS] = G
+    st[s, K_TRAINABLE] = trainable
+    st[s, K_TRAINABLE_B] = trainable / 1e9
+    st[s, K_LAYERS] = shape[3]
+    st[s, K_HIDDEN] = shape[4]
+    st[s, K_ACTIVE] = shape[2]
+
+
+@njit(cache=True)
+def _train_hours(x, b, tokens, flops, mfu):
+    """Productive GPU-hours of training passes: measured tokens/s/GPU when given, else FLOPs at the MFU."""
+    tps = x[b + S_TOK_PER_GPU_S]
+    if tps > 0.0:
+        return tokens / (tps * 3600.0)
+    return gpu_hours_for_flops(flops, x[H_PEAK_TFLOPS], mfu)
+
+
+@njit(cache=True)
+def _write_work(x, st, s, tokens, unique_tokens, ctx, flops, prod_h, rollout_h, mem, min_g, short):
+    """The stage's work into its stats row; fits = the memory fits and inference replicas fit the GPUs.
+
+    Returns (productive GPU-hours, unique tokens), what the hidden time and the money read next.
+    """
+    st[s, K_TOKENS] = tokens
+    st[s, K_UNIQUE_TOKENS] = unique_tokens
+    st[s, K_CTX] = ctx
+    st[s, K_FLOPS] = flops
+    st[s, K_PROD_H] = prod_h
+    st[s, K_ROLLOUT_H] = rollout_h
+    cap = x[H_MEM_GB] * 1e9 * x[E_USABLE_MEM]
+    st[s, K_MEM_GB] = mem / 1e9
+    st[s, K_USABLE_GB] = cap / 1e9
+    st[s, K_FITS] = 1.0 if (mem <= cap and not short) else 0.0
+    st[s, K_MIN_GPUS] = min_g
+    return prod_h, unique_tokens
+
+
+# ---------------------------------------------------------------------------
+# Each stage's work: tokens, FLOPs, MFU, memory, productive GPU-hours
+# ---------------------------------------------------------------------------
+@njit(cache=True, inline='always')
+def _pretrain_work(x, s, b, G, shape, st):
+    """Pre-training or continued pre-training: 6N + attention per token over tokens_b x 1e9 tokens."""
+    n_act = shape[2]
+    L, d = shape[3], shape[4]
+    tok_b = x[PT_TOKENS_B] if s == PRETRAIN else x[CPT_TOKENS_B]
+    epochs = x[PT_EPOCHS] if s == PRETRAIN else x[CPT_EPOCHS]
+    tokens = tok_b * 1e9
+    seq = x[b + S_SEQ_LEN]
+    fpt = train_flops_per_token(n_act, L, d, seq, METHOD_FULL, 0.0, 0.0)
+    st[s, K_FPT] = fpt
+    flops = fpt * tokens
+    mem, min_g, mode = _memory_and_recompute(x, b, shape, 0.0, METHOD_FULL, G, 1.0, 0.0)
+    mfu = _stage_mfu(x, b, shape, G, METHOD_FULL, mode, seq, st, s)
+    prod_h = _train_hours(x, b, tokens, flops, mfu)
+    return _write_work(x, st, s, tokens, tokens / epochs, seq, flops, prod_h, 0.0, mem, min_g, False)
+
+
+@njit(cache=True, inline='always')
+def _sft_work(x, b, G, method, n_lora, shape, st, s):
+    """Supervised fine-tuning: samples x tokens per sample x epochs; context = min(seq_len, sample)."""
+    n_act, L, d = shape[2], shape[3], shape[4]
+    tps_sample = x[SFT_TOK_PER_SAMPLE]
+    unique_tokens = x[SFT_SAMPLES] * tps_sample
+    tokens = unique_tokens * x[SFT_EPOCHS]
+    ctx = min(x[b + S_SEQ_LEN], tps_sample)
+    fpt = train_flops_per_token(n_act, L, d, ctx, method, n_lora, x[b + S_QLORA_DEQ])
+    st[s, K_FPT] = fpt
+    flops = fpt * tokens
+    mem, min_g, mode = _memory_and_recompute(x, b, shape, n_lora, method, G, 1.0, 0.0)
+    mfu = _stage_mfu(x, b, shape, G, method, mode, ctx, st, s)
+    prod_h = _train_hours(x, b, tokens, flops, mfu)
+    return _write_work(x, st, s, tokens, unique_tokens, ctx, flops, prod_h, 0.0, mem, min_g, False)
+
+
+@njit(cache=True, inline='always')
+def _dpo_work(x, b, G, method, n_lora, shape, st, s):
+    """DPO: chosen + rejected per pair, trained each epoch; reference log-probs live or precomputed once.
+
+    Micro-batches hold both responses (2x activations); a live reference of a full fine-tune is a
+    second frozen copy of the weights. Reference passes run at the inference MFU.
+    """
+    n_total, n_act, L, d = shape[0], shape[2], shape[3], shape[4]
+    per_pair = x[DPO_CHOSEN] + x[DPO_REJECTED]
+    unique_tokens = x[DPO_PAIRS] * per_pair
+    tokens = unique_tokens * x[DPO_EPOCHS]
+    ctx = min(x[b + S_SEQ_LEN], max(x[DPO_CHOSEN], x[DPO_REJECTED]))
+    fpt = train_flops_per_token(n_act, L, d, ctx, method, n_lora, x[b + S_QLORA_DEQ])
+    st[s, K_FPT] = fpt
+    train_flops = fpt * tokens
+    ref_passes = 1.0 if x[DPO_REFERENCE] == DPO_REF_PRECOMPUTED else x[DPO_EPOCHS]
+    ref_flops = forward_flops_per_token(n_act, L, d, ctx) * unique_tokens * ref_passes
+    ref_w = n_total if x[DPO_REFERENCE] != DPO_REF_PRECOMPUTED and method == METHOD_FULL else 0.0
+    mem, min_g, mode = _memory_and_recompute(x, b, shape, n_lora, method, G, 2.0, ref_w)
+    mfu = _stage_mfu(x, b, shape, G, method, mode, ctx, st, s)
+    prod_h = _train_hours(x, b, tokens, train_flops, mfu)
+    prod_h += gpu_hours_for_flops(ref_flops, x[H_PEAK_TFLOPS], x[E_INFER_MFU])
+    return _write_work(x, st, s, tokens, unique_tokens, ctx, train_flops + ref_flops, prod_h, 0.0, mem, min_g, False)
+
+
+@njit(cache=True)
+def _rl_scoring_flops(x, n_act, L, d, ctx, tokens, method, n_lora, deq, upd):
+    """(train FLOPs, inference FLOPs, policy FLOPs per trained token) of one RL run's scoring and update passes.
+
+    Policy old log-probs, live reference, reward model (when the reward is a model) forward
+    passes; policy updates over update_epochs; PPO adds a critic (forward + update).
+    """
+    fwd = forward_flops_per_token(n_act, L, d, ctx)
+    infer_flops = fwd * tokens  # old log-probs of the policy
+    if x[RL_REFERENCE] == RL_REFERENCE_LIVE:
+        infer_flops += fwd * tokens
+    if x[RL_REWARD] == RL_REWARD_MODEL:
+        n_rm = x[RL_REWARD_B] * 1e9 if x[RL_REWARD_B] > 0.0 else n_act
+        infer_flops += forward_flops_per_token(n_rm, L, d, ctx) * tokens
+    fpt = train_flops_per_token(n_act, L, d, ctx, method, n_lora, deq)
+    train_flops = fpt * tokens * upd
+    if x[RL_ALGO] == RL_PPO:
+        n_c = x[RL_CRITIC_B] * 1e9 if x[RL_CRITIC_B] > 0.0 else n_act
+        infer_flops += forward_flops_per_token(n_c, L, d, ctx) * tokens
+        train_flops += train_flops_per_token(n_c, L, d, ctx, METHOD_FULL, 0.0, 0.0) * tokens * upd
+    return train_flops, infer_flops, fpt
+
+
+@njit(cache=True, inline='always')
+def _rl_work(x, b, G, method, n_lora, shape, st, s):
+    """RL (PPO/GRPO): rollout generation (decode roofline + prefill), scoring passes, policy updates."""
+    n_total, n_act, L, d, kv_tok = shape[0], shape[2], shape[3], shape[4], shape[10]
+    peak = x[H_PEAK_TFLOPS]
+    q = x[RL_PROMPTS] * x[RL_SAMPLES]
+    steps = x[RL_STEPS]
+    lp = x[RL_PROMPT_TOK]
+    lr = x[RL_RESPONSE_TOK]
+    ctx = lp + lr
+    tokens = steps * (q * ctx)
+    dps, tp_inf, b_used = decode_gpu_seconds_per_token(
+        n_total, n_act, kv_tok, lp + 0.5 * lr, ctx, x[RL_ROLLOUT_BATCH], peak,
+        x[H_BW_TBS], x[H_MEM_GB], x[RL_ROLLOUT_EFF])
+    prefill_h = gpu_hours_for_flops(forward_flops_per_token(n_act, L, d, lp) * steps * q * lp, peak, x[E_INFER_MFU])
+    rollout_h = steps * q * lr * dps / 3600.0 + prefill_h
+    if x[RL_REWARD] != RL_REWARD_MODEL:
+        st[s, K_VERIFIER_SAMPLES] = steps * q
+    upd = x[RL_UPDATE_EPOCHS]
+    train_flops, infer_flops, fpt = _rl_scoring_flops(x, n_act, L, d, ctx, tokens, method, n_lora,
+                                                 x[b + S_QLORA_DEQ], upd)
+    mem, min_g, mode = _memory_and_recompute(x, b, shape, n_lora, method, G, 1.0, 0.0)
+    mfu = _stage_mfu(x, b, shape, G, method, mode, ctx, st, s)
+    train_h = _train_hours(x, b, tokens * upd, train_flops, mfu)
+    infer_h = gpu_hours_for_flops(infer_flops, peak, x[E_INFER_MFU])
+    prod_h = rollout_h + train_h + infer_h
+    st[s, K_FPT] = fpt
+    st[s, K_PASSES_H] = train_h + infer_h
+    mem = max(mem, (2.0 * n_total + b_used * kv_tok * ctx) / tp_inf)  # an inference replica's weights + KV
+    if min_g > 0.0 and tp_inf > min_g:
+        min_g = tp_inf
+    return _write_work(x, st, s, tokens, steps * x[RL_PROMPTS] * lp, ctx, train_flops + infer_flops, prod_h, rollout_h, mem, min_g, tp_inf > G)
+
+
+@njit(cache=True, inline='always')
+def _eval_work(x, G, shape, st, s):
+    """Evaluation: benchmark prompts (prefill, compute bound) and generated tokens (decode roofline) per run."""
+    n_total, n_act, L, d, kv_tok = shape[0], shape[2], shape[3], shape[4], shape[10]
+    runs = x[EV_RUNS]
+    ctx = x[EV_CONTEXT]
+    bench = x[EV_BENCH_M] * 1e6
+    gen = x[EV_GEN_M] * 1e6
+    dps, tp_inf, b_used = decode_gpu_seconds_per_token(
+        n_total, n_act, kv_tok, ctx, ctx, x[EV_DECODE_BATCH], x[H_PEAK_TFLOPS], x[H_BW_TBS], x[H_MEM_GB],
+        x[EV_DECODE_EFF])
+    flops = runs * (forward_flops_per_token(n_act, L, d, ctx) * bench + 2.0 * n_act * gen)
+    rollout_h = runs * gen * dps / 3600.0
+    prod_h = rollout_h + gpu_hours_for_flops(
+        runs * forward_flops_per_token(n_act, L, d, ctx) * bench, x[H_PEAK_TFLOPS], x[E_INFER_MFU])
+    st[s, K_MFU] = x[E_INFER_MFU]
+    st[s, K_HUMAN_SAMPLES] = runs * x[EV_HUMAN]
+    mem = (2.0 * n_total + b_used * kv_tok * ctx) / tp_inf
+    return _write_work(x, st, s, runs * (bench + gen), bench + gen, ctx, flops, prod_h, rollout_h, mem, tp_inf, tp_inf > G)
+
+
+# ---------------------------------------------------------------------------
+# Hidden GPU time: checkpoints, failures, idle, failed runs, experiments
+# ---------------------------------------------------------------------------
+@njit(cache=True)
+def _checkpoint_plan(x, s, b, G, ckpt_bytes, wall_h):
+    """(write_h, failures per hour, Young/Daly interval, interval used, checkpoints written) of a stage.
+
+    Evaluation writes no checkpoints: its interval is its wall time (for the lost-work term).
+    """
+    write_h = ckpt_bytes / (x[R_WRITE_GBPS] * G * 1e9) / 3600.0
+    lam = x[R_FAIL_RATE] * G
+    mtbi = 1.0 / lam if lam > 0.0 else math.inf
+    yd = young_daly_interval_h(write_h, mtbi) if s != EVAL else 0.0
+    tau = x[b + S_CKPT_INTERVAL_H]
+    if tau <= 0.0:
+        tau = yd
+    if s == EVAL or not (tau < wall_h):
+        tau = wall_h
+    n_ckpt = max(1.0, math.floor(wall_h / tau)) if (s != EVAL and wall_h > 0.0) else 0.0
+    return write_h, lam, yd, tau, n_ckpt
+
+
+@njit(cache=True, inline='always')
+def _hidden_time(x, s, b, G, prod_h, ckpt_bytes, st):
+    """Hidden GPU-hours (failures, checkpoint stalls, idle, failed runs, experiments) and the calendar.
+
+    Failures lose half an interval plus the restart each (Llama 3 arXiv:2407.21783 Sec. 3.3.4 rate);
+    every checkpoint stalls all G GPUs while written. Returns the five hidden GPU-hour terms
+    (failures, stalls, idle, failed runs, experiments) and (months, checkpoints, GB each, spacing h).
+    """
+    wall_h = prod_h / G
+    write_h, lam, yd, tau, n_ckpt = _checkpoint_plan(x, s, b, G, ckpt_bytes, wall_h)
+    stall_h = n_ckpt * write_h * G
+    interruptions = wall_h * lam
+    fail_h = interruptions * (0.5 * tau + x[R_RESTART_H]) * G
+    idle_h = x[R_IDLE] * prod_h
+    failed_h = x[R_FAILED_RUNS] * prod_h
+    main_h = prod_h + fail_h + stall_h + idle_h + failed_h
+    exp_h = x[b + S_EXPERIMENTS] * x[b + S_EXP_SIZE] * main_h
+    billed = main_h + exp_h
+    run_months = billed / G / 24.0 / DAYS_PER_MONTH
+    st[s, K_GPU_H] = billed
+    st[s, K_WALL_D] = main_h / G / 24.0
+    st[s, K_SETUP_MO] = x[b + S_SETUP_MO]
+    st[s, K_RUN_MO] = run_months
+    st[s, K_INTERRUPT] = interruptions
+    st[s, K_CKPT_INT] = tau if s != EVAL else 0.0
+    st[s, K_YOUNG_DALY] = yd if yd < 1e30 else 0.0
+    st[s, K_CKPT_N] = n_ckpt
+    st[s, K_CKPT_BYTES] = ckpt_bytes
+    st[s, K_CKPT_GB] = ckpt_bytes / 1e9
+    st[s, K_CKPT_WRITE_S] = write_h * 3600.0
+    spacing_h = wall_h / n_ckpt if n_ckpt > 0.0 else 0.0
+    st[s, K_CKPT_SPACING_H] = spacing_h
+    months = x[b + S_SETUP_MO] + run_months
+    st[s, K_MONTHS] = months
+    return (fail_h, stall_h, idle_h, failed_h, exp_h), (months, n_ckpt, ckpt_bytes / 1e9, spacing_h)
+
+
+@njit(cache=True, inline='always')
+def _retention(x, b, n_ckpt, ckpt_gb, spacing_h, unique_tokens, st, s):
+    """Checkpoints held during and after the stage: keep-last-K + milestones, hot then cold.
+
+    Writes held count and GB at the end, GB-months during the run, months on each tier; returns
+    (GB-months in the run, held, GB each kept, months hot after, dataset GB, one copy's GB).
+    """
+    keep = x[b + S_KEEP_LAST]
+    mile = x[b + S_MILESTONE]
+    retention = x[ST_RETENTION_MO]
+    hot_after = min(retention, x[ST_COLD_AFTER_D] / DAYS_PER_MONTH)
+    held = held_checkpoints(n_ckpt, keep, mile) if n_ckpt > 0.0 else 0.0
+    # checkpoint k is written at the end of interval k: the set held after it is stored for the
+    # next interval, so during the run that is k = 1..n-1 (the n-th is written as the run ends)
+    in_run = ckpt_gb * held_checkpoint_sum(n_ckpt - 1.0, keep, mile) * spacing_h / HOURS_PER_MONTH
+    st[s, K_CKPT_IN_RUN_GBMO] = in_run
+    kept_gb = ckpt_gb  # size of each checkpoint retained after the stage
+    if x[ST_FINISHED_WEIGHTS] > 0.5 and x[b + S_CKPT_TYPE] != CKPT_WEIGHTS:
+        kept_gb = ckpt_gb * x[ST_WEIGHTS_CKPT_BPP] / x[ST_FULL_CKPT_BPP]
+    st[s, K_CKPT_HELD] = held
+    st[s, K_CKPT_KEPT_GB] = kept_gb
+    st[s, K_CKPT_HELD_GB] = held * kept_gb
+    st[s, K_CKPT_HOT_MO] = hot_after
+    st[s, K_CKPT_COLD_MO] = retention - hot_after
+    one_copy_gb = unique_tokens * x[ST_BYTES_PER_TOKEN] / 1e9
+    dataset_gb = one_copy_gb * x[ST_VERSIONS]
+    st[s, K_DATASET_COPY_GB] = one_copy_gb
+    st[s, K_DATASET_GB] = dataset_gb
+    st[s, K_STORAGE_PEAK_GB] = held * ckpt_gb + dataset_gb  # at the end of the run, before conversion
+    return in_run, held, kept_gb, hot_after, dataset_gb, one_copy_gb
+
+
+# ---------------------------------------------------------------------------
+# Each resource's money (formulas in costcore.formulas)
+# ---------------------------------------------------------------------------
+@njit(cache=True)
+def _compute_usd(x, prod_h, hidden, st, s, it):
+    """Productive and hidden GPU time, the RL verifier's sandbox runs."""
+    price = x[H_USD_GPU_H]
+    fail_h, stall_h, idle_h, failed_h, exp_h = hidden
+    it[s, I_COMPUTE] = gpu_time_usd(prod_h, price)
+    st[s, K_GPU_USD] = gpu_time_usd(st[s, K_GPU_H], price)  # shown by explain; not a line item
+    it[s, I_VERIFIER] = per_sample_usd(st[s, K_VERIFIER_SAMPLES], x[RL_VERIFIER_USD])
+    it[s, I_HID_FAIL] = gpu_time_usd(fail_h, price)
+    it[s, I_HID_STALL] = gpu_time_usd(stall_h, price)
+    it[s, I_HID_IDLE] = gpu_time_usd(idle_h, price)
+    it[s, I_HID_FAILED] = gpu_time_usd(failed_h, price)
+    it[s, I_HID_EXP] = gpu_time_usd(exp_h, price)
+
+
+@njit(cache=True)
+def _storage_usd(x, months, kept, s, it):
+    """Checkpoints on the hot and cold tiers; datasets in object storage for the stage and its retention."""
+    in_run, held, kept_gb, hot_after, dataset_gb, _ = kept
+    hot, cold = checkpoint_storage_usd(x[ST_HOT], x[ST_COLD], in_run, held, kept_gb, hot_after, x[ST_RETENTION_MO])
+    it[s, I_ST_HOT] = hot
+    it[s, I_ST_COLD] = cold
+    it[s, I_ST_DATA] = dataset_storage_usd(x[ST_OBJECT], dataset_gb, months, x[ST_RETENTION_MO])
+
+
+@njit(cache=True)
+def _network_usd(x, trainable, kept, s, it):
+    """Dataset moves, replication of the kept checkpoints, exports of the finished weights."""
+    _, held, kept_gb, _, _, one_copy_gb = kept
+    usd_gb = x[N_USD_PER_GB]
+    it[s, I_NET_DATA] = transfer_usd(one_copy_gb, x[N_DATASET_MOVES], usd_gb)
+    it[s, I_NET_REPL] = transfer_usd(held * kept_gb, x[N_CKPT_REPLICAS], usd_gb)
+    if s != EVAL:
+        it[s, I_NET_EXPORT] = transfer_usd(trainable * x[ST_WEIGHTS_CKPT_BPP] / 1e9, x[N_EXPORTS], usd_gb)
+
+
+@njit(cache=True)
+def _data_usd(x, b, unique_tokens, st, s, it):
+    """Bought and cleaned tokens, labels with review, synthetic tokens, human evaluation."""
+    unique_b = unique_tokens / 1e9
+    it[s, I_DATA_ACQ] = per_token_usd(unique_b, x[b + S_ACQ_USD_B])
+    it[s, I_DATA_CLEAN] = per_token_usd(unique_b, x[b + S_CLEAN_USD_B])
+    it[s, I_DATA_LABEL] = labeling_usd(x[b + S_LABELS], x[b + S_USD_PER_LABEL], x[D_REVIEW])
+    it[s, I_DATA_SYNTH] = synthetic_usd(x[b + S_SYNTH_M], x[D_SYNTH_USD_PER_M])
+    it[s, I_DATA_HEVAL] = per_sample_usd(st[s, K_HUMAN_SAMPLES], x[EV_USD_HUMAN])
+
+
+@njit(cache=True)
+def _team_usd_per_month(x):
+    """Payroll of every role, $/month."""
+    team = 0.0
+    for r in range(len(L_ROLES)):
+        team += staff_usd_per_month(x[L_ROLES[r][0]], x[L_ROLES[r][1]])
+    return team
+
+
+@njit(cache=True)
+def _labor_ops_usd(x, team_usd_month, months, s, it):
+    """People and platform, billed for the stage's setup + run months."""
+    it[s, I_LABOR] = monthly_usd(team_usd_month, months)
+    it[s, I_OPS] = monthly_usd(x[O_USD_PER_MONTH], months)
+
+
+@njit(cache=True)
+def _totals(st, s, it):
+    """Stage total and its fixed part, $."""
+    tot = 0.0
+    fixed = 0.0
+    for i in range(NI):
+        tot += it[s, i]
+        fixed += it[s, i] * ITEM_FIXED[i]
+    st[s, K_USD] = tot
+    st[s, K_FIXED] = fixed
+
+
+# ---------------------------------------------------------------------------
+# The orchestrator
+# ---------------------------------------------------------------------------
+@njit(cache=True, _nrt=False)
 def _eval_one(x, items, stats):
-    """Evaluate one scenario vector into items (NS x NI, $) and stats (NS x NK)."""
+    """Evaluate one scenario vector into items (NS x NI, $) and stats (NS x NK).
+
+    Per enabled stage: its work (tokens, FLOPs, MFU, memory, productive GPU-hours), the hidden
+    time and checkpoints around it, then each resource's money.
+    """
     items[:, :] = 0.0
     stats[:, :] = 0.0
-    n_total = x[M_PARAMS_B] * 1e9
-    act_b = x[M_ACTIVE_B] if x[M_ACTIVE_B] > 0.0 else x[M_PARAMS_B]
-    n_act = act_b * 1e9
-    L, d, a, kvh, ffn = model_shape(act_b, x[M_LAYERS], x[M_HIDDEN], x[M_HEADS], x[M_KV_HEADS], x[M_FFN])
-    vocab = x[M_VOCAB]
-    head_dim = d / a
-    kv_dim = kvh * head_dim
-    kv_tok = kv_cache_bytes_per_token(L, kvh, head_dim)
-    peak = x[H_PEAK_TFLOPS]
-    price = x[H_USD_GPU_H]
-    mem_gb = x[H_MEM_GB]
-    inf_mfu = x[E_INFER_MFU]
-    team_usd_month = 0.0
-    for r in range(len(L_ROLES)):
-        team_usd_month += x[L_ROLES[r][0]] * x[L_ROLES[r][1]]
-
+    st = stats  # each part writes row s of the stats and items (2-D indexing: no array views)
+    it = items
+    shape = _model(x)
+    team_usd_month = _team_usd_per_month(x)
     for s in range(NS):
         b = STAGE_BASE[s]
         if x[b + S_ENABLED] < 0.5:
             continue
         G = x[b + S_NUM_GPUS] if x[b + S_NUM_GPUS] > 0.0 else x[H_NUM_GPUS]
-        method = x[b + S_METHOD] if (s == SFT or s == DPO or s == RL) else 0.0
+        method = x[b + S_METHOD] if (s == SFT or s == DPO or s == RL) else METHOD_FULL
         n_lora = 0.0
-        if method > 0.5:
-            n_lora = lora_trainable_params(L, d, kv_dim, ffn, x[b + S_LORA_RANK], x[b + S_LORA_TARGETS])
-        tps = x[b + S_TOK_PER_GPU_S]
-        deq = x[b + S_QLORA_DEQ]
-        seq = x[b + S_SEQ_LEN]
-        flops = 0.0
-        roll_short = False
-        mfu = 0.0
-        mode = 0.0
-        prod_h = 0.0
-        tokens = 0.0
-        unique_tokens = 0.0
-        rollout_h = 0.0
-        mem = 0.0
-        min_g = 0.0
+        if method != METHOD_FULL:
+            n_lora = lora_trainable_params(shape[3], shape[4], shape[9], shape[7], x[b + S_LORA_RANK],
+                                           x[b + S_LORA_TARGETS])
+        trainable = shape[0] if method == METHOD_FULL else n_lora
+        _write_setup(st, s, G, shape, trainable)
         if s == PRETRAIN or s == CPT:
-            tok_b = x[PT_TOKENS_B] if s == PRETRAIN else x[CPT_TOKENS_B]
-            epochs = x[PT_EPOCHS] if s == PRETRAIN else x[CPT_EPOCHS]
-            tokens = tok_b * 1e9
-            unique_tokens = tokens / epochs
-            flops = train_flops_per_token(n_act, L, d, seq, 0.0, 0.0, 0.0) * tokens
-            mem, min_g, mode = _memory_and_recompute(x, b, n_total, 0.0, 0.0, L, d, a, vocab, ffn, G, 1.0, 0.0)
-            mfu = _stage_mfu(x, b, act_b, G, method, mode, L, d, seq)
-            if tps > 0.0:
-                prod_h = tokens / (tps * 3600.0)
-            else:
-                prod_h = gpu_hours_for_flops(flops, peak, mfu)
+            prod_h, unique_tokens = _pretrain_work(x, s, b, G, shape, st)
         elif s == SFT:
-            tps_sample = x[SFT_TOK_PER_SAMPLE]
-            unique_tokens = x[SFT_SAMPLES] * tps_sample
-            tokens = unique_tokens * x[SFT_EPOCHS]
-            ctx = min(seq, tps_sample)
-            flops = train_flops_per_token(n_act, L, d, ctx, method, n_lora, deq) * tokens
-            mem, min_g, mode = _memory_and_recompute(x, b, n_total, n_lora, method, L, d, a, vocab, ffn, G, 1.0, 0.0)
-            mfu = _stage_mfu(x, b, act_b, G, method, mode, L, d, ctx)
-            if tps > 0.0:
-                prod_h = tokens / (tps * 3600.0)
-            else:
-                prod_h = gpu_hours_for_flops(flops, peak, mfu)
+            prod_h, unique_tokens = _sft_work(x, b, G, method, n_lora, shape, st, s)
         elif s == DPO:
-            per_pair = x[DPO_CHOSEN] + x[DPO_REJECTED]
-            unique_tokens = x[DPO_PAIRS] * per_pair
-            tokens = unique_tokens * x[DPO_EPOCHS]
-            ctx = min(seq, max(x[DPO_CHOSEN], x[DPO_REJECTED]))
-            train_flops = train_flops_per_token(n_act, L, d, ctx, method, n_lora, deq) * tokens
-            ref_passes = 1.0 if x[DPO_REFERENCE] == DPO_REF_PRECOMPUTED else x[DPO_EPOCHS]
-            ref_flops = forward_flops_per_token(n_act, L, d, ctx) * unique_tokens * ref_passes
-            flops = train_flops + ref_flops
-            ref_w = n_total if x[DPO_REFERENCE] != DPO_REF_PRECOMPUTED and method < 0.5 else 0.0
-            mem, min_g, mode = _memory_and_recompute(x, b, n_total, n_lora, method, L, d, a, vocab, ffn, G, 2.0, ref_w)
-            mfu = _stage_mfu(x, b, act_b, G, method, mode, L, d, ctx)
-            if tps > 0.0:
-                prod_h = tokens / (tps * 3600.0)
-            else:
-                prod_h = gpu_hours_for_flops(train_flops, peak, mfu)
-            prod_h += gpu_hours_for_flops(ref_flops, peak, inf_mfu)
+            prod_h, unique_tokens = _dpo_work(x, b, G, method, n_lora, shape, st, s)
         elif s == RL:
-            q = x[RL_PROMPTS] * x[RL_SAMPLES]
-            steps = x[RL_STEPS]
-            lp = x[RL_PROMPT_TOK]
-            lr = x[RL_RESPONSE_TOK]
-            ctx = lp + lr
-            tok_step = q * ctx
-            tokens = steps * tok_step
-            unique_tokens = steps * x[RL_PROMPTS] * lp
-            dps, tp_inf, b_used = decode_gpu_seconds_per_token(
-                n_total, n_act, kv_tok, lp + 0.5 * lr, ctx, x[RL_ROLLOUT_BATCH], peak,
-                x[H_BW_TBS], mem_gb, x[RL_ROLLOUT_EFF])
-            prefill_h = gpu_hours_for_flops(forward_flops_per_token(n_act, L, d, lp) * steps * q * lp, peak, inf_mfu)
-            rollout_h = steps * q * lr * dps / 3600.0 + prefill_h
-            fwd = forward_flops_per_token(n_act, L, d, ctx)
-            infer_flops = fwd * tokens  # old log-probs of the policy
-            if x[RL_REFERENCE] == RL_REFERENCE_LIVE:
-                infer_flops += fwd * tokens
-            if x[RL_REWARD] == RL_REWARD_MODEL:
-                n_rm = x[RL_REWARD_B] * 1e9 if x[RL_REWARD_B] > 0.0 else n_act
-                infer_flops += forward_flops_per_token(n_rm, L, d, ctx) * tokens
-            else:
-                items[s, I_VERIFIER] = steps * q * x[RL_VERIFIER_USD]
-            upd = x[RL_UPDATE_EPOCHS]
-            train_flops = train_flops_per_token(n_act, L, d, ctx, method, n_lora, deq) * tokens * upd
-            if x[RL_ALGO] == RL_PPO:
-                n_c = x[RL_CRITIC_B] * 1e9 if x[RL_CRITIC_B] > 0.0 else n_act
-                infer_flops += forward_flops_per_token(n_c, L, d, ctx) * tokens
-                train_flops += train_flops_per_token(n_c, L, d, ctx, 0.0, 0.0, 0.0) * tokens * upd
-            flops = train_flops + infer_flops
-            mem, min_g, mode = _memory_and_recompute(x, b, n_total, n_lora, method, L, d, a, vocab, ffn, G, 1.0, 0.0)
-            mfu = _stage_mfu(x, b, act_b, G, method, mode, L, d, ctx)
-            train_h = gpu_hours_for_flops(train_flops, peak, mfu)
-            if tps > 0.0:
-                train_h = tokens * upd / (tps * 3600.0)
-            prod_h = rollout_h + train_h + gpu_hours_for_flops(infer_flops, peak, inf_mfu)
-            roll_mem = (2.0 * n_total + b_used * kv_tok * ctx) / tp_inf
-            if roll_mem > mem:
-                mem = roll_mem
-            if tp_inf > G:  # an inference replica needs more GPUs than the stage has
-                roll_short = True
-            if min_g > 0.0 and tp_inf > min_g:
-                min_g = tp_inf
-        else:  # EVAL
-            runs = x[EV_RUNS]
-            ctx = x[EV_CONTEXT]
-            bench = x[EV_BENCH_M] * 1e6
-            gen = x[EV_GEN_M] * 1e6
-            tokens = runs * (bench + gen)
-            unique_tokens = bench + gen
-            dps, tp_inf, b_used = decode_gpu_seconds_per_token(
-                n_total, n_act, kv_tok, ctx, ctx, x[EV_DECODE_BATCH], peak, x[H_BW_TBS], mem_gb,
-                x[EV_DECODE_EFF])
-            flops = runs * (forward_flops_per_token(n_act, L, d, ctx) * bench + 2.0 * n_act * gen)
-            rollout_h = runs * gen * dps / 3600.0
-            prod_h = rollout_h + gpu_hours_for_flops(
-                runs * forward_flops_per_token(n_act, L, d, ctx) * bench, peak, inf_mfu)
-            mfu = inf_mfu
-            mem = (2.0 * n_total + b_used * kv_tok * ctx) / tp_inf
-            min_g = tp_inf
-            if tp_inf > G:
-                roll_short = True
-            items[s, I_DATA_HEVAL] = runs * x[EV_HUMAN] * x[EV_USD_HUMAN]
-
-        # ---- hidden GPU time: failures, checkpoint stalls, idle, failed runs, experiments
-        wall_h = prod_h / G
-        saved_params = n_total if method < 0.5 else n_lora
+            prod_h, unique_tokens = _rl_work(x, b, G, method, n_lora, shape, st, s)
+        else:
+            prod_h, unique_tokens = _eval_work(x, G, shape, st, s)
         bpp = x[ST_WEIGHTS_CKPT_BPP] if x[b + S_CKPT_TYPE] == CKPT_WEIGHTS else x[ST_FULL_CKPT_BPP]
-        ckpt_bytes = saved_params * bpp if s != EVAL else 0.0
-        write_h = ckpt_bytes / (x[R_WRITE_GBPS] * G * 1e9) / 3600.0
-        lam = x[R_FAIL_RATE] * G
-        mtbi = 1.0 / lam if lam > 0.0 else math.inf
-        yd = young_daly_interval_h(write_h, mtbi) if s != EVAL else 0.0
-        tau = x[b + S_CKPT_INTERVAL_H]
-        if tau <= 0.0:
-            tau = yd
-        if s == EVAL or not (tau < wall_h):
-            tau = wall_h
-        n_ckpt = max(1.0, math.floor(wall_h / tau)) if (s != EVAL and wall_h > 0.0) else 0.0
-        stall_h = n_ckpt * write_h * G
-        interruptions = wall_h * lam
-        fail_h = interruptions * (0.5 * tau + x[R_RESTART_H]) * G
-        idle_h = x[R_IDLE] * prod_h
-        failed_h = x[R_FAILED_RUNS] * prod_h
-        main_h = prod_h + fail_h + stall_h + idle_h + failed_h
-        exp_h = x[b + S_EXPERIMENTS] * x[b + S_EXP_SIZE] * main_h
-        billed = main_h + exp_h
-        months = x[b + S_SETUP_MO] + billed / G / 24.0 / DAYS_PER_MONTH
-        items[s, I_COMPUTE] = prod_h * price
-        items[s, I_HID_FAIL] = fail_h * price
-        items[s, I_HID_STALL] = stall_h * price
-        items[s, I_HID_IDLE] = idle_h * price
-        items[s, I_HID_FAILED] = failed_h * price
-        items[s, I_HID_EXP] = exp_h * price
-
-        # ---- storage: checkpoints (keep-last-K + milestones, hot then cold) and datasets
-        ckpt_gb = ckpt_bytes / 1e9
-        keep = x[b + S_KEEP_LAST]
-        mile = x[b + S_MILESTONE]
-        retention = x[ST_RETENTION_MO]
-        hot_after = min(retention, x[ST_COLD_AFTER_D] / DAYS_PER_MONTH)
-        final_held = held_checkpoints(n_ckpt, keep, mile) if n_ckpt > 0.0 else 0.0
-        spacing_h = wall_h / n_ckpt if n_ckpt > 0.0 else 0.0
-        # checkpoint k is written at the end of interval k: the set held after it is stored for the
-        # next interval, so during the run that is k = 1..n-1 (the n-th is written as the run ends)
-        in_run_gb_months = ckpt_gb * held_checkpoint_sum(n_ckpt - 1.0, keep, mile) * spacing_h / HOURS_PER_MONTH
-        kept_gb = ckpt_gb  # size of each checkpoint retained after the stage
-        if x[ST_FINISHED_WEIGHTS] > 0.5 and x[b + S_CKPT_TYPE] != CKPT_WEIGHTS:
-            kept_gb = ckpt_gb * x[ST_WEIGHTS_CKPT_BPP] / x[ST_FULL_CKPT_BPP]
-        items[s, I_ST_HOT] = x[ST_HOT] * (in_run_gb_months + final_held * kept_gb * hot_after)
-        items[s, I_ST_COLD] = x[ST_COLD] * final_held * kept_gb * (retention - hot_after)
-        one_copy_gb = unique_tokens * x[ST_BYTES_PER_TOKEN] / 1e9
-        dataset_gb = one_copy_gb * x[ST_VERSIONS]
-        items[s, I_ST_DATA] = x[ST_OBJECT] * dataset_gb * (months + retention)
-
-        # ---- network (billed transfers)
-        usd_gb = x[N_USD_PER_GB]
-        items[s, I_NET_DATA] = one_copy_gb * x[N_DATASET_MOVES] * usd_gb
-        items[s, I_NET_REPL] = final_held * kept_gb * x[N_CKPT_REPLICAS] * usd_gb
-        if s != EVAL:
-            items[s, I_NET_EXPORT] = saved_params * x[ST_WEIGHTS_CKPT_BPP] / 1e9 * x[N_EXPORTS] * usd_gb
-
-        # ---- data
-        unique_b = unique_tokens / 1e9
-        items[s, I_DATA_ACQ] = unique_b * x[b + S_ACQ_USD_B]
-        items[s, I_DATA_CLEAN] = unique_b * x[b + S_CLEAN_USD_B]
-        items[s, I_DATA_LABEL] = x[b + S_LABELS] * x[b + S_USD_PER_LABEL] * (1.0 + x[D_REVIEW])
-        items[s, I_DATA_SYNTH] = x[b + S_SYNTH_M] * x[D_SYNTH_USD_PER_M]
-
-        # ---- people and platform, billed for setup + run time
-        items[s, I_LABOR] = team_usd_month * months
-        items[s, I_OPS] = x[O_USD_PER_MONTH] * months
-
-        st = stats[s]
-        st[K_ENABLED] = 1.0
-        st[K_GPUS] = G
-        st[K_PROD_H] = prod_h
-        st[K_GPU_H] = billed
-        st[K_WALL_D] = main_h / G / 24.0
-        st[K_MONTHS] = months
-        st[K_FLOPS] = flops
-        st[K_MFU] = mfu
-        st[K_RECOMPUTE] = mode
-        st[K_TOKENS] = tokens
-        st[K_INTERRUPT] = interruptions
-        st[K_CKPT_INT] = tau if s != EVAL else 0.0
-        st[K_YOUNG_DALY] = yd if yd < 1e30 else 0.0
-        st[K_CKPT_N] = n_ckpt
-        st[K_CKPT_GB] = ckpt_gb
-        st[K_CKPT_WRITE_S] = write_h * 3600.0
-        st[K_DATASET_GB] = dataset_gb
-        st[K_STORAGE_PEAK_GB] = final_held * ckpt_gb + dataset_gb  # at the end of the run, before conversion
-        st[K_MEM_GB] = mem / 1e9
-        st[K_FITS] = 1.0 if (mem <= mem_gb * 1e9 * x[E_USABLE_MEM] and not roll_short) else 0.0
-        st[K_MIN_GPUS] = min_g
-        st[K_ROLLOUT_H] = rollout_h
-        st[K_TRAINABLE_B] = (n_total if method < 0.5 else n_lora) / 1e9
-        tot = 0.0
-        fixed = 0.0
-        for i in range(NI):
-            tot += items[s, i]
-            fixed += items[s, i] * ITEM_FIXED[i]
-        st[K_USD] = tot
-        st[K_FIXED] = fixed
+        hidden, cal = _hidden_time(x, s, b, G, prod_h, trainable * bpp if s != EVAL else 0.0, st)
+        months, n_ckpt, ckpt_gb, spacing_h = cal
+        kept = _retention(x, b, n_ckpt, ckpt_gb, spacing_h, unique_tokens, st, s)
+        _compute_usd(x, prod_h, hidden, st, s, it)
+        _storage_usd(x, months, kept, s, it)
+        _network_usd(x, trainable, kept, s, it)
+        _data_usd(x, b, unique_tokens, st, s, it)
+        _labor_ops_usd(x, team_usd_month, months, s, it)
+        _totals(st, s, it)
 
 
 @njit(cache=True)

@@ -6,7 +6,7 @@ import streamlit as st
 
 import costcore
 from costcore import fmt, schema
-from costcore.formulas import held_checkpoints
+from costcore.formulas import DAYS_PER_MONTH, held_checkpoints
 from costcore.schema import STAGE_LABELS
 from pages import common
 
@@ -55,7 +55,7 @@ out = costcore.batch(res.scenario, {p + "ckpt_interval_h": taus}, full=True, vec
 rs = list(costcore.RESOURCES)
 curve = pd.DataFrame({"interval_h": taus, "hidden": out[:, i, rs.index("hidden")],
                       "storage": out[:, i, rs.index("storage")],
-                      "total": out[:, i, :7].sum(axis=1)})
+                      "total": out[:, i, :len(rs)].sum(axis=1)})
 lo = curve.total.min()
 curve_long = curve.melt("interval_h", ["total", "hidden", "storage"], var_name="part", value_name="usd")
 base = alt.Chart(curve_long).mark_line().encode(
@@ -93,18 +93,22 @@ pol_df["held at end"] = pol_df.held_gb.map(fmt.gb)
 common.money_table(pol_df[["policy", "storage_usd", "network_usd", "held at end"]], ["storage_usd", "network_usd"])
 
 st.subheader("Checkpoint storage held over time")
+# Everything below is the kernel's own numbers (stats): checkpoints written every ckpt_spacing_h,
+# ckpt_held of ckpt_kept_gb each kept after the stage, ckpt_hot_months on the hot tier, then
+# ckpt_cold_months on the cold one. The in-run curve counts held checkpoints with the kernel's rule.
 n = int(res.stat(stage, "ckpt_count"))
-wall_d = res.stat(stage, "wall_days")
+spacing_d = res.stat(stage, "ckpt_spacing_h") / 24.0
 keep = float(schema.effective_value(res.scenario, p + "keep_last"))
 mile = float(schema.effective_value(res.scenario, p + "milestone_every"))
 gb = res.stat(stage, "ckpt_gb")
 ks = np.unique(np.linspace(1, max(n, 1), min(max(n, 1), 200)).round())
-ret_d = float(schema.effective_value(res.scenario, "storage.retention_months")) * 30.4
-cold_d = min(float(schema.effective_value(res.scenario, "storage.cold_after_days")), ret_d)
-final = held_checkpoints(float(n), keep, mile) * gb
-held = pd.DataFrame({"day": ks / max(n, 1) * wall_d, "gb": [held_checkpoints(k, keep, mile) * gb for k in ks],
+end_d = n * spacing_d
+hot_d = res.stat(stage, "ckpt_hot_months") * DAYS_PER_MONTH
+cold_d = res.stat(stage, "ckpt_cold_months") * DAYS_PER_MONTH
+final = res.stat(stage, "ckpt_held_gb")
+held = pd.DataFrame({"day": ks * spacing_d, "gb": [held_checkpoints(k, keep, mile) * gb for k in ks],
                      "tier": "hot (during run)"})
-after = pd.DataFrame({"day": [wall_d, wall_d + cold_d, wall_d + cold_d, wall_d + ret_d],
+after = pd.DataFrame({"day": [end_d, end_d + hot_d, end_d + hot_d, end_d + hot_d + cold_d],
                       "gb": [final, final, final, final],
                       "tier": ["hot (retained)", "hot (retained)", "cold", "cold"]})
 hist = pd.concat([held, after])

@@ -103,10 +103,10 @@ def test_batch_equal_without_jit(no_jit_run):
 
 
 def test_formula_tests_pass_without_jit():
-    """tests/test_formulas.py again, as plain Python."""
+    """tests/test_formulas.py and tests/test_kernel_parts.py again, as plain Python."""
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-                           str(ROOT / "tests" / "test_formulas.py")],
+                           str(ROOT / "tests" / "test_formulas.py"), str(ROOT / "tests" / "test_kernel_parts.py")],
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 

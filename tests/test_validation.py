@@ -118,17 +118,18 @@ def test_validation_doc_is_current():
 
 
 def test_explained_default_mfu_matches_the_kernel():
-    """The 'Default MFU' explanation multiplies to the MFU the kernel used, for every preset stage."""
+    """The 'Default MFU' factors explain shows are the kernel's stats, and multiply to the MFU it used."""
     from costcore import explain
     checked = 0
     for name in costcore.preset_names():
         res = costcore.estimate(costcore.load_preset(name))
         for stage in res.stages:
-            rows = {title: latex for title, latex, _ in explain.stage_explanation(res, stage)}
-            if "Default MFU" not in rows:
+            f = explain.mfu_factors(res, stage)
+            if f is None:
                 continue
-            value = float(rows["Default MFU"].rsplit("=", 1)[1])
-            assert value == pytest.approx(res.stat(stage, "mfu"), abs=6e-4), (name, stage)
+            assert f["core"] * f["attention"] * f["recompute"] * f["peft"] == res.stat(stage, "mfu"), (name, stage)
+            assert f["core"] == res.stat(stage, "mfu_core") and f["attention"] == res.stat(stage, "mfu_attention")
+            assert 0.0 < f["attention"] <= 1.0 and 0.0 < f["recompute"] <= 1.0
             checked += 1
     assert checked >= 10
 

@@ -1,0 +1,356 @@
+"""Each named part of the kernel and each dollar formula, with its arithmetic written out by hand.
+
+The kernel (``costcore.kernel._eval_one``) is an orchestrator over these parts; here each
+part runs alone on a small hand-made scenario vector and its result is typed out from the
+cost model (cost-model-notes; the formulas' docstrings). ``tests/test_formulas.py`` does the
+same for the physics formulas (FLOPs, memory, Young/Daly, decode roofline).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from costcore import formulas as F
+from costcore import kernel as K
+from costcore import schema
+from costcore.schema import IX, NS, STAGE_BASE, STAGES
+
+PT, SFT, DPO, RL, EV = (STAGES.index(s) for s in ("pretrain", "sft", "dpo", "rl", "eval"))
+# A 7B model with its shape given: LLaMA-7B-like, GQA with 8 KV heads.
+N7, L7, D7, A7, KV7, FFN7, V7 = 7e9, 32.0, 4096.0, 32.0, 8.0, 11008.0, 32000.0
+
+
+def vec(**paths) -> np.ndarray:
+    """The default vector with dotted paths set (write '__' for '.')."""
+    x = schema.DEFAULT_VECTOR.copy()
+    base = {"model.params_b": 7.0, "model.active_params_b": 0.0, "model.layers": L7, "model.hidden": D7,
+            "model.heads": A7, "model.kv_heads": KV7, "model.ffn": FFN7, "model.vocab": V7,
+            "hardware.peak_tflops": 1000.0, "hardware.usd_per_gpu_hour": 2.0}
+    base.update({k.replace("__", "."): v for k, v in paths.items()})
+    for k, v in base.items():
+        x[IX[k]] = float(schema.BY_PATH[k].choices.index(v)) if isinstance(v, str) else float(v)
+    return x
+
+
+def rows():
+    return np.zeros((NS, K.NI)), np.zeros((NS, K.NK))
+
+
+def stat(st, s, name):
+    return st[s, K.STATS.index(name)]
+
+
+# ---------------------------------------------------------------------------
+# Money formulas (formulas.py)
+# ---------------------------------------------------------------------------
+def test_money_formulas_by_hand():
+    assert F.gpu_time_usd(10.0, 2.5) == 25.0  # 10 GPU-h x $2.5
+    hot, cold = F.checkpoint_storage_usd(0.1, 0.004, 50.0, 3.0, 20.0, 1.0, 12.0)
+    assert hot == pytest.approx(0.1 * (50.0 + 3 * 20 * 1))  # = 11.0: in-run GB-months + 60 GB for 1 month
+    assert cold == pytest.approx(0.004 * 3 * 20 * 11)  # = 2.64: 60 GB for the other 11 months
+    assert F.dataset_storage_usd(0.022, 100.0, 2.0, 12.0) == pytest.approx(0.022 * 100 * 14)  # 30.8
+    assert F.transfer_usd(100.0, 3.0, 0.02) == pytest.approx(6.0)
+    assert F.per_token_usd(2.0, 1000.0) == 2000.0
+    assert F.labeling_usd(1000.0, 0.5, 0.2) == pytest.approx(600.0)  # 500 + 20% reviewed again
+    assert F.per_sample_usd(10.0, 0.01) == pytest.approx(0.1)
+    assert F.synthetic_usd(5.0, 2.0) == 10.0
+    assert F.monthly_usd(1000.0, 3.0) == 3000.0
+    assert F.staff_usd_per_month(2.0, 15000.0) == 30000.0
+
+
+# ---------------------------------------------------------------------------
+# Model and team
+# ---------------------------------------------------------------------------
+def test_model_with_shape_given():
+    n_total, act_b, n_act, L, d, a, kvh, ffn, vocab, kv_dim, kv_tok = K._model(vec())
+    assert (n_total, act_b, n_act) == (7e9, 7.0, 7e9)
+    assert (L, d, a, kvh, ffn, vocab) == (L7, D7, A7, KV7, FFN7, V7)
+    assert kv_dim == 8 * 128  # kv heads x head size 4096/32
+    assert kv_tok == 2 * 32 * 8 * 128 * 2  # K and V, 32 layers, 8 heads of 128, bf16 = 131,072 bytes
+
+
+def test_model_moe_uses_active_params_for_shape():
+    n_total, act_b, n_act, *_ = K._model(vec(model__params_b=671, model__active_params_b=37))
+    assert (n_total, act_b, n_act) == (671e9, 37.0, 37e9)
+
+
+def test_team_usd_per_month():
+    x = vec(labor__researcher__fte=2, labor__researcher__usd_per_month=25000,
+            labor__ml_engineer__fte=1, labor__ml_engineer__usd_per_month=20000,
+            labor__data_engineer__fte=0, labor__infra_engineer__fte=0.5, labor__infra_engineer__usd_per_month=10000)
+    assert K._team_usd_per_month(x) == 2 * 25000 + 20000 + 0.5 * 10000  # 75,000
+
+
+# ---------------------------------------------------------------------------
+# Training hours and MFU
+# ---------------------------------------------------------------------------
+def test_train_hours_measured_throughput_or_flops():
+    b = STAGE_BASE[PT]
+    x = vec(stages__pretrain__tokens_per_gpu_s=1000)
+    assert K._train_hours(x, b, 3.6e9, 1e30, 0.5) == 3.6e9 / (1000 * 3600)  # 1,000 GPU-h, FLOPs ignored
+    x = vec(stages__pretrain__tokens_per_gpu_s=0)
+    assert K._train_hours(x, b, 3.6e9, 1e21, 0.5) == pytest.approx(1e21 / (1000e12 * 0.5) / 3600)  # 555.6
+
+
+def test_stage_mfu_given_and_from_tflops():
+    b = STAGE_BASE[SFT]
+    shape = K._model(vec())
+    _, st = rows()
+    x = vec(stages__sft__mfu=0.42)
+    assert K._stage_mfu(x, b, shape, 8.0, F.METHOD_LORA, F.RECOMPUTE_MODE_FULL, 2048.0, st, SFT) == 0.42
+    assert stat(st, SFT, "mfu_core") == 0.0 and stat(st, SFT, "mfu") == 0.42
+    x = vec(stages__sft__mfu=0, stages__sft__tflops_per_gpu=400)
+    # 400 of 1000 TFLOP/s hardware; full recompute does 8N of hardware FLOPs per 6N of model FLOPs
+    assert K._stage_mfu(x, b, shape, 8.0, F.METHOD_FULL, F.RECOMPUTE_MODE_FULL, 2048.0, st, SFT) == \
+        pytest.approx(0.4 * 6 / 8)
+    assert K._stage_mfu(x, b, shape, 8.0, F.METHOD_FULL, F.RECOMPUTE_MODE_SELECTIVE, 2048.0, st, SFT) == \
+        pytest.approx(0.4)
+
+
+def test_stage_mfu_default_factors():
+    b = STAGE_BASE[SFT]
+    x = vec(stages__sft__mfu=0, stages__sft__tflops_per_gpu=0, hardware__mfu_base=0.5,
+            hardware__size_exponent=0, efficiency__small_model_b=0, efficiency__cluster_ref_gpus=1024,
+            efficiency__mfu_min=0.05, hardware__attn_efficiency=0.5,
+            efficiency__recompute_selective_factor=0.97, efficiency__peft_mfu_factor=0.9)
+    _, st = rows()
+    mfu = K._stage_mfu(x, b, K._model(x), 8.0, F.METHOD_LORA, F.RECOMPUTE_MODE_SELECTIVE, 4096.0, st, SFT)
+    # core: 0.5 x (7/10)^0 x 7/(7+0), 8 GPUs below the 1024 reference = 0.5
+    assert stat(st, SFT, "mfu_core") == pytest.approx(0.5)
+    # attention share a = 12 L d s / (6N + 12 L d s) at half the matmul speed: 1 / ((1-a) + a/0.5)
+    attn = 12 * 32 * 4096 * 4096
+    a = attn / (6 * 7e9 + attn)
+    assert a == pytest.approx(0.13300, abs=1e-5)
+    assert stat(st, SFT, "mfu_attention") == pytest.approx(1 / ((1 - a) + a / 0.5))
+    assert stat(st, SFT, "mfu_recompute") == 0.97 and stat(st, SFT, "mfu_peft") == 0.9
+    assert mfu == stat(st, SFT, "mfu") == pytest.approx(0.5 / (1 + a) * 0.97 * 0.9)
+    assert stat(st, SFT, "recompute_mode") == F.RECOMPUTE_MODE_SELECTIVE
+
+
+# ---------------------------------------------------------------------------
+# Each stage's work
+# ---------------------------------------------------------------------------
+def test_pretrain_work():
+    x = vec(stages__pretrain__tokens_b=1, stages__pretrain__epochs=2, stages__pretrain__seq_len=2048,
+            stages__pretrain__mfu=0.5, stages__pretrain__tokens_per_gpu_s=0)
+    _, st = rows()
+    prod_h, unique = K._pretrain_work(x, PT, STAGE_BASE[PT], 64.0, K._model(x), st)
+    fpt = 6 * 7e9 + 12 * 32 * 4096 * 2048  # 45.22e9 FLOPs per token
+    assert stat(st, PT, "train_flops_per_token") == fpt
+    assert stat(st, PT, "flops") == fpt * 1e9
+    assert prod_h == stat(st, PT, "productive_gpu_hours") == pytest.approx(fpt * 1e9 / (1e15 * 0.5) / 3600)
+    assert unique == 0.5e9 and stat(st, PT, "tokens") == 1e9  # 2 epochs over 0.5B unique tokens
+    assert stat(st, PT, "ctx_tokens") == 2048
+
+
+def test_sft_work_lora_context_is_the_sample():
+    x = vec(stages__sft__samples=1000, stages__sft__tokens_per_sample=512, stages__sft__epochs=3,
+            stages__sft__seq_len=2048, stages__sft__mfu=0.5, stages__sft__tokens_per_gpu_s=0)
+    _, st = rows()
+    prod_h, unique = K._sft_work(x, STAGE_BASE[SFT], 8.0, F.METHOD_LORA, 1e6, K._model(x), st, SFT)
+    assert unique == 1000 * 512 and stat(st, SFT, "tokens") == 3 * 512000
+    assert stat(st, SFT, "ctx_tokens") == 512  # min(seq_len 2048, 512 tokens per sample)
+    fpt = 4 * 7e9 + 12 * 32 * 4096 * 512 + 6 * 1e6  # frozen base 4N + attention + 6 N_lora
+    assert stat(st, SFT, "train_flops_per_token") == fpt
+    assert prod_h == pytest.approx(fpt * 1.536e6 / (1e15 * 0.5) / 3600)
+
+
+def test_dpo_work_live_reference():
+    x = vec(stages__dpo__pairs=100, stages__dpo__chosen_tokens=300, stages__dpo__rejected_tokens=200,
+            stages__dpo__epochs=2, stages__dpo__seq_len=1024, stages__dpo__reference="live",
+            stages__dpo__mfu=0.5, stages__dpo__tokens_per_gpu_s=0, efficiency__inference_mfu=0.25)
+    _, st = rows()
+    prod_h, unique = K._dpo_work(x, STAGE_BASE[DPO], 8.0, F.METHOD_FULL, 0.0, K._model(x), st, DPO)
+    assert unique == 100 * (300 + 200) and stat(st, DPO, "tokens") == 2 * 50000
+    assert stat(st, DPO, "ctx_tokens") == 300  # min(seq_len, the longer response)
+    train = (6 * 7e9 + 12 * 32 * 4096 * 300) * 100000
+    ref = (2 * 7e9 + 4 * 32 * 4096 * 300) * 50000 * 2  # a forward pass of each pair every epoch
+    assert stat(st, DPO, "flops") == pytest.approx(train + ref)
+    assert prod_h == pytest.approx(train / (1e15 * 0.5) / 3600 + ref / (1e15 * 0.25) / 3600)
+
+
+def test_rl_scoring_flops_grpo_and_ppo():
+    x = vec()
+    live = schema.BY_PATH["stages.rl.reference"].choices.index("live")
+    x[IX["stages.rl.reference"]] = live
+    x[IX["stages.rl.reward"]] = schema.BY_PATH["stages.rl.reward"].choices.index("rule")
+    x[IX["stages.rl.algorithm"]] = schema.BY_PATH["stages.rl.algorithm"].choices.index("grpo")
+    fwd = 2 * 7e9 + 4 * 32 * 4096 * 1000
+    fpt = 6 * 7e9 + 12 * 32 * 4096 * 1000
+    train, infer, f = K._rl_scoring_flops(x, 7e9, 32.0, 4096.0, 1000.0, 1e6, F.METHOD_FULL, 0.0, 0.0, 2.0)
+    assert f == fpt and train == fpt * 1e6 * 2  # two update epochs
+    assert infer == pytest.approx(2 * fwd * 1e6)  # old log-probs + live reference
+    x[IX["stages.rl.algorithm"]] = schema.RL_PPO
+    x[IX["stages.rl.reward"]] = schema.RL_REWARD_MODEL
+    x[IX["stages.rl.reward_params_b"]] = 1.0
+    x[IX["stages.rl.critic_params_b"]] = 0.0  # critic = policy size
+    train, infer, _ = K._rl_scoring_flops(x, 7e9, 32.0, 4096.0, 1000.0, 1e6, F.METHOD_FULL, 0.0, 0.0, 2.0)
+    reward_fwd = 2 * 1e9 + 4 * 32 * 4096 * 1000
+    assert infer == pytest.approx((2 * fwd + reward_fwd + fwd) * 1e6)  # + reward model + critic values
+    assert train == pytest.approx(2 * fpt * 1e6 * 2)  # policy and critic updates
+
+
+def test_rl_work_rollouts_and_passes():
+    x = vec(stages__rl__prompts_per_step=4, stages__rl__samples_per_prompt=2, stages__rl__steps=10,
+            stages__rl__prompt_tokens=100, stages__rl__response_tokens=900, stages__rl__update_epochs=1,
+            stages__rl__mfu=0.5, stages__rl__tokens_per_gpu_s=0, efficiency__inference_mfu=0.25,
+            stages__rl__verifier_usd_per_sample=0.01)
+    x[IX["stages.rl.reward"]] = schema.BY_PATH["stages.rl.reward"].choices.index("rule")
+    shape = K._model(x)
+    _, st = rows()
+    prod_h, unique = K._rl_work(x, STAGE_BASE[RL], 64.0, F.METHOD_FULL, 0.0, shape, st, RL)
+    q = 4 * 2
+    assert stat(st, RL, "tokens") == 10 * q * 1000 and unique == 10 * 4 * 100  # prompts are the data
+    assert stat(st, RL, "verifier_samples") == 10 * q
+    dps, tp, _ = F.decode_gpu_seconds_per_token(7e9, 7e9, shape[10], 100 + 450, 1000, x[IX["stages.rl.rollout_batch"]],
+                                                1000.0, x[IX["hardware.mem_bandwidth_tbs"]], x[IX["hardware.memory_gb"]],
+                                                x[IX["stages.rl.rollout_efficiency"]])
+    prefill = (2 * 7e9 + 4 * 32 * 4096 * 100) * 10 * q * 100 / (1e15 * 0.25) / 3600
+    rollout = 10 * q * 900 * dps / 3600 + prefill
+    assert stat(st, RL, "rollout_gpu_hours") == pytest.approx(rollout)
+    assert prod_h == pytest.approx(rollout + stat(st, RL, "passes_gpu_hours"))
+    assert stat(st, RL, "ctx_tokens") == 1000
+
+
+def test_eval_work():
+    x = vec(stages__eval__runs=2, stages__eval__benchmark_tokens_m=1, stages__eval__generated_tokens_m=0.5,
+            stages__eval__context_tokens=1000, stages__eval__human_samples=30, efficiency__inference_mfu=0.25)
+    _, st = rows()
+    prod_h, unique = K._eval_work(x, 8.0, K._model(x), st, EV)
+    assert unique == 1.5e6 and stat(st, EV, "tokens") == 3e6
+    prefill = 2 * 1e6 * (2 * 7e9 + 4 * 32 * 4096 * 1000)
+    assert stat(st, EV, "flops") == pytest.approx(prefill + 2 * 2 * 7e9 * 0.5e6)  # prompts + 2N per generated
+    assert prod_h == pytest.approx(stat(st, EV, "rollout_gpu_hours") + prefill / (1e15 * 0.25) / 3600)
+    assert stat(st, EV, "human_eval_samples") == 2 * 30 and stat(st, EV, "mfu") == 0.25
+
+
+# ---------------------------------------------------------------------------
+# Hidden time, checkpoints, retention
+# ---------------------------------------------------------------------------
+def _reliable(**kw):
+    return vec(reliability__failures_per_gpu_hour=1e-4, reliability__ckpt_write_gbps_per_gpu=1.0,
+               reliability__restart_hours=0.5, reliability__idle_fraction=0.02,
+               reliability__failed_run_fraction=0.03, stages__pretrain__ckpt_interval_h=10,
+               stages__pretrain__experiments=1, stages__pretrain__experiment_size=0.1,
+               stages__pretrain__setup_months=1, **kw)
+
+
+def test_checkpoint_plan():
+    x = _reliable()
+    write_h, lam, yd, tau, n = K._checkpoint_plan(x, PT, STAGE_BASE[PT], 100.0, 1.6e12, 100.0)
+    assert write_h == pytest.approx(1.6e12 / (1.0 * 100 * 1e9) / 3600)  # 16 s
+    assert lam == pytest.approx(0.01)  # 100 GPUs x 1e-4 per GPU-hour: one per 100 h
+    assert yd == pytest.approx(F.young_daly_interval_h(write_h, 100.0))
+    assert tau == 10.0 and n == 10.0  # the given 10 h interval, floor(100 h / 10 h)
+    x[IX["stages.pretrain.ckpt_interval_h"]] = 0.0
+    assert K._checkpoint_plan(x, PT, STAGE_BASE[PT], 100.0, 1.6e12, 100.0)[3] == pytest.approx(yd)
+    _, _, yd, tau, n = K._checkpoint_plan(x, EV, STAGE_BASE[EV], 100.0, 0.0, 100.0)
+    assert (yd, tau, n) == (0.0, 100.0, 0.0)  # evaluation writes none
+
+
+def test_hidden_time():
+    x = _reliable()
+    _, st = rows()
+    hidden, cal = K._hidden_time(x, PT, STAGE_BASE[PT], 100.0, 10000.0, 1.6e12, st)
+    fail, stall, idle, failed, exp = hidden
+    write_h = 16.0 / 3600
+    assert stall == pytest.approx(10 * write_h * 100)  # 10 checkpoints stall 100 GPUs
+    assert fail == pytest.approx(1.0 * (0.5 * 10 + 0.5) * 100)  # 1 interruption x (tau/2 + restart) x G
+    assert idle == pytest.approx(0.02 * 10000) and failed == pytest.approx(0.03 * 10000)
+    main = 10000 + fail + stall + idle + failed
+    assert exp == pytest.approx(1 * 0.1 * main)
+    months, n, gb, spacing = cal
+    assert stat(st, PT, "gpu_hours") == pytest.approx(main + exp)
+    assert stat(st, PT, "run_months") == pytest.approx((main + exp) / 100 / 24 / F.DAYS_PER_MONTH)
+    assert months == stat(st, PT, "months") == pytest.approx(1 + stat(st, PT, "run_months"))
+    assert stat(st, PT, "setup_months") == 1
+    assert (n, gb, spacing) == (10.0, 1600.0, 10.0)
+    assert stat(st, PT, "wall_days") == pytest.approx(main / 100 / 24)
+
+
+def test_retention_keep_last_three_weights_after():
+    x = vec(stages__pretrain__keep_last=3, stages__pretrain__milestone_every=0, storage__retention_months=12,
+            storage__cold_after_days=30, storage__finished_weights_only=1, storage__full_ckpt_bytes_per_param=16,
+            storage__weights_ckpt_bytes_per_param=2, storage__bytes_per_token=4, storage__dataset_versions=2)
+    x[IX["stages.pretrain.ckpt_type"]] = schema.BY_PATH["stages.pretrain.ckpt_type"].choices.index("full")
+    _, st = rows()
+    in_run, held, kept_gb, hot, dataset_gb, copy_gb = K._retention(x, STAGE_BASE[PT], 10.0, 100.0, 10.0, 1e9, st, PT)
+    # after writes 1..9: held 1, 2, 3, 3, ... = 6 + 6 x 3 = 24 checkpoint-intervals of 10 h
+    assert in_run == pytest.approx(100 * 24 * 10 / 730)
+    assert held == 3 and kept_gb == 100 * 2 / 16  # kept as weights only: 12.5 GB each
+    assert hot == pytest.approx(30 / F.DAYS_PER_MONTH)
+    assert stat(st, PT, "ckpt_cold_months") == pytest.approx(12 - hot)
+    assert stat(st, PT, "ckpt_held_gb") == 3 * 12.5
+    assert (copy_gb, dataset_gb) == (4.0, 8.0)  # 1e9 tokens x 4 bytes, 2 versions
+    assert stat(st, PT, "storage_peak_gb") == 3 * 100 + 8
+
+
+# ---------------------------------------------------------------------------
+# Each resource's money
+# ---------------------------------------------------------------------------
+def test_compute_usd():
+    x = vec(hardware__usd_per_gpu_hour=2.0, stages__rl__verifier_usd_per_sample=0.01)
+    items, st = rows()
+    st[RL, K.STATS.index("verifier_samples")] = 80.0
+    st[RL, K.STATS.index("gpu_hours")] = 160.0
+    K._compute_usd(x, 100.0, (10.0, 20.0, 5.0, 15.0, 10.0), st, RL, items)
+    row = dict(zip((k for k, *_ in K.LINE_ITEMS), items[RL]))
+    assert row["compute.gpu"] == 200.0 and row["compute.verifier"] == pytest.approx(0.8)
+    assert (row["hidden.failures"], row["hidden.ckpt_stalls"], row["hidden.idle"], row["hidden.failed_runs"],
+            row["hidden.experiments"]) == (20.0, 40.0, 10.0, 30.0, 20.0)
+    assert stat(st, RL, "gpu_usd") == 320.0  # all 160 billed GPU-hours
+
+
+def test_storage_network_data_labor_usd():
+    x = vec(storage__hot_usd_per_gb_month=0.1, storage__cold_usd_per_gb_month=0.004,
+            storage__object_usd_per_gb_month=0.02, storage__retention_months=12, network__usd_per_gb=0.02,
+            network__dataset_transfers=2, network__ckpt_replicas=1, network__model_exports=3,
+            storage__weights_ckpt_bytes_per_param=2, stages__sft__acquisition_usd_per_b_tokens=1000,
+            stages__sft__cleaning_usd_per_b_tokens=100, stages__sft__labels=1000, stages__sft__usd_per_label=0.5,
+            data__review_fraction=0.2, stages__sft__synthetic_tokens_m=5, data__usd_per_m_synthetic_tokens=2,
+            stages__eval__usd_per_human_sample=3, ops__usd_per_month=1000)
+    items, st = rows()
+    kept = (50.0, 3.0, 20.0, 1.0, 8.0, 4.0)  # in-run GB-months, held, GB each, hot months, dataset GB, one copy
+    K._storage_usd(x, 2.0, kept, SFT, items)
+    K._network_usd(x, 7e9, kept, SFT, items)
+    st[SFT, K.STATS.index("human_eval_samples")] = 10.0
+    K._data_usd(x, STAGE_BASE[SFT], 2e9, st, SFT, items)
+    K._labor_ops_usd(x, 50000.0, 2.0, SFT, items)
+    K._totals(st, SFT, items)
+    row = dict(zip((k for k, *_ in K.LINE_ITEMS), items[SFT]))
+    assert row["storage.ckpt_hot"] == pytest.approx(0.1 * (50 + 60 * 1))
+    assert row["storage.ckpt_cold"] == pytest.approx(0.004 * 60 * 11)
+    assert row["storage.dataset"] == pytest.approx(0.02 * 8 * (2 + 12))
+    assert row["network.dataset"] == pytest.approx(4 * 2 * 0.02)
+    assert row["network.ckpt_replication"] == pytest.approx(60 * 1 * 0.02)
+    assert row["network.model_export"] == pytest.approx(7e9 * 2 / 1e9 * 3 * 0.02)  # 14 GB of weights x 3
+    assert row["data.acquisition"] == 2000.0 and row["data.cleaning"] == 200.0  # 2B unique tokens
+    assert row["data.labeling"] == pytest.approx(600.0) and row["data.synthetic"] == 10.0
+    assert row["data.human_eval"] == 30.0
+    assert row["labor.team"] == 100000.0 and row["ops.platform"] == 2000.0
+    assert stat(st, SFT, "usd_total") == pytest.approx(sum(row.values()))
+    fixed = sum(v for (k, _, f, _), v in zip(K.LINE_ITEMS, items[SFT]) if f)
+    assert stat(st, SFT, "fixed_usd") == pytest.approx(fixed)
+
+
+def test_eval_exports_nothing():
+    x = vec(network__model_exports=3)
+    items, _ = rows()
+    K._network_usd(x, 7e9, (0.0, 0.0, 0.0, 0.0, 0.0, 0.0), EV, items)
+    assert items[EV].sum() == 0.0
+
+
+def test_orchestrator_sums_the_parts():
+    """_eval_one's stage total is the sum of the parts' line items (a whole preset)."""
+    import costcore
+    res = costcore.estimate("llama3-8b")
+    for s in res.stages:
+        i = STAGES.index(s)
+        assert res.stat(s, "usd_total") == pytest.approx(res.items[i].sum(), rel=1e-15)
+        assert res.stat(s, "months") == res.stat(s, "setup_months") + res.stat(s, "run_months")
+        if res.stat(s, "mfu_core") > 0:
+            assert res.stat(s, "mfu") == res.stat(s, "mfu_core") * res.stat(s, "mfu_attention") * \
+                res.stat(s, "mfu_recompute") * res.stat(s, "mfu_peft")
+    assert math.isfinite(res.total_usd)
