@@ -124,24 +124,10 @@ def decode(params: dict, default_preset: str) -> tuple[dict, str, list[str]]:
         problems.append((str(key), short, full or short, instead))
 
     items = list(params.items())
-    n_params = len(items)
-    items = items[:MAX_PARAMS]
-    preset = default_preset
-    if "p" in params:
-        text, why = _one_value(params["p"])
-        if why:
-            refuse("p", why, f"{why}; using the preset {default_preset!r}", "")
-        else:
-            preset = text
-    try:
-        scn = loaders.load_preset(preset)
-    except ScenarioError as err:
-        refuse("p", "no such preset", f"{_reason(err.path, err)}; using the preset {default_preset!r}", "")
-        preset = default_preset
-        scn = loaders.load_preset(preset)
+    preset, scn = _preset_of(params, default_preset, refuse)
     raw = copy.deepcopy(scn)
     values: list[tuple[str, str]] = []
-    for key, value in items:
+    for key, value in items[:MAX_PARAMS]:
         key = str(key)
         if key == "p":
             continue
@@ -150,7 +136,40 @@ def decode(params: dict, default_preset: str) -> tuple[dict, str, list[str]]:
             refuse(key, why, f"{why}; a setting can be given once")
             continue
         values.append((key, text))
-    # Stage switches first, then values (a value for a stage switches it on).
+    _apply_switches(raw, values, refuse)  # stage switches first (a value for a stage switches it on)
+    for key, text in values:
+        if key.startswith("stages.") and key.count(".") == 1:
+            continue
+        try:
+            cand = _with_value(raw, key, text, refuse)
+            if cand is None:
+                continue
+            schema.validate(cand)
+        except ScenarioError as err:
+            refuse(key, "invalid value", _reason(key, err))
+            continue
+        raw = cand
+    return schema.validate(raw), preset, _summary(problems, len(items))
+
+
+def _preset_of(params: dict, default_preset: str, refuse) -> tuple[str, dict]:
+    """The link's preset (parameter ``p``) and its scenario, or the default preset with a refusal."""
+    preset = default_preset
+    if "p" in params:
+        text, why = _one_value(params["p"])
+        if why:
+            refuse("p", why, f"{why}; using the preset {default_preset!r}", "")
+        else:
+            preset = text
+    try:
+        return preset, loaders.load_preset(preset)
+    except ScenarioError as err:
+        refuse("p", "no such preset", f"{_reason(err.path, err)}; using the preset {default_preset!r}", "")
+        return default_preset, loaders.load_preset(default_preset)
+
+
+def _apply_switches(raw: dict, values, refuse) -> None:
+    """``stages.<name>=on|off`` switches a stage on (with its defaults) or off, in place."""
     for key, text in values:
         if key.startswith("stages.") and key.count(".") == 1:
             stage = key.split(".")[1]
@@ -161,42 +180,36 @@ def decode(params: dict, default_preset: str) -> tuple[dict, str, list[str]]:
                 raw.get("stages", {}).pop(stage, None)
             else:
                 raw.setdefault("stages", {}).setdefault(stage, {})
-    for key, text in values:
-        if key.startswith("stages.") and key.count(".") == 1:
-            continue
+
+
+def _with_value(raw: dict, key: str, text: str, refuse) -> dict | None:
+    """A copy of ``raw`` with one link value set (not validated), or None after a refusal."""
+    if key == "name":
+        if len(text) > MAX_NAME_CHARS:
+            refuse(key, "too long", f"is {len(text):,} characters; the limit is {MAX_NAME_CHARS}",
+                   "the preset's name is kept")
+            return None
+        return schema.set_path(raw, "name", text)
+    f = BY_PATH.get(key)
+    if f is None or key.endswith(".enabled"):
+        refuse(key, "unknown setting")
+        return None
+    if len(text) > MAX_VALUE_CHARS:
+        refuse(key, "too long", f"is {len(text):,} characters; the limit is {MAX_VALUE_CHARS}")
+        return None
+    if f.kind == "str":
+        value = text  # text stays text: "123", "yes", "~" are names, not numbers
+    elif f.kind in ("float", "int"):
+        value = schema.parse_number_text(key, text)  # the rule --set uses
+    else:
         try:
-            if key == "name":
-                if len(text) > MAX_NAME_CHARS:
-                    refuse(key, "too long", f"is {len(text):,} characters; the limit is {MAX_NAME_CHARS}",
-                           "the preset's name is kept")
-                    continue
-                cand = schema.set_path(raw, "name", text)
-            else:
-                f = BY_PATH.get(key)
-                if f is None or key.endswith(".enabled"):
-                    refuse(key, "unknown setting")
-                    continue
-                if len(text) > MAX_VALUE_CHARS:
-                    refuse(key, "too long", f"is {len(text):,} characters; the limit is {MAX_VALUE_CHARS}")
-                    continue
-                if f.kind == "str":
-                    value = text  # text stays text: "123", "yes", "~" are names, not numbers
-                elif f.kind in ("float", "int"):
-                    value = schema.parse_number_text(key, text)  # the rule --set uses
-                else:
-                    try:
-                        value = parse_yaml(text, what=key)
-                    except ScenarioError:
-                        value = text
-                if key.startswith("stages.") and key.split(".")[1] not in raw.get("stages", {}):
-                    raw.setdefault("stages", {})[key.split(".")[1]] = {}
-                cand = schema.set_path(raw, key, value)
-            schema.validate(cand)
-        except ScenarioError as err:
-            refuse(key, "invalid value", _reason(key, err))
-            continue
-        raw = cand
-    return schema.validate(raw), preset, _summary(problems, n_params)
+            value = parse_yaml(text, what=key)
+        except ScenarioError:
+            value = text
+    if key.startswith("stages.") and key.split(".")[1] not in raw.get("stages", {}):
+        raw = copy.deepcopy(raw)
+        raw.setdefault("stages", {})[key.split(".")[1]] = {}
+    return schema.set_path(raw, key, value)
 
 
 def query_string(params: dict[str, str]) -> str:
