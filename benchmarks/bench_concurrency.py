@@ -42,7 +42,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import costcore
-from costcore import api, fmt, schema, share  # noqa: E402
+from costcore import api, fmt  # noqa: E402
+from costcore.scenario import share  # noqa: E402
+from costcore.scenario import schema
 import server_support  # noqa: E402
 from server_support import CHROMIUM_ARGS, pct  # noqa: E402
 

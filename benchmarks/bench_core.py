@@ -24,8 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import costcore  # noqa: E402
-from costcore import kernel, schema  # noqa: E402
-from costcore import sensitivity as S  # noqa: E402
+from costcore.scenario import schema  # noqa: E402
+from costcore.engine import kernel
+from costcore.analysis import sensitivity as S  # noqa: E402
 
 SCENARIO = {
     "name": "bench: 70B, all six stages",

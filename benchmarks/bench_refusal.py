@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from costcore import yamlio  # noqa: E402
+from costcore.scenario import yamlio  # noqa: E402
 from costcore.errors import ScenarioError  # noqa: E402
 
 CAP = yamlio.MAX_YAML_BYTES

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from costcore import calibration  # noqa: E402
+from costcore.validation import calibration  # noqa: E402
 
 g = calibration.grid()
 ref = np.arange(g.n_reference)

@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import importlib
 
-from .errors import ScenarioError  # noqa: F401
+from costcore.errors import ScenarioError  # noqa: F401
 
 _LAZY = {
     "BATCH_COLUMNS": "api", "Result": "api", "batch": "api", "estimate": "api",
-    "load_preset": "loaders", "load_scenario": "loaders", "load_yaml_text": "loaders",
-    "preset_names": "loaders", "preset_titles": "loaders",
-    "LINE_ITEMS": "kernel", "STATS": "kernel", "warm_up": "kernel",
-    "FIELDS": "schema", "RESOURCES": "schema", "STAGES": "schema",
-    "heatmap": "sensitivity", "monte_carlo": "sensitivity", "solve_budget": "sensitivity",
-    "sweep": "sensitivity", "tornado": "sensitivity",
+    "load_preset": "scenario.loaders", "load_scenario": "scenario.loaders", "load_yaml_text": "scenario.loaders",
+    "preset_names": "scenario.loaders", "preset_titles": "scenario.loaders",
+    "LINE_ITEMS": "engine.kernel", "STATS": "engine.kernel", "warm_up": "engine.kernel",
+    "FIELDS": "scenario.schema", "RESOURCES": "scenario.schema", "STAGES": "scenario.schema",
+    "heatmap": "analysis.sensitivity", "monte_carlo": "analysis.sensitivity", "solve_budget": "analysis.sensitivity",
+    "sweep": "analysis.sensitivity", "tornado": "analysis.sensitivity",
 }
 __all__ = sorted(_LAZY) + ["ScenarioError"]
 
@@ -34,8 +34,8 @@ def __getattr__(name: str):
     mod = _LAZY.get(name)
     if mod is None:
         raise AttributeError(f"module 'costcore' has no attribute {name!r}")
-    if mod in ("api", "kernel", "sensitivity"):
-        importlib.import_module(".config", __name__)  # the numba cache folder, before any jit
+    if mod in ("api", "engine.kernel", "analysis.sensitivity"):
+        importlib.import_module(".engine.config", __name__)  # the numba cache folder, before any jit
     value = getattr(importlib.import_module(f".{mod}", __name__), name)
     globals()[name] = value
     return value

@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from costcore.cli.main import main
 
 sys.exit(main())

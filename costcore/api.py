@@ -9,11 +9,13 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from . import checks, kernel, schema
-from .kernel import (ITEM_FIXED, K_CKPT_GB, K_ENABLED, K_FITS, K_GPU_H, K_GPUS, K_MEM_GB,
+from costcore.scenario import checks
+from costcore.engine import kernel
+from costcore.scenario import schema
+from costcore.engine.kernel import (ITEM_FIXED, K_CKPT_GB, K_ENABLED, K_FITS, K_GPU_H, K_GPUS, K_MEM_GB,
                      K_MIN_GPUS, K_PROD_H, K_USD, K_WALL_D, LINE_ITEMS, STATS)
-from .schema import BY_PATH, CATALOG, CATALOG_KEYS, IX, RESOURCES, STAGES, ScenarioError
-from .loaders import (PRESET_DIR, load_preset, load_scenario, load_yaml_text, preset_names,  # noqa: F401
+from costcore.scenario.schema import BY_PATH, CATALOG, CATALOG_KEYS, IX, RESOURCES, STAGES, ScenarioError
+from costcore.scenario.loaders import (PRESET_DIR, load_preset, load_scenario, load_yaml_text, preset_names,  # noqa: F401
                       preset_titles)
 
 @dataclass
@@ -50,13 +52,13 @@ class Result:
     @property
     def peak_gpus(self) -> int:
         """Most GPUs held at once: stages in sequence, overlapping as schedule.<stage>_overlap says."""
-        from .budget import concurrent_peak_gpus
+        from costcore.analysis.budget import concurrent_peak_gpus
         return int(round(concurrent_peak_gpus(self))) if self.stages else 0
 
     @property
     def infeasible(self) -> list[str]:
         """Sentences for stages that do not fit in GPU memory on their GPUs (empty: the plan is feasible)."""
-        from .feasibility import infeasible
+        from costcore.engine.feasibility import infeasible
         return infeasible(self)
 
     @property
@@ -66,7 +68,7 @@ class Result:
     @property
     def warnings(self) -> list[str]:
         """Plain sentences about a feasible but doubtful plan (GPUs the global batch cannot use)."""
-        from .feasibility import batch_warnings
+        from costcore.engine.feasibility import batch_warnings
         return batch_warnings(self)
 
     def resource_matrix(self) -> np.ndarray:
@@ -112,7 +114,7 @@ class Result:
             "stages": stages,
             "resources": {r: float(m[:, j].sum()) for j, r in enumerate(RESOURCES)},
         }
-        from .budget import budget_status, lifecycle
+        from costcore.analysis.budget import budget_status, lifecycle
         status = budget_status(self)
         if status is not None:
             out["budget"] = status

@@ -3,10 +3,10 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from costcore import budget as bud
+from costcore.analysis import budget as bud
 from costcore import fmt
-from costcore import schema as costcore_schema
-from costcore.schema import RESOURCES, STAGE_LABELS
+from costcore.scenario import schema as costcore_schema
+from costcore.scenario.schema import RESOURCES, STAGE_LABELS
 from pages import common
 
 res = common.frame(

@@ -5,9 +5,10 @@ import pandas as pd
 import streamlit as st
 
 import costcore
-from costcore import fmt, schema
-from costcore.formulas import DAYS_PER_MONTH, held_checkpoints
-from costcore.schema import STAGE_LABELS
+from costcore import fmt
+from costcore.scenario import schema
+from costcore.engine.formulas import DAYS_PER_MONTH, held_checkpoints
+from costcore.scenario.schema import STAGE_LABELS
 from pages import common
 
 res = common.frame(

@@ -13,10 +13,13 @@ import pandas as pd
 import streamlit as st
 
 import costcore
-from costcore import api, explain, fmt, schema, share
-from costcore.schema import BY_PATH, RESOURCES, STAGE_LABELS, STAGES, ScenarioError
-from costcore.sensitivity import mfu_band
-from costcore.yamlio import MAX_YAML_BYTES, dump_yaml
+from costcore import api, fmt
+from costcore.analysis import explain
+from costcore.scenario import schema
+from costcore.scenario import share
+from costcore.scenario.schema import BY_PATH, RESOURCES, STAGE_LABELS, STAGES, ScenarioError
+from costcore.analysis.sensitivity import mfu_band
+from costcore.scenario.yamlio import MAX_YAML_BYTES, dump_yaml
 
 DEFAULT_PRESET = "pipeline-70b"
 RESOURCE_COLORS = {"compute": "#4C78A8", "storage": "#F58518", "network": "#72B7B2", "data": "#54A24B",
@@ -303,7 +306,7 @@ def frame(title: str, intro: str) -> api.Result:
     ss.messages = []
     name = md_escape(ss.scenario.get("name", ""))
     st.caption(f"Scenario: **{name}** · preset `{ss.preset}` · {len(res.stages)} stage(s) · "
-               f"{costcore.schema.CATALOG[schema.effective_value(ss.scenario, 'hardware.gpu')]['label']}")
+               f"{costcore.scenario.schema.CATALOG[schema.effective_value(ss.scenario, 'hardware.gpu')]['label']}")
     if not res.feasible:  # no headline numbers for a plan that cannot run: the reason stands where they would be
         st.error("**No total: the plan is infeasible.**\n\n" + "\n".join(f"- {md_escape(x)}" for x in res.infeasible)
                  + "\n\nThe pages below still show each stage's figures as planned, to help find a layout "
@@ -334,7 +337,7 @@ STATUS_COLORS = {"ok": "green", "warning": "orange", "over": "red"}
 
 def budget_header(res: api.Result) -> None:
     """Budget status on every page: a coloured badge and one line per alert."""
-    from costcore.budget import budget_status
+    from costcore.analysis.budget import budget_status
     status = budget_status(res)
     if status is None:
         return

@@ -3,9 +3,10 @@ import altair as alt
 import streamlit as st
 
 import costcore
-from costcore import budget as bud
-from costcore import fmt, levers
-from costcore.schema import ScenarioError
+from costcore.analysis import budget as bud
+from costcore import fmt
+from costcore.analysis import levers
+from costcore.scenario.schema import ScenarioError
 from pages import common
 
 res = common.frame(

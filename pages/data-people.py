@@ -3,7 +3,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from costcore.schema import STAGE_LABELS
+from costcore.scenario.schema import STAGE_LABELS
 from pages import common
 
 res = common.frame(

@@ -4,7 +4,8 @@ import pandas as pd
 import streamlit as st
 
 import costcore
-from costcore import fmt, schema
+from costcore import fmt
+from costcore.scenario import schema
 from pages import common
 
 res = common.frame(

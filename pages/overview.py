@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from costcore import fmt
-from costcore.schema import STAGE_LABELS
+from costcore.scenario.schema import STAGE_LABELS
 from pages import common
 
 res = common.frame(

@@ -6,7 +6,7 @@ import streamlit as st
 
 import costcore
 from costcore import fmt
-from costcore.schema import STAGE_LABELS
+from costcore.scenario.schema import STAGE_LABELS
 from pages import common
 
 res = common.frame(

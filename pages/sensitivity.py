@@ -7,9 +7,10 @@ import pandas as pd
 import streamlit as st
 
 import costcore
-from costcore import fmt, schema
-from costcore import sensitivity as sens
-from costcore.schema import BY_PATH, STAGE_LABELS
+from costcore import fmt
+from costcore.scenario import schema
+from costcore.analysis import sensitivity as sens
+from costcore.scenario.schema import BY_PATH, STAGE_LABELS
 from pages import common
 
 res = common.frame(

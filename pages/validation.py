@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from costcore import validation
+from costcore.validation import runs as validation
 from pages import common
 
 common.frame(

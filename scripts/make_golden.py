@@ -25,7 +25,7 @@ def presets() -> list[str]:
 
 def cli_json(preset: str) -> str:
     """What ``python -m costcore estimate PRESET --format json`` prints, byte for byte."""
-    from costcore import cli
+    from costcore.cli import main as cli
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         rc = cli.main(["estimate", preset, "--format", "json"])

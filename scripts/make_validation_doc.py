@@ -8,8 +8,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from costcore import calibration, validation  # noqa: E402
-from costcore.extra_commands import markdown_table  # noqa: E402
+from costcore.validation import runs as validation  # noqa: E402
+from costcore.validation import calibration
+from costcore.cli.validate_levers import markdown_table  # noqa: E402
 
 
 def gaps_text() -> str:
@@ -31,7 +32,7 @@ def gaps_text() -> str:
 def loo_text() -> str:
     loo = calibration.leave_one_out()
     worst = sorted(loo["ratios"].items(), key=lambda kv: -abs(math.log(kv[1])))[:4]
-    return (f"`costcore.calibration.leave_one_out` refits the searched coefficients on all {loo['runs']} runs "
+    return (f"`costcore.validation.calibration.leave_one_out` refits the searched coefficients on all {loo['runs']} runs "
             f"but one and predicts the one left out, for each run in turn: median error "
             f"**{loo['median_error']:.1%}**, worst **{loo['worst_fold']:.2f}x** (largest misses: "
             + ", ".join(f"{n} {r:.2f}" for n, r in worst) + "). This is the honest out-of-sample figure for "
@@ -47,7 +48,7 @@ def render() -> str:
              markdown_table(validation.validation_table()), "",
              "## Other public runs", "",
              "`costcore/data/extra_runs.csv`: runs outside the reference file, each with its source "
-             "(`python -m costcore validate --runs extra`). `costcore.calibration.fit` searches the default-MFU "
+             "(`python -m costcore validate --runs extra`). `costcore.validation.calibration.fit` searches the default-MFU "
              "coefficients on these and the reference runs together, keeping only settings that meet the bar "
              "on the reference runs (worst 1.5x, median 12%); the Hopper size exponent could not be fitted "
              "from the single H100 reference run. So this table is in-sample: the out-of-sample figure is the "

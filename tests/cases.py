@@ -4,7 +4,7 @@ Shared by the reference-model parity and the JIT/no-JIT parity tests.
 """
 from __future__ import annotations
 
-from costcore.schema import BY_PATH, STAGES
+from costcore.scenario.schema import BY_PATH, STAGES
 
 ALL_STAGES_DEFAULT = {"name": "all six stages, defaults", "stages": {s: {} for s in STAGES}}
 

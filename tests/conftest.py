@@ -30,7 +30,7 @@ def warm_kernels():
 
 @pytest.fixture
 def cli(capsys):
-    """Run ``costcore.cli.main`` in-process: ``cli("estimate", "llama3-8b") -> (exit code, stdout, stderr)``."""
+    """Run ``costcore.cli.main.main`` in-process: ``cli("estimate", "llama3-8b") -> (exit code, stdout, stderr)``."""
     from shared import run_cli
 
     def run(*argv: str):

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 
-from costcore.formulas import (
+from costcore.engine.formulas import (
     DAYS_PER_MONTH,
     HOURS_PER_MONTH,
     KV_BYTES_PER_VALUE,
@@ -45,7 +45,7 @@ from costcore.formulas import (
     NF4_BYTES_PER_PARAM,
     QLORA_TRAINABLE_BYTES,
 )
-from costcore.schema import STAGES, effective_value, validate
+from costcore.scenario.schema import STAGES, effective_value, validate
 
 # The in-run checkpoint storage: the documented quantity is "checkpoint-hours
 # stored during a run". Checkpoint k is written at the end of interval k, so

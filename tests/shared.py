@@ -17,8 +17,8 @@ def _short(argv):
 
 
 def run_cli(capsys, argv) -> tuple[int, str, str]:
-    """``costcore.cli.main(argv)`` in-process: (exit code, stdout, stderr). Any escaping exception fails."""
-    from costcore import cli
+    """``costcore.cli.main.main(argv)`` in-process: (exit code, stdout, stderr). Any escaping exception fails."""
+    from costcore.cli import main as cli
     argv = list(argv)
     capsys.readouterr()  # drop anything captured before
     try:

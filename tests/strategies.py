@@ -1,7 +1,7 @@
 """Hypothesis strategies shared by the property, parity and contract tests.
 
 ``scenarios()`` draws random *valid* scenarios: every field of
-``costcore.schema.FIELDS`` may be set to a value inside its [lo, hi] range
+``costcore.scenario.schema.FIELDS`` may be set to a value inside its [lo, hi] range
 (log-uniform for wide ranges, so 1e-3 and 1e6 are both likely), and a random
 subset of the six stages is enabled.
 """
@@ -12,7 +12,7 @@ import math
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from costcore.schema import BY_PATH, FIELDS, STAGE_KEYS, STAGES, Field
+from costcore.scenario.schema import BY_PATH, FIELDS, STAGE_KEYS, STAGES, Field
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TRAIN_STAGES = ("pretrain", "cpt", "sft", "dpo", "rl")

@@ -9,7 +9,7 @@ Hypothesis throws garbage at every argument of every public function
 enough that the happy path runs too. Each call either returns finite numbers
 or raises exactly :class:`costcore.ScenarioError` whose text is one printable
 line of at most 1,000 characters naming a non-empty field.
-``costcore.share.decode`` must never raise at all.
+``costcore.scenario.share.decode`` must never raise at all.
 
 The garbage: None, text, bytes, mappings, lists of mixed things, nested lists,
 numpy arrays of 0-3 dimensions with int/float/bool/object/text dtypes, NaN and
@@ -40,9 +40,12 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import costcore
-from costcore import ScenarioError, api, schema, sensitivity, share
-from costcore.schema import BY_PATH
-from costcore.sensitivity import Dist
+from costcore import ScenarioError, api
+from costcore.scenario import schema
+from costcore.analysis import sensitivity
+from costcore.scenario import share
+from costcore.scenario.schema import BY_PATH
+from costcore.analysis.sensitivity import Dist
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_MESSAGE_CHARS = 1000

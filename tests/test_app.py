@@ -15,7 +15,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import costcore
-from costcore import fmt, share
+from costcore import fmt
+from costcore.scenario import share
 
 from shared import APP, PAGES, ROOT  # noqa: F401
 
@@ -116,12 +117,12 @@ def test_checkpoints_keep_all_costs_more_storage():
 def test_data_people_labels_and_team_raise_total():
     at = _app("pages/data-people.py", p="pipeline-70b")
     before = _total(at)
-    fte = costcore.schema.effective_value(at.session_state["scenario"], "labor.researcher.fte")
+    fte = costcore.scenario.schema.effective_value(at.session_state["scenario"], "labor.researcher.fte")
     _move(at, "labor.researcher.fte", float(fte) + 5.0)
     assert _total(at) > before
     if "sft" in at.session_state["scenario"]["stages"]:
         before = _total(at)
-        labels = costcore.schema.effective_value(at.session_state["scenario"], "stages.sft.labels")
+        labels = costcore.scenario.schema.effective_value(at.session_state["scenario"], "stages.sft.labels")
         _move(at, "stages.sft.labels", float(labels) + 10000)
         assert _total(at) > before
 
@@ -150,7 +151,7 @@ def test_query_parameters_reproduce_cli_total():
     assert "rl" not in scn["stages"]
     tmp = ROOT / "artifacts" / "url_scenario.yaml"
     tmp.parent.mkdir(exist_ok=True)
-    tmp.write_text(costcore.yamlio.dump_yaml(scn))
+    tmp.write_text(costcore.scenario.yamlio.dump_yaml(scn))
     out = subprocess.run([sys.executable, "-m", "costcore", "estimate", str(tmp), "--format", "json"], cwd=ROOT,
                          capture_output=True, text=True, check=True)
     cli = json.loads(out.stdout)["total_usd"]
@@ -172,8 +173,8 @@ def test_share_link_round_trip_with_20_changes_is_short():
                "stages.eval.runs": 40, "storage.retention_months": 6, "storage.cold_after_days": 14,
                "reliability.failures_per_gpu_hour": 3e-5, "labor.researcher.fte": 4}
     for k, v in changes.items():
-        scn = costcore.schema.set_path(scn, k, v)
-    scn = costcore.schema.validate(scn)
+        scn = costcore.scenario.schema.set_path(scn, k, v)
+    scn = costcore.scenario.schema.validate(scn)
     params = share.encode(scn, "pipeline-70b")
     url = "http://localhost:8501/?" + share.query_string(params)
     assert len(url) < 2000, len(url)

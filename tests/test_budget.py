@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 import costcore
-from costcore import budget as bud
-from costcore import levers, schema
+from costcore.analysis import budget as bud
+from costcore.analysis import levers
+from costcore.scenario import schema
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -160,7 +161,7 @@ def test_cli_json_governance_fields_and_levers_command():
 
 
 def test_planning_settings_round_trip_through_the_url():
-    from costcore import share
+    from costcore.scenario import share
     scn = _with("pipeline-70b", budget__sft_usd=123456.0, schedule__start_date="2027-06-01",
                 lifecycle__iterations=4, tags__project="atlas")
     back, _, warns = share.decode(share.encode(scn, "pipeline-70b"), "scratch-7b")

@@ -2,7 +2,7 @@
 
 Bad input must exit with code 2 and print exactly one line on stderr that
 names the offending field (or file / option), never a traceback. Most cases
-call :func:`costcore.cli.main` in-process (fast); a handful go through a real
+call :func:`costcore.cli.main.main` in-process (fast); a handful go through a real
 ``python -m costcore`` subprocess to check the process-level contract.
 """
 from __future__ import annotations
@@ -18,8 +18,9 @@ import pytest
 from shared import ROOT
 from shared import run_cli as run_in_process
 
-from costcore import api, cli
-from costcore.schema import CATALOG
+from costcore import api
+from costcore.cli import main as cli
+from costcore.scenario.schema import CATALOG
 
 PRESET = "llama2-7b-pretrain"
 
@@ -31,7 +32,7 @@ def run_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
 
 
 def run_main(capsys, *args: str) -> tuple[int, str, str]:
-    """``costcore.cli.main(args)`` in-process: (exit code, stdout, stderr)."""
+    """``costcore.cli.main.main(args)`` in-process: (exit code, stdout, stderr)."""
     return run_in_process(capsys, args)
 
 

@@ -7,7 +7,7 @@ API under asyncio.gather) each open a different scenario link, read their
 Total cost, move the "Model size (billion parameters)" slider with the
 keyboard at the same moment, and wait for their Total cost to change. Each
 session's final Total cost must be the one costcore computes for the
-scenario in that session's own final URL (costcore.share.decode +
+scenario in that session's own final URL (costcore.scenario.share.decode +
 costcore.estimate + costcore.fmt.usd), and its model size must be its own
 start value plus its own key presses: no session sees another's state.
 
@@ -24,7 +24,9 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 
 import costcore
-from costcore import api, fmt, schema, share
+from costcore import api, fmt
+from costcore.scenario import schema
+from costcore.scenario import share
 
 from server_support import APP_STATE_JS, CHROMIUM_ARGS, require_chromium, server_for_tests, tail as _tail
 

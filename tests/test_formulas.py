@@ -18,8 +18,8 @@ import pytest
 import reference_model as ref
 
 import costcore
-from costcore import formulas as F
-from costcore.kernel import LINE_ITEMS
+from costcore.engine import formulas as F
+from costcore.engine.kernel import LINE_ITEMS
 
 # LLaMA-7B (Touvron et al. 2023, Table 2): 32 layers, d = 4096, 32 heads, SwiGLU FFN 11008, V = 32000.
 L7, D7, A7, FFN7, V7 = 32.0, 4096.0, 32.0, 11008.0, 32000.0

@@ -6,7 +6,7 @@ Input paths and their contract:
 
 * scenario YAML files given to the CLI (``python -m costcore estimate FILE``),
 * ``--set dotted.key=value`` overrides,
-* URL query parameters (``costcore.share.decode``),
+* URL query parameters (``costcore.scenario.share.decode``),
 * uploaded scenarios (``costcore.load_yaml_text(bytes, what="upload")``),
 * the app rendering a user-chosen scenario name (streamlit AppTest).
 
@@ -17,7 +17,7 @@ says so). How fast a refusal comes is measured by benchmarks/bench_refusal.py,
 not asserted here: a wall-clock limit in a test fails on a loaded machine. Export then import (YAML download/upload,
 share link) reproduces the scenario and its total exactly.
 
-Most CLI cases call ``costcore.cli.main([...])`` in-process (fast); a few run
+Most CLI cases call ``costcore.cli.main.main([...])`` in-process (fast); a few run
 ``python -m costcore`` as a real subprocess to check the process contract.
 """
 from __future__ import annotations
@@ -44,8 +44,12 @@ from hypothesis import strategies as st
 
 import costcore
 from shared import _short, run_cli  # noqa: F401
-from costcore import api, cli, fmt, schema, share, yamlio
-from costcore.schema import BY_PATH, FIELDS, PLAN_FIELDS, STAGE_KEYS, STAGES, TOP_LEVEL_KEYS, ScenarioError
+from costcore import api, fmt
+from costcore.cli import main as cli
+from costcore.scenario import schema
+from costcore.scenario import share
+from costcore.scenario import yamlio
+from costcore.scenario.schema import BY_PATH, FIELDS, PLAN_FIELDS, STAGE_KEYS, STAGES, TOP_LEVEL_KEYS, ScenarioError
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET_DIR = (ROOT / "presets").resolve()

@@ -20,8 +20,8 @@ import pytest
 from cases import FULL_FT_PPO_KEEP_ALL, HAND_BUILT
 
 import costcore
-from costcore import kernel
-from costcore.schema import GPU_NAMES
+from costcore.engine import kernel
+from costcore.scenario.schema import GPU_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 RTOL = 1e-12
@@ -30,7 +30,7 @@ CHILD = r"""
 import json, sys
 import numba
 import costcore
-from costcore import kernel
+from costcore.engine import kernel
 job = json.load(sys.stdin)
 out = {"jit_disabled": bool(numba.config.DISABLE_JIT) and not hasattr(kernel._single, "py_func"),
        "estimates": {}}

@@ -1,6 +1,6 @@
 """Each named part of the kernel and each dollar formula, with its arithmetic written out by hand.
 
-The kernel (``costcore.kernel._eval_one``) is an orchestrator over these parts; here each
+The kernel (``costcore.engine.kernel._eval_one``) is an orchestrator over these parts; here each
 part runs alone on a small hand-made scenario vector and its result is typed out from the
 cost model (cost-model-notes; the formulas' docstrings). ``tests/test_formulas.py`` does the
 same for the physics formulas (FLOPs, memory, Young/Daly, decode roofline).
@@ -12,10 +12,10 @@ import math
 import numpy as np
 import pytest
 
-from costcore import formulas as F
-from costcore import kernel as K
-from costcore import schema
-from costcore.schema import IX, NS, STAGE_BASE, STAGES
+from costcore.engine import formulas as F
+from costcore.engine import kernel as K
+from costcore.scenario import schema
+from costcore.scenario.schema import IX, NS, STAGE_BASE, STAGES
 
 PT, SFT, DPO, RL, EV = (STAGES.index(s) for s in ("pretrain", "sft", "dpo", "rl", "eval"))
 # A 7B model with its shape given: LLaMA-7B-like, GQA with 8 KV heads.

@@ -17,7 +17,9 @@ import yaml
 from streamlit.testing.v1 import AppTest
 
 import costcore
-from costcore import cli, fmt, schema
+from costcore import fmt
+from costcore.cli import main as cli
+from costcore.scenario import schema
 from costcore.errors import ScenarioError
 
 from shared import APP, PAGES, run_cli

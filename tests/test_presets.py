@@ -24,7 +24,7 @@ import yaml
 from shared import ROOT
 
 from costcore import api
-from costcore.schema import RESOURCES, STAGES
+from costcore.scenario.schema import RESOURCES, STAGES
 
 PRESET_DIR = ROOT / "presets"
 PRESET_PATHS = sorted(PRESET_DIR.glob("*.yaml"))

@@ -1,7 +1,7 @@
 """Property-based tests of the cost core (hypothesis).
 
 ``scenarios()`` draws random *valid* scenarios: every field of
-``costcore.schema.FIELDS`` may be set to a value inside its [lo, hi] range
+``costcore.scenario.schema.FIELDS`` may be set to a value inside its [lo, hi] range
 (log-uniform for wide ranges, so 1e-3 and 1e6 are both likely), and a random
 subset of the six stages is enabled (tests/strategies.py, shared with the
 reference-parity and contract tests).
@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import costcore
-from costcore.kernel import LINE_ITEMS, STATS
-from costcore.schema import BY_PATH, CATALOG_KEYS, FIELDS, RESOURCES, STAGE_KEYS, STAGES, Field, set_path
+from costcore.engine.kernel import LINE_ITEMS, STATS
+from costcore.scenario.schema import BY_PATH, CATALOG_KEYS, FIELDS, RESOURCES, STAGE_KEYS, STAGES, Field, set_path
 from strategies import (GLOBAL_FIELDS, PEFT_STAGES, SETTINGS, TRAIN_STAGES, _log_uniform,  # noqa: F401
                         field_values, scenarios)
 

@@ -22,8 +22,8 @@ from cases import FULL_FT_PPO_KEEP_ALL, HAND_BUILT  # noqa: F401
 from strategies import SETTINGS, scenarios
 
 import costcore
-from costcore.kernel import LINE_ITEMS, STATS
-from costcore.schema import BY_PATH, STAGES
+from costcore.engine.kernel import LINE_ITEMS, STATS
+from costcore.scenario.schema import BY_PATH, STAGES
 
 REL, ABS = 1e-9, 1e-12
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import costcore
-from costcore import schema
-from costcore import sensitivity as S
-from costcore.schema import ScenarioError
+from costcore.scenario import schema
+from costcore.analysis import sensitivity as S
+from costcore.scenario.schema import ScenarioError
 
 SCN = "pipeline-70b"
 
@@ -145,7 +145,7 @@ def test_thirty_plus_inputs_in_tornado():
 def test_default_mfu_uncertainty_is_the_validation_track_record():
     """A stage on the default MFU is sampled with the leave-one-out RMS log-error of the defaults on
     published runs; a stage with its own MFU keeps the assumed triangle."""
-    from costcore import validation
+    from costcore.validation import runs as validation
     sigma = validation.default_mfu_log_sigma()
     assert 0.05 < sigma < 0.6
     d = S.default_distributions(SCN)
@@ -161,7 +161,7 @@ def test_mfu_band_brackets_the_estimate():
     none when every training stage gives its own MFU or throughput."""
     import math
 
-    from costcore import validation
+    from costcore.validation import runs as validation
     res = costcore.estimate(SCN)
     lo, hi = S.mfu_band(SCN)
     assert lo < res.total_usd < hi

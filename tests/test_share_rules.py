@@ -15,8 +15,11 @@ from pathlib import Path
 import pytest
 
 import costcore
-from costcore import api, cli, schema, share
-from costcore.schema import ScenarioError
+from costcore import api
+from costcore.cli import main as cli
+from costcore.scenario import schema
+from costcore.scenario import share
+from costcore.scenario.schema import ScenarioError
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET = "pipeline-70b"
@@ -179,7 +182,7 @@ def test_exponent_notation_is_a_number_in_yaml_set_and_url(capsys, path, text, e
 
 
 def test_yaml_exponent_resolver_leaves_text_alone():
-    from costcore.yamlio import parse_yaml
+    from costcore.scenario.yamlio import parse_yaml
     assert parse_yaml("a: 1e3") == {"a": 1000.0}
     assert parse_yaml("a: '1e3'") == {"a": "1e3"}
     for text in ("1e", "e3", "1e3x", "1e3.5", "٣e3"):

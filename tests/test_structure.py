@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from costcore import formulas as F
-from costcore import kernel, schema
+from costcore.engine import formulas as F
+from costcore.engine import kernel
+from costcore.scenario import schema
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 80
@@ -36,7 +37,7 @@ def test_no_function_in_costcore_over_80_lines():
 
 
 def test_the_orchestrator_is_short():
-    n = {name: k for name, k, _ in _functions(ROOT / "costcore" / "kernel.py")}
+    n = {name: k for name, k, _ in _functions(ROOT / "costcore" / "engine" / "kernel.py")}
     assert n["_eval_one"] <= 50
 
 
@@ -54,7 +55,7 @@ def test_enum_codes_are_the_schema_positions():
 def test_no_threshold_comparisons_on_enum_codes_in_the_kernel():
     """'method > 1.5' style comparisons are gone: codes are compared by their names."""
     for name in ("kernel.py", "formulas.py"):
-        text = (ROOT / "costcore" / name).read_text(encoding="utf-8")
+        text = (ROOT / "costcore" / "engine" / name).read_text(encoding="utf-8")
         for bad in ("method > 1.5", "method < 0.5", "method > 0.5", "mode > 1.5", "mode > 0.5",
                     "targets >= 1.0", "targets >= 2.0", "recompute < 0.5", "recompute < 1.5"):
             assert bad not in text, (name, bad)
@@ -65,7 +66,7 @@ def test_line_items_are_one_table():
     assert set(kernel.ITEM_PROFILE) <= set(kernel.PROFILES)
     reused = [row[0] for row in kernel.LINE_ITEM_TABLE if row[5]]
     assert reused == ["data.acquisition", "data.cleaning", "data.labeling", "data.synthetic"]
-    import costcore.budget as budget
+    import costcore.analysis.budget as budget
     assert not hasattr(budget, "_PROFILE")
 
 
@@ -74,7 +75,7 @@ _COST_FORMULAS = {name for name in dir(F) if callable(getattr(F, name)) and not 
                   and name not in ("njit", "held_checkpoints")}
 
 
-@pytest.mark.parametrize("path", ["costcore/explain.py"] + sorted(str(p.relative_to(ROOT))
+@pytest.mark.parametrize("path", ["costcore/analysis/explain.py"] + sorted(str(p.relative_to(ROOT))
                                                                 for p in (ROOT / "pages").glob("*.py")))
 def test_explain_and_pages_import_no_cost_formula(path):
     tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
@@ -90,4 +91,4 @@ def test_explain_and_pages_import_no_cost_formula(path):
 def test_no_days_per_month_literal_in_pages():
     for p in (ROOT / "pages").glob("*.py"):
         text = p.read_text(encoding="utf-8")
-        assert "30.4" not in text, f"{p.name}: use costcore.formulas.DAYS_PER_MONTH or the kernel's stats"
+        assert "30.4" not in text, f"{p.name}: use costcore.engine.formulas.DAYS_PER_MONTH or the kernel's stats"

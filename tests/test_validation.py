@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import costcore
 import pytest
-from costcore import validation
+from costcore.validation import runs as validation
 
 
 def test_defaults_only_beat_the_plain_rule_on_published_runs():
@@ -119,7 +119,7 @@ def test_validation_doc_is_current():
 
 def test_explained_default_mfu_matches_the_kernel():
     """The 'Default MFU' factors explain shows are the kernel's stats, and multiply to the MFU it used."""
-    from costcore import explain
+    from costcore.analysis import explain
     checked = 0
     for name in costcore.preset_names():
         res = costcore.estimate(costcore.load_preset(name))
@@ -147,8 +147,8 @@ def test_gpu_names_as_papers_write_them():
 def test_shipped_coefficients_are_the_calibrated_fit():
     """The defaults in schema.yaml / hardware.yaml are costcore.calibration's best fit (not hand-tuned),
     and that fit meets the issue's bar on the reference runs."""
-    from costcore import calibration
-    from costcore.schema import BY_PATH, CATALOG
+    from costcore.validation import calibration
+    from costcore.scenario.schema import BY_PATH, CATALOG
     shipped = {"a100": CATALOG["a100-80gb"]["mfu_base"], "h100": CATALOG["h100-80gb"]["mfu_base"],
                "size_exponent": CATALOG["a100-80gb"]["size_exponent"],
                "hopper_size_exponent": CATALOG["h100-80gb"]["size_exponent"],
@@ -167,7 +167,7 @@ def test_shipped_coefficients_are_the_calibrated_fit():
 def test_leave_one_out_and_its_checked_in_summary():
     """costcore/data/calibration.yaml (read by the Monte Carlo) matches a fresh leave-one-out run."""
     import yaml
-    from costcore import calibration
+    from costcore.validation import calibration
     loo = calibration.leave_one_out()
     assert loo["runs"] == len(validation.pretraining_rows()) + len(validation.pretraining_rows(dataset="extra"))
     # regression guard (docs/validation.md: 14.3%, 1.52x)

@@ -1,6 +1,6 @@
 """Calibration of the default-MFU coefficients on published runs, and its out-of-sample check.
 
-The default utilization model (costcore.formulas.default_mfu and
+The default utilization model (costcore.engine.formulas.default_mfu and
 attention_mfu_factor) has six searched coefficients: the steady-state
 ``mfu_base`` of the two generations with several published runs (A100, H100),
 the model-size exponent of A100-era GPUs and of Hopper, the small-model term
@@ -24,7 +24,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import api, validation
+from costcore import api
+from costcore.validation import runs as validation
 
 GRID = {
     "a100": (0.475, 0.50, 0.525),

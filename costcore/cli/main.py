@@ -15,10 +15,13 @@ import io
 import json
 import sys
 
-from . import fmt, loaders, schema
-from .errors import ScenarioError
-from .schema import RESOURCES
-from .yamlio import parse_yaml
+from costcore import fmt
+from costcore.scenario import loaders
+from costcore.scenario.loaders import apply_sets  # noqa: F401  (cli.apply_sets: the --set rule)
+from costcore.scenario import schema
+from costcore.errors import ScenarioError
+from costcore.scenario.schema import RESOURCES
+from costcore.scenario.yamlio import parse_yaml
 
 EXIT_BAD_INPUT = 2
 EXIT_INFEASIBLE = 3
@@ -28,35 +31,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2
         print(f"error: {message}", file=sys.stderr)
         raise SystemExit(2)
-
-
-def apply_sets(scn: dict, sets: list[str]) -> dict:
-    """Apply ``dotted.key=value`` overrides and re-validate.
-
-    Values of numeric fields are read by :func:`schema.parse_number_text`; others as YAML scalars.
-    """
-    raw = dict(scn)
-    for item in sets or []:
-        if "=" not in item:
-            raise ScenarioError("--set", f"expected dotted.key=value, got {item!r}")
-        key, _, text = item.partition("=")
-        key = key.strip()
-        shown = schema._path(*key.split(".")) if key else "''"
-        if not key or any(not part for part in key.split(".")) or shown != key:
-            raise ScenarioError("--set", f"bad key {shown}")
-        f = schema.BY_PATH.get(key)
-        if key in ("name", "description") or (f is not None and f.kind == "str"):
-            value = text  # text stays text, exactly as typed: "123" is a name, a newline is refused
-        elif f is not None and f.kind in ("float", "int") and text.strip():
-            # numbers follow the one rule of schema.parse_number_text (the URL uses it too): no YAML
-            # 1.1 extras such as 1_000, 0x10 or .inf, no non-ASCII digits
-            value = schema.parse_number_text(key, text)
-        else:
-            value = parse_yaml(text, what=f"--set {key}") if text.strip() else None
-        if value is None:
-            raise ScenarioError(key, "needs a value")
-        raw = schema.set_path(raw, key, schema.coerce_text(key, value))
-    return schema.validate(raw)
 
 
 fmt_usd = fmt.usd
@@ -91,7 +65,7 @@ def render_table(res) -> str:
 def cmd_estimate(args) -> int:
     scn = loaders.load_scenario(args.file)
     scn = apply_sets(scn, args.set)
-    from . import api  # heavy (numba, pandas): only once the input is valid
+    from costcore import api  # heavy (numba, pandas): only once the input is valid
     res = api.estimate(scn)
     if args.format == "json":
         print(json.dumps(res.to_dict(), indent=2))
@@ -121,8 +95,8 @@ def main(argv=None) -> int:
     e.set_defaults(func=cmd_estimate)
     pr = sub.add_parser("presets", help="list the bundled presets")
     pr.set_defaults(func=cmd_presets)
-    from . import extra_commands
-    extra_commands.register(sub)
+    from costcore.cli import validate_levers
+    validate_levers.register(sub)
     args = p.parse_args(argv)
     try:
         return args.func(args)

@@ -10,9 +10,10 @@ one warning for the whole link (values follow the rules of a YAML file).
 from __future__ import annotations
 
 import copy
-from . import loaders, schema
-from .schema import BY_PATH, STAGES, ScenarioError
-from .yamlio import parse_yaml
+from costcore.scenario import loaders
+from costcore.scenario import schema
+from costcore.scenario.schema import BY_PATH, STAGES, ScenarioError
+from costcore.scenario.yamlio import parse_yaml
 
 MAX_PARAMS = 300
 MAX_VALUE_CHARS = 200

@@ -13,10 +13,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from . import api, schema
-from .formulas import DAYS_PER_MONTH
-from .kernel import ITEM_PROFILE, ITEM_REUSED
-from .schema import RESOURCES, STAGES, effective_value
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # type hints only: api builds on budget (Result.to_dict), not the other way round
+    from costcore import api
+from costcore.scenario import schema
+from costcore.engine.formulas import DAYS_PER_MONTH
+from costcore.engine.kernel import ITEM_PROFILE, ITEM_REUSED
+from costcore.scenario.schema import RESOURCES, STAGES, effective_value
 
 STATUS_ORDER = ("ok", "warning", "over")
 
@@ -302,7 +306,7 @@ def attribution(res: api.Result) -> pd.DataFrame:
 
 
 def attribution_yaml(res: api.Result) -> str:
-    from .yamlio import dump_yaml
+    from costcore.scenario.yamlio import dump_yaml
     df = attribution(res)
     return dump_yaml({"scenario": res.scenario.get("name", ""),
                       "project": str(effective_value(res.scenario, "tags.project")),

@@ -10,7 +10,7 @@ import numbers
 import operator
 import re
 
-from .errors import ScenarioError
+from costcore.errors import ScenarioError
 
 
 def _is_real(v) -> bool:

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import yaml
 
-from . import api, schema
-from .schema import effective_value, set_path
+from costcore import api
+from costcore.scenario import schema
+from costcore.scenario.schema import effective_value, set_path
 
-_DATA = yaml.safe_load((Path(__file__).parent / "data" / "levers.yaml").read_text())
+_DATA = yaml.safe_load((Path(__file__).resolve().parent.parent / "data" / "levers.yaml").read_text())
 P = {k: v["value"] for k, v in _DATA.items()}
 SOURCES = {k: v["source"] for k, v in _DATA.items()}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from .schema import CATALOG, STAGE_LABELS, effective_value
+from costcore.scenario.schema import CATALOG, STAGE_LABELS, effective_value
 
 TRAINING_STAGES = ("pretrain", "cpt", "sft", "dpo", "rl")
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-DATA_DIR = Path(__file__).parent / "data"
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 STAGES = ("pretrain", "cpt", "sft", "dpo", "rl", "eval")
 RESOURCES = ("compute", "storage", "network", "data", "labor", "ops", "hidden")
@@ -34,8 +34,8 @@ TOP_LEVEL_KEYS = ("name", "description", "model", "hardware", "efficiency", "rel
                   "storage", "network", "data", "labor", "ops", "stages", "budget", "schedule", "lifecycle", "tags")
 
 
-from .errors import ScenarioError  # noqa: E402,F401  (re-exported: the one public exception type)
-from .checks import _shown, as_float  # noqa: E402
+from costcore.errors import ScenarioError  # noqa: E402,F401  (re-exported: the one public exception type)
+from costcore.scenario.checks import _shown, as_float  # noqa: E402
 
 
 def _load_yaml(name: str) -> dict:
@@ -407,7 +407,7 @@ TEXT_RULE = "with no control or text-direction characters"
 
 
 def _show(v) -> str:
-    """A value on one printable line of at most 40 characters (see :func:`costcore.checks._shown`)."""
+    """A value on one printable line of at most 40 characters (see :func:`costcore.scenario.checks._shown`)."""
     return _shown(v)
 
 
@@ -477,7 +477,7 @@ def validate(data: Any) -> dict:
     return out
 
 
-MAX_DEPTH = 12  # the same limit as YAML files (costcore.yamlio.MAX_DEPTH)
+MAX_DEPTH = 12  # the same limit as YAML files (costcore.scenario.yamlio.MAX_DEPTH)
 
 
 def check_depth(data, limit: int = MAX_DEPTH, what: str = "scenario") -> None:

@@ -26,11 +26,12 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from . import api
-from .schema import CATALOG, ScenarioError
+from costcore import api
+from costcore.scenario.schema import CATALOG, ScenarioError
 
-DATA = Path(__file__).parent / "data" / "published_runs.csv"
-DATASETS = {"reference": DATA, "extra": Path(__file__).parent / "data" / "extra_runs.csv"}
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+DATA = DATA_DIR / "published_runs.csv"
+DATASETS = {"reference": DATA, "extra": DATA_DIR / "extra_runs.csv"}
 # Published rows that omit a value the scenario needs; each assumption is shown in the table.
 ASSUMED = {"seq_len": 2048, "num_gpus": 2048}
 REQUIRED_COLUMNS = ("name", "params_total_b", "tokens_b", "gpu")
@@ -219,7 +220,7 @@ def default_mfu_log_sigma() -> float:
     """How far the default utilization model is off on a run it has not seen, dimensionless.
 
     The RMS of ln(predicted / published) under leave-one-out calibration
-    (costcore.calibration.leave_one_out), read from costcore/data/calibration.yaml
+    (costcore.validation.calibration.leave_one_out), read from costcore/data/calibration.yaml
     (the tests check that file against a fresh computation). The Monte Carlo
     page samples a default MFU as lognormal with this sigma, so its P10-P90
     band is the model's out-of-sample track record, not a guess.

@@ -1,7 +1,7 @@
 """Sensitivity and uncertainty: tornado, sweeps, heatmaps, Monte Carlo, budget solver.
 
 Every function builds one matrix of variants and evaluates it with a single
-call of the parallel batch kernel (:func:`costcore.kernel.evaluate_batch`);
+call of the parallel batch kernel (:func:`costcore.engine.kernel.evaluate_batch`);
 there is no Python loop per scenario.
 """
 from __future__ import annotations
@@ -13,9 +13,12 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from . import api, checks, kernel, schema
-from .schema import BY_PATH, IX, STAGES, ScenarioError, uses_default_mfu
-from .validation import default_mfu_log_sigma
+from costcore import api
+from costcore.scenario import checks
+from costcore.engine import kernel
+from costcore.scenario import schema
+from costcore.scenario.schema import BY_PATH, IX, STAGES, ScenarioError, uses_default_mfu
+from costcore.validation.runs import default_mfu_log_sigma
 
 # Fields whose 0 means "auto": the tornado moves the value the core resolved instead.
 _RESOLVED = {"mfu": "mfu", "ckpt_interval_h": "ckpt_interval_h"}

@@ -2,15 +2,15 @@
 
 Pure text (markdown + LaTeX strings); the app renders them in
 "how this was computed" expanders. Nothing here computes a number: every
-number shown is one of the kernel's stats (costcore.kernel.STATS), including
+number shown is one of the kernel's stats (costcore.engine.kernel.STATS), including
 the intermediate terms (MFU factors, context length, trainable parameters);
 inputs are shown as the scenario gives them.
 """
 from __future__ import annotations
 
-from .api import Result
-from .schema import CATALOG, effective_value, uses_default_mfu
-from . import fmt
+from costcore.api import Result
+from costcore.scenario.schema import CATALOG, effective_value, uses_default_mfu
+from costcore import fmt
 
 
 def shape(res: Result, stage: str) -> dict:
@@ -51,7 +51,7 @@ def _default_mfu_row(res: Result, stage: str):
         latex += rf"\times \underbrace{{{f['peft']:.2f}}}_{{\text{{PEFT}}}}"
     latex += rf" = {f['mfu']:.3f}"
     return ("Default MFU", latex,
-            "costcore.formulas.default_mfu and attention_mfu_factor; base and attention-kernel efficiency "
+            "costcore.engine.formulas.default_mfu and attention_mfu_factor; base and attention-kernel efficiency "
             "from hardware.yaml; coefficients fitted by costcore/calibration.py (docs/validation.md)")
 
 
@@ -87,7 +87,7 @@ def _training_rows(res: Result, stage: str, st: dict) -> list[tuple[str, str, st
         out.append(mfu_row)
     out.append(("Productive GPU-hours",
                 rf"\frac{{C}}{{\text{{peak}}\cdot \text{{MFU}}\cdot 3600}} = \frac{{{_e(st['flops'])}}}{{{peak:g}\times10^{{12}} \cdot {st['mfu']:.3f} \cdot 3600}} = {st['productive_gpu_hours']:,.0f}",
-                "MFU definition: PaLM App. B; default MFU: costcore.formulas.default_mfu (calibrated, docs/validation.md)"))
+                "MFU definition: PaLM App. B; default MFU: costcore.engine.formulas.default_mfu (calibrated, docs/validation.md)"))
     return out
 
 

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import numba
 
-PACKAGE_DIR = Path(__file__).parent
-_DEPENDS_ON = ("schema.py", "formulas.py", "kernel.py", "data/schema.yaml", "data/hardware.yaml")
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # costcore/
+_DEPENDS_ON = ("scenario/schema.py", "engine/formulas.py", "engine/kernel.py", "data/schema.yaml",
+               "data/hardware.yaml")
 
 
 def layout_hash() -> str:

@@ -13,7 +13,7 @@ overridden per variant), so a million variants need no million-row input.
 Thread safety: Streamlit serves each session in its own thread and numba's
 default ``workqueue`` threading layer aborts when two threads enter a
 parallel region at once, so parallel calls are serialized by a lock
-(``costcore.config.PARALLEL_LOCK``). Single-scenario calls are serial and
+(``costcore.engine.config.PARALLEL_LOCK``). Single-scenario calls are serial and
 need no lock.
 """
 from __future__ import annotations
@@ -23,8 +23,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from . import config
-from .formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, LORA_TRAINABLE_BYTES, METHOD_FULL, METHOD_QLORA,
+from costcore.engine import config
+from costcore.engine.formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, LORA_TRAINABLE_BYTES, METHOD_FULL, METHOD_QLORA,
                        MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE, NF4_BYTES_PER_PARAM, QLORA_TRAINABLE_BYTES,
                        RECOMPUTE_MODE_FULL, RECOMPUTE_MODE_NONE, RECOMPUTE_MODE_SELECTIVE, activation_bytes_per_gpu,
                        attention_mfu_factor, checkpoint_storage_usd, dataset_storage_usd,
@@ -33,7 +33,7 @@ from .formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, LORA_TRAINABLE_BYTES, ME
                        lora_trainable_params, model_shape, model_state_bytes_per_gpu, monthly_usd, per_sample_usd,
                        per_token_usd, staff_usd_per_month, synthetic_usd, train_flops_per_token, transfer_usd,
                        young_daly_interval_h)
-from .schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_REVIEW, D_SYNTH_USD_PER_M, DPO_CHOSEN,
+from costcore.scenario.schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_REVIEW, D_SYNTH_USD_PER_M, DPO_CHOSEN,
                      DPO_EPOCHS, DPO_PAIRS, DPO_REF_PRECOMPUTED, DPO_REFERENCE, DPO_REJECTED, E_CLUSTER_REF,
                      E_CLUSTER_SLOPE, E_INFER_MFU, E_MFU_MIN, E_PEFT_MFU, E_RECOMP_FULL, E_RECOMP_SEL,
                      E_SMALL_B, E_USABLE_MEM, EV_BENCH_M, EV_CONTEXT, EV_DECODE_BATCH, EV_DECODE_EFF,
@@ -53,7 +53,7 @@ from .schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_REVIEW, D_SYNTH_U
                      S_ZERO, SFT_EPOCHS, SFT_SAMPLES, SFT_TOK_PER_SAMPLE, STAGE_BASE, ST_BYTES_PER_TOKEN,
                      ST_COLD, ST_COLD_AFTER_D, ST_FINISHED_WEIGHTS, ST_FULL_CKPT_BPP, ST_HOT, ST_OBJECT, ST_RETENTION_MO,
                      ST_VERSIONS, ST_WEIGHTS_CKPT_BPP)
-from .schema import METHOD_QLORA as _SCHEMA_METHOD_QLORA
+from costcore.scenario.schema import METHOD_QLORA as _SCHEMA_METHOD_QLORA
 
 assert METHOD_QLORA == _SCHEMA_METHOD_QLORA, "formulas.METHOD_QLORA must be the schema's code"
 
@@ -776,7 +776,7 @@ def evaluate_batch(base: np.ndarray, idx: np.ndarray, cols: np.ndarray, full: bo
 
 def warm_up() -> None:
     """Compile (or load from the on-disk cache) every kernel once per process."""
-    from .schema import DEFAULT_VECTOR, IX
+    from costcore.scenario.schema import DEFAULT_VECTOR, IX
     x = DEFAULT_VECTOR.copy()
     evaluate_vector(x)
     idx = np.array([IX["model.params_b"]])

@@ -10,11 +10,11 @@ import re
 from pathlib import Path
 from typing import Mapping
 
-from . import schema
-from .errors import ScenarioError
-from .yamlio import parse_yaml, read_yaml_file
+from costcore.scenario import schema
+from costcore.errors import ScenarioError
+from costcore.scenario.yamlio import parse_yaml, read_yaml_file
 
-PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"
+PRESET_DIR = Path(__file__).resolve().parent.parent.parent / "presets"
 _PRESET_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
@@ -64,3 +64,32 @@ def load_preset(name: str) -> dict:
 
 def preset_titles() -> dict[str, str]:
     return {n: load_preset(n)["name"] for n in preset_names()}
+
+
+def apply_sets(scn: dict, sets: list[str]) -> dict:
+    """Apply ``dotted.key=value`` overrides and re-validate.
+
+    Values of numeric fields are read by :func:`schema.parse_number_text`; others as YAML scalars.
+    """
+    raw = dict(scn)
+    for item in sets or []:
+        if "=" not in item:
+            raise ScenarioError("--set", f"expected dotted.key=value, got {item!r}")
+        key, _, text = item.partition("=")
+        key = key.strip()
+        shown = schema._path(*key.split(".")) if key else "''"
+        if not key or any(not part for part in key.split(".")) or shown != key:
+            raise ScenarioError("--set", f"bad key {shown}")
+        f = schema.BY_PATH.get(key)
+        if key in ("name", "description") or (f is not None and f.kind == "str"):
+            value = text  # text stays text, exactly as typed: "123" is a name, a newline is refused
+        elif f is not None and f.kind in ("float", "int") and text.strip():
+            # numbers follow the one rule of schema.parse_number_text (the URL uses it too): no YAML
+            # 1.1 extras such as 1_000, 0x10 or .inf, no non-ASCII digits
+            value = schema.parse_number_text(key, text)
+        else:
+            value = parse_yaml(text, what=f"--set {key}") if text.strip() else None
+        if value is None:
+            raise ScenarioError(key, "needs a value")
+        raw = schema.set_path(raw, key, schema.coerce_text(key, value))
+    return schema.validate(raw)

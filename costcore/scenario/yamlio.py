@@ -13,7 +13,7 @@
 * numbers in exponent notation (``1e3``, ``3e-5``) are floats, as in YAML 1.2
   and as ``--set`` and share links read them.
 
-Every failure is a :class:`~costcore.schema.ScenarioError` with one plain
+Every failure is a :class:`~costcore.scenario.schema.ScenarioError` with one plain
 sentence naming the file (or upload) and the limit.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from .errors import ScenarioError
+from costcore.errors import ScenarioError
 
 MAX_YAML_BYTES = 100_000  # a scenario is a few KB; the biggest preset is under 4 KB
 MAX_LINES = 5_000         # a scenario has about 300 settings; a preset is under 150 lines

@@ -5,7 +5,7 @@ import json
 
 
 def cmd_validate(args) -> int:
-    from . import validation
+    from costcore.validation import runs as validation
     df = validation.validation_table(throughput=args.throughput, dataset=args.runs)
     if df.empty:
         print(f"no run in {args.runs} publishes a throughput" if args.throughput
@@ -36,7 +36,7 @@ def cmd_validate(args) -> int:
 
 
 def markdown_table(df, throughput: bool = False, dataset: str = "reference") -> str:
-    from . import validation
+    from costcore.validation import runs as validation
     lines = ["| run | GPU | GPUs | compared | published | predicted | predicted / published | MFU used | notes |",
              "|---|---|---:|---|---:|---:|---:|---:|---|"]
     for r in df.itertuples():
@@ -54,9 +54,10 @@ def markdown_table(df, throughput: bool = False, dataset: str = "reference") -> 
 
 
 def cmd_levers(args) -> int:
-    from . import api, levers
-    from .cli import apply_sets
-    from .fmt import one_line, usd
+    from costcore import api
+    from costcore.analysis import levers
+    from costcore.scenario.loaders import apply_sets
+    from costcore.fmt import one_line, usd
     scn = apply_sets(api.load_scenario(args.file), args.set)
     base = api.estimate(scn).total_usd
     lv = levers.levers(scn)

@@ -1,0 +1,2 @@
+"""The cost model: the numba kernel, its formulas, feasibility and the numba settings.
+"""

@@ -1,0 +1,2 @@
+"""Predicted against published runs, and the calibration of the default utilization model.
+"""
