@@ -2,6 +2,7 @@
 
 Public API::
 
+    Scenario.of(path_or_dict_or_preset) -> validated, immutable scenario (dict, vector, provenance)
     load_scenario(path_or_dict) -> validated scenario dict
     estimate(scenario) -> Result (.to_dict(), .line_items(), .stage_table())
     batch(scenario, {path: values}, full=False) -> array of variants
@@ -20,7 +21,8 @@ from costcore.errors import ScenarioError  # noqa: F401
 
 _LAZY = {
     "BATCH_COLUMNS": "api", "Result": "api", "batch": "api", "estimate": "api",
-    "load_preset": "scenario.loaders", "load_scenario": "scenario.loaders", "load_yaml_text": "scenario.loaders",
+    "Scenario": "scenario.loaders", "load_preset": "scenario.loaders", "load_scenario": "scenario.loaders",
+    "load_yaml_text": "scenario.loaders",
     "preset_names": "scenario.loaders", "preset_titles": "scenario.loaders",
     "LINE_ITEMS": "engine.kernel", "STATS": "engine.kernel", "warm_up": "engine.kernel",
     "FIELDS": "scenario.schema", "RESOURCES": "scenario.schema", "STAGES": "scenario.schema",

@@ -12,6 +12,7 @@ import pandas as pd
 from costcore.scenario import checks
 from costcore.engine import kernel
 from costcore.scenario import schema
+from costcore.scenario.loaders import Scenario
 from costcore.engine.kernel import (ITEM_FIXED, K_CKPT_GB, K_ENABLED, K_FITS, K_GPU_H, K_GPUS, K_MEM_GB,
                      K_MIN_GPUS, K_PROD_H, K_USD, K_WALL_D, LINE_ITEMS, STATS)
 from costcore.scenario.schema import BY_PATH, CATALOG, CATALOG_KEYS, IX, RESOURCES, STAGES, ScenarioError
@@ -158,8 +159,16 @@ def _assert_finite(obj) -> None:
         raise ArithmeticError("the core produced a non-finite number; please report the scenario")
 
 
-def estimate(scenario: Mapping | str | Path) -> Result:
-    """Estimate every enabled stage of a scenario (mapping, YAML path or preset name)."""
+def estimate(scenario: "Scenario | Mapping | str | Path") -> Result:
+    """Estimate every enabled stage of a scenario (a :class:`Scenario`, mapping, YAML path or preset name).
+
+    A :class:`Scenario` is used as it is (validated once when it was made); anything else is
+    loaded and validated first. ``Result.scenario`` is the validated mapping (read it, do not
+    change it: ``schema.set_path`` and ``Scenario.with_value`` make changed copies).
+    """
+    if isinstance(scenario, Scenario):
+        items, stats = kernel.evaluate_vector(scenario.vector)
+        return Result(scenario=scenario.data, vector=scenario.vector, items=items, stats=stats)
     scn = load_scenario(scenario)
     x = schema.to_vector(scn)
     items, stats = kernel.evaluate_vector(x)
@@ -309,7 +318,12 @@ def batch(scenario: Mapping | str | Path, columns: Mapping[str, Any], full: bool
         for any bad scenario, setting name, value, shape or row count.
     """
     full, fits = checks.flag("full", full), checks.flag("fits", fits)
-    base = vector if vector is not None else schema.to_vector(load_scenario(scenario))
+    if vector is not None:
+        base = vector
+    elif isinstance(scenario, Scenario):
+        base = scenario.vector
+    else:
+        base = schema.to_vector(load_scenario(scenario))
     idx, cols = _expand_columns(columns)
     if not cols:
         raise ScenarioError("columns", "give at least one setting to vary")

@@ -14,6 +14,7 @@ import streamlit as st
 
 import costcore
 from costcore import api, fmt
+from costcore.scenario.loaders import Scenario
 from costcore.analysis import explain
 from costcore.scenario import schema
 from costcore.scenario import share
@@ -77,8 +78,26 @@ def scenario() -> dict:
     return state().scenario
 
 
+def current() -> Scenario:
+    """The session's scenario as a validated :class:`Scenario`, made once per change (not per rerun).
+
+    Its provenance says where each value came from: the preset, the link the session opened, or
+    "you" for values changed here since.
+    """
+    ss = state()
+    if ss.get("_scn_of") is not ss.scenario:
+        prev = ss.get("_scn")
+        if prev is None:
+            base = Scenario.of(ss.preset, origin=f"preset {ss.preset}")
+            ss._scn = Scenario.of(ss.scenario, origin="the link", base=base)
+        else:
+            ss._scn = Scenario.of(ss.scenario, origin="you", base=prev)
+        ss._scn_of = ss.scenario
+    return ss._scn
+
+
 def result() -> api.Result:
-    return api.estimate(scenario())
+    return api.estimate(current())
 
 
 def _sync_url() -> None:

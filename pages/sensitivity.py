@@ -20,7 +20,7 @@ res = common.frame(
     "surface along one or two inputs; **Monte Carlo** draws the uncertain inputs together and gives "
     "the P10/P50/P90 and the chance of going over budget; the **budget solver** finds the largest "
     "plan a budget buys. Each is one call of the parallel kernel.")
-scn = common.scenario()
+scn = common.current()  # validated once; every sensitivity call below reuses its vector
 if not res.stages:
     st.info("Switch on at least one stage.")
     st.stop()
@@ -38,7 +38,7 @@ def _monte_carlo(scn_json: str, n: int, seed: int, budget: float):
     return sens.monte_carlo(scn, n=n, seed=seed, dists=sens.default_distributions(scn), budget_usd=budget)
 
 
-SCN_JSON = json.dumps(scn, sort_keys=True)
+SCN_JSON = json.dumps(scn.data, sort_keys=True)
 inputs = sens.numeric_inputs(scn)
 
 

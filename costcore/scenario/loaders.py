@@ -1,4 +1,5 @@
-"""Loading scenarios: from a mapping, a YAML file, an upload or a preset name.
+"""Loading scenarios: from a mapping, a YAML file, an upload or a preset name, into a validated
+:class:`Scenario` (or its plain dict: :func:`load_scenario`).
 
 Light on purpose (schema and YAML only, no numba or pandas), so the CLI can
 refuse a bad file before the heavy imports; :mod:`costcore.api` re-exports
@@ -6,9 +7,14 @@ these functions.
 """
 from __future__ import annotations
 
+import copy
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import numpy as np
 
 from costcore.scenario import schema
 from costcore.errors import ScenarioError
@@ -25,6 +31,8 @@ def load_scenario(source: str | Path | Mapping) -> dict:
     """
     if isinstance(source, dict):
         return schema.validate(source)  # validate reads dicts with the built-in methods
+    if isinstance(source, Scenario):  # validated when it was made
+        return source.data
     if isinstance(source, Mapping):
         try:
             data = dict(source)
@@ -93,3 +101,95 @@ def apply_sets(scn: dict, sets: list[str]) -> dict:
             raise ScenarioError(key, "needs a value")
         raw = schema.set_path(raw, key, schema.coerce_text(key, value))
     return schema.validate(raw)
+
+
+# ---------------------------------------------------------------------------
+# The validated scenario
+# ---------------------------------------------------------------------------
+# The validated scenario: checked once, then passed around as an immutable value.
+#
+# A :class:`Scenario` holds the normalized mapping (what :func:`schema.validate`
+# returns), the kernel's float64 vector (read-only) and, for every explicit
+# setting, where its value came from (a preset, a share link, a file, an upload,
+# or the user). :func:`costcore.estimate`, :func:`costcore.batch`, the
+# sensitivity functions and the app's pages take it as is: no re-validation
+# and no re-encoding per call.
+#
+#     scn = Scenario.of("pipeline-70b")                       # a preset, a YAML path or a mapping
+#     scn2 = scn.with_value("model.params_b", 65)             # a new Scenario; scn is unchanged
+#     scn2.provenance["model.params_b"]                       # 'user'
+#     costcore.estimate(scn2)
+DEFAULT = "default"
+
+
+def _origin_of(source) -> str:
+    if isinstance(source, Mapping):
+        return "user"
+    if isinstance(source, (str, Path)):
+        p = Path(source)
+        if p.suffix in (".yaml", ".yml") or (isinstance(source, Path)):
+            return f"file {p.name}"
+        return f"preset {source}"
+    return "user"
+
+
+@dataclass(frozen=True, eq=False)
+class Scenario:
+    """A validated scenario (see the module docstring). Build it with :meth:`of`, never by hand."""
+
+    data: Mapping[str, Any]
+    vector: np.ndarray
+    provenance: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, source, origin: str | None = None, base: "Scenario | None" = None) -> "Scenario":
+        """Validate ``source`` (a mapping, a YAML path, a preset name, or a Scenario) once.
+
+        ``origin`` labels the explicit settings (default: "preset <name>", "file <name>" or
+        "user"); with ``base``, settings whose value equals the base's keep the base's label,
+        so a share link shows which values it changed. Raises :class:`ScenarioError`.
+        """
+        if isinstance(source, Scenario):
+            return source
+        data = load_scenario(source)
+        return cls._from_valid(data, origin or _origin_of(source), base)
+
+    @classmethod
+    def _from_valid(cls, data: dict, origin: str, base: "Scenario | None") -> "Scenario":
+        vec = schema.to_vector(data)
+        vec.setflags(write=False)
+        base_values = dict(schema.iter_values(base.data)) if base is not None else {}
+        prov = {}
+        for path, value in schema.iter_values(data):
+            if base is not None and path in base_values and base_values[path] == value:
+                prov[path] = base.provenance.get(path, origin)
+            else:
+                prov[path] = origin
+        for key in ("name", "description"):
+            if key in data:
+                prov[key] = base.provenance.get(key, origin) if (
+                    base is not None and base.data.get(key) == data[key]) else origin
+        return cls(data=data, vector=vec, provenance=MappingProxyType(prov))
+
+    def with_value(self, path: str, value, origin: str = "user") -> "Scenario":
+        """A new Scenario with one dotted setting changed (validated); this one is unchanged."""
+        if not isinstance(path, str):
+            raise ScenarioError("path", "must be a dotted setting name")
+        cand = schema.validate(schema.set_path(self.data, path, value))
+        return Scenario._from_valid(cand, origin, self)
+
+    def value(self, path: str):
+        """The value the core uses for a dotted path: explicit, catalog or default."""
+        return schema.effective_value(self.data, path)
+
+    def source_of(self, path: str) -> str:
+        """Where a setting's value comes from: the label of :meth:`of`, or 'default'."""
+        return self.provenance.get(path, DEFAULT)
+
+    def to_dict(self) -> dict:
+        """A deep copy of the mapping, free to change (then make a new Scenario of it)."""
+        return copy.deepcopy(dict(self.data))
+
+    @property
+    def name(self) -> str:
+        return self.data.get("name", "")

@@ -352,7 +352,7 @@ def _check_value(f: Field, v):
         digits = int(v.bit_length() * 0.30103) + 1
         raise ScenarioError(path, f"must be {f.allowed()} (got a number with about {digits:,} digits)",
                             allowed=f.allowed())
-    fv = as_float(path, v, f.allowed())
+    fv = float(v) if type(v) in (float, int) else as_float(path, v, f.allowed())  # plain numbers cannot fail
     if not math.isfinite(fv):
         raise ScenarioError(path, f"must be a finite number: {f.allowed()} (got {_show(v)})", value=v,
                             allowed=f.allowed())
