@@ -69,6 +69,8 @@ def run(n: int, pure: bool) -> dict:
     out = {"jit": not pure, "n": n, "threads": __import__("numba").get_num_threads()}
     out["one_vector_s"] = timeit(lambda: kernel.evaluate_vector(x), number=20 if pure else 2000)
     out["one_estimate_s"] = timeit(lambda: costcore.estimate(scn), number=5 if pure else 200)
+    validated = costcore.Scenario.of(scn)
+    out["one_estimate_scenario_s"] = timeit(lambda: costcore.estimate(validated), number=5 if pure else 2000)
     out["batch_s"] = timeit(lambda: costcore.batch(scn, cols, vector=x), repeat=3)
     out["batch_per_s"] = n / out["batch_s"]
     out["batch_full_s"] = timeit(lambda: costcore.batch(scn, cols, full=True, vector=x), repeat=3)
@@ -96,7 +98,8 @@ def main():
     r = run(args.n, pure=False)
     print(f"numba threads: {r['threads']}")
     print(f"one scenario (6 stages), kernel only : {r['one_vector_s'] * 1e6:10.2f} us")
-    print(f"one scenario, estimate() incl. checks: {r['one_estimate_s'] * 1e6:10.2f} us")
+    print(f"one scenario, estimate(dict) incl. validation: {r['one_estimate_s'] * 1e6:10.2f} us")
+    print(f"one scenario, estimate(Scenario), validated once: {r['one_estimate_scenario_s'] * 1e6:10.2f} us")
     print(f"batch of {r['n']:,} variants (stage totals): {r['batch_s'] * 1e3:8.1f} ms -> {r['batch_per_s']:,.0f} scenarios/s")
     print(f"batch of {r['n']:,} variants (full breakdown): {r['batch_full_s'] * 1e3:8.1f} ms -> {r['n'] / r['batch_full_s']:,.0f} scenarios/s")
     print(f"tornado over all {r['tornado_inputs']} inputs (2 variants each): {r['tornado_s'] * 1e3:8.2f} ms   (target <= 5 ms)")
