@@ -49,3 +49,14 @@ def scenario_file(tmp_path):
         p.write_text(text, encoding="utf-8")
         return p
     return write
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Say it in one line when the browser tests did not run (chromium or playwright missing)."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    browser = [r for r in skipped if "browser" in str(getattr(r, "nodeid", "")) or "browser" in str(r.fspath)]
+    if browser:
+        reason = browser[0].longrepr[-1] if isinstance(browser[0].longrepr, tuple) else str(browser[0].longrepr)
+        terminalreporter.write_line(
+            f"BROWSER TESTS SKIPPED ({len(browser)}): {reason} -- they run under CI=true (.ci/run) and fail there "
+            "if they cannot", yellow=True, bold=True)
