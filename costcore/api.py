@@ -218,8 +218,11 @@ def _values_list(path: str, values, what: str) -> list:
         raise ScenarioError(path, f"needs a list of values, each {what}") from None
 
 
-def _numeric_column(path: str, values) -> np.ndarray:
-    """One column of a batch as float64: a flat sequence of real numbers, or ScenarioError."""
+def _numeric_column(path: str, values, booleans: bool = False) -> np.ndarray:
+    """One column of a batch as float64: a flat sequence of real numbers, or ScenarioError.
+
+    ``booleans``: the column of a true/false setting, where True/False (and 0/1) are the values.
+    """
     if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__") and not hasattr(values, "__iter__"):
         raise ScenarioError(path, "needs a list or array of values")
     _check_rows(path, values)
@@ -229,6 +232,9 @@ def _numeric_column(path: str, values) -> np.ndarray:
         raise ScenarioError(path, "needs a flat list of numbers") from None
     if arr.ndim != 1:
         raise ScenarioError(path, f"needs a flat list of numbers (got an array of shape {arr.shape})")
+    if booleans and (arr.dtype.kind == "b" or arr.dtype.kind == "O" and all(
+            isinstance(v, (bool, np.bool_)) for v in arr)):
+        return arr.astype(np.float64)
     if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf" and not (
             arr.dtype.kind == "O" and all(isinstance(v, (int, float, np.integer, np.floating))
                                           and not isinstance(v, (bool, np.bool_)) for v in arr)):
@@ -267,7 +273,7 @@ def _expand_columns(columns: Mapping[str, Any]) -> tuple[list[int], list[np.ndar
                                         value=v if isinstance(v, (str, int, float)) else None)
             codes = np.array(codes, dtype=np.float64)
         else:
-            codes = _numeric_column(path, values)
+            codes = _numeric_column(path, values, booleans=f.kind == "bool")
         if len(codes) > MAX_BATCH_ROWS:
             raise ScenarioError(path, f"has {len(codes):,} values; a batch has at most {MAX_BATCH_ROWS:,}")
         if n is None:

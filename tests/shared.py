@@ -1,6 +1,8 @@
 """Constants the test modules share (instead of importing each other)."""
 from __future__ import annotations
 
+import math
+import numbers
 import traceback
 from pathlib import Path
 
@@ -32,3 +34,15 @@ def run_cli(capsys, argv) -> tuple[int, str, str]:
                              f"(must exit 2 with one line on stderr); last frames: {tb[-4:]}") from None
     out, err = capsys.readouterr()
     return rc, out, err
+
+
+def assert_finite(obj, where: str = "to_dict()") -> None:
+    """Every number in a nested dict/list (a result, a JSON output) is finite."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            assert_finite(v, f"{where}[{k!r}]")
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            assert_finite(v, f"{where}[{i}]")
+    elif isinstance(obj, numbers.Real) and not isinstance(obj, bool):
+        assert math.isfinite(obj), f"{where} = {obj!r} is not finite"

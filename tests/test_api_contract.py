@@ -46,6 +46,7 @@ from costcore.analysis import sensitivity
 from costcore.scenario import share
 from costcore.scenario.schema import BY_PATH
 from costcore.analysis.sensitivity import Dist
+from shared import assert_finite
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_MESSAGE_CHARS = 1000
@@ -379,22 +380,11 @@ def assert_finite_frame(df: pd.DataFrame, what):
     assert_finite_array(num.to_numpy(dtype=np.float64), what)
 
 
-def assert_finite_tree(obj, what):
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            assert_finite_tree(v, f"{what}.{k}")
-    elif isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            assert_finite_tree(v, f"{what}[{i}]")
-    elif isinstance(obj, numbers.Real) and not isinstance(obj, bool):
-        assert math.isfinite(obj), f"{what} = {obj}"
-
-
 def check_result(res):
     assert isinstance(res, api.Result)
     assert math.isfinite(res.total_usd)
     assert_finite_array(res.items, "line items")
-    assert_finite_tree(res.to_dict(), "result")
+    assert_finite(res.to_dict(), "result")
 
 
 # ---------------------------------------------------------------------------
@@ -770,3 +760,15 @@ def test_hostile_objects_are_refused_not_raised():
         refused(costcore.batch, BASE, {"hardware.num_gpus": bad})
         refused(costcore.monte_carlo, BASE, n=bad, field="n")
         refused(costcore.tornado, BASE, rel=bad, field="rel")
+
+
+def test_batch_takes_true_false_for_a_true_false_setting():
+    """Found by test_batch_equals_estimate under a loaded CI run: [False] for a bool setting was refused."""
+    by_bool = costcore.batch("llama3-8b", {"storage.finished_weights_only": [False, True]})
+    by_int = costcore.batch("llama3-8b", {"storage.finished_weights_only": [0, 1]})
+    assert (by_bool == by_int).all()
+    want = costcore.estimate(schema.set_path(costcore.load_preset("llama3-8b"), "storage.finished_weights_only",
+                                             True)).total_usd
+    assert by_bool[1].sum() == pytest.approx(want, rel=1e-12)
+    with pytest.raises(ScenarioError):
+        costcore.batch("llama3-8b", {"model.params_b": [True]})

@@ -43,7 +43,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import costcore
-from shared import _short, run_cli  # noqa: F401
+from shared import _short, assert_finite, run_cli  # noqa: F401
 from costcore import api, fmt
 from costcore.cli import main as cli
 from costcore.scenario import schema
@@ -90,17 +90,6 @@ def assert_scenario_error(err: ScenarioError, what: str, names=()) -> None:
     assert_plain_message(str(err), what)
     if names:
         assert any(n in str(err) for n in names), f"{what}: the message names none of {names!r}: {err}"
-
-
-def assert_finite(obj, where: str = "to_dict()") -> None:
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            assert_finite(v, f"{where}[{k!r}]")
-    elif isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            assert_finite(v, f"{where}[{i}]")
-    elif isinstance(obj, float):
-        assert math.isfinite(obj), f"{where} = {obj!r} is not finite"
 
 
 def assert_estimates_finite(scn: dict, what: str) -> float:
