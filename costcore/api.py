@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -56,7 +57,7 @@ class Result:
         from costcore.analysis.budget import concurrent_peak_gpus
         return int(round(concurrent_peak_gpus(self))) if self.stages else 0
 
-    @property
+    @cached_property
     def infeasible(self) -> list[str]:
         """Sentences for stages that do not fit in GPU memory on their GPUs (empty: the plan is feasible)."""
         from costcore.engine.feasibility import infeasible
@@ -66,7 +67,7 @@ class Result:
     def feasible(self) -> bool:
         return not self.infeasible
 
-    @property
+    @cached_property
     def warnings(self) -> list[str]:
         """Plain sentences about a feasible but doubtful plan (GPUs the global batch cannot use)."""
         from costcore.engine.feasibility import batch_warnings

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 
 def usd(v: float) -> str:
@@ -96,16 +97,15 @@ def to_csv(df) -> str:
     return csv_safe(df).to_csv(index=False)
 
 
+# Characters that must not reach a terminal, a page or a cell: C0/C1 controls (ANSI and OSC escapes
+# start with them), the line and paragraph separators, and Unicode's bidirectional formatting
+# characters (UAX #9: embeddings, overrides, isolates, marks), which reorder what is shown.
+_BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+UNSAFE_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029" + _BIDI + "]")
+UNSAFE_TEXT_MULTILINE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029" + _BIDI + "]")  # keeps \t \n
+
+
 def one_line(text: str, limit: int = 200) -> str:
-    """Text for one line of output: control, bidirectional and line-separator characters become '?'."""
-    import unicodedata
-    out = []
-    for ch in str(text):
-        cat = unicodedata.category(ch)
-        out.append("?" if cat in ("Cc", "Zl", "Zp") or ch in BIDI_CONTROLS else ch)
-    s = "".join(out)
+    """Text for one line of output: every :data:`UNSAFE_TEXT` character becomes '?'."""
+    s = UNSAFE_TEXT.sub("?", str(text))
     return s if len(s) <= limit else s[: limit - 1] + "…"
-
-
-# Unicode bidirectional formatting characters (UAX #9): embeddings, overrides, isolates, marks.
-BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")

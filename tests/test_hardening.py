@@ -505,7 +505,7 @@ def _run_process(args, timeout=300):
     """python -m costcore ARGS; the timeout only stops a hang (speed is benchmarks/bench_refusal.py's job)."""
     proc = subprocess.run([sys.executable, "-m", "costcore", *args], cwd=ROOT, capture_output=True, check=False,
                           timeout=timeout, env=dict(os.environ, PYTHONWARNINGS="ignore"))
-    return proc, None
+    return proc
 
 
 @pytest.mark.parametrize("case", ["nan", "date_day_out_of_range", "int_5000_digits", "key_with_newline",
@@ -533,7 +533,7 @@ def test_subprocess_contract(tmp_path, case):
         args = ["estimate", DEFAULT_PRESET, "--set", "schedule.start_date=2027-02-30"]
     elif case == "unknown_preset":
         args = ["estimate", "../../etc/passwd-preset"]
-    proc, _ = _run_process(args)
+    proc = _run_process(args)
     err = proc.stderr.decode("utf-8", "replace")
     assert proc.returncode == 2, f"{case}: exit code {proc.returncode}; stderr tail: {err[-600:]!r}"
     assert "Traceback" not in err, f"{case}: traceback on stderr: {err[-600:]}"
@@ -545,7 +545,7 @@ def test_subprocess_contract(tmp_path, case):
 def test_subprocess_valid_file_succeeds(tmp_path):
     p = tmp_path / "ok.yaml"
     p.write_text(yamlio.dump_yaml(api.load_preset("llama3-8b")))
-    proc, _ = _run_process(["estimate", str(p), "--format", "json"], timeout=300)
+    proc = _run_process(["estimate", str(p), "--format", "json"], timeout=300)
     assert proc.returncode == 0, proc.stderr.decode()[-600:]
     assert_finite(json.loads(proc.stdout, parse_constant=_reject_constant))
 
@@ -556,7 +556,7 @@ def test_subprocess_name_with_lone_surrogate(tmp_path, fmt_):
     is refused (exit 2, one line) or every output format prints (exit 0); never a traceback."""
     p = tmp_path / "surrogate.yaml"
     p.write_text('name: "half \\ud800 a pair"\nmodel: {params_b: 7}\nstages: {sft: {}}\n')
-    proc, _ = _run_process(["estimate", str(p), "--format", fmt_], timeout=300)
+    proc = _run_process(["estimate", str(p), "--format", fmt_], timeout=300)
     err = proc.stderr.decode("utf-8", "replace")
     assert "Traceback" not in err, f"--format {fmt_}: {err[-500:]}"
     assert proc.returncode in (0, 2), f"--format {fmt_}: exit code {proc.returncode}: {err[-500:]}"
@@ -777,25 +777,6 @@ def test_deep_flow_is_refused_before_parsing(depth, no_parser):
                                   'name: "{{{{{{{{{{{{{{{{{{{{{{"\n'])
 def test_brackets_in_quotes_and_comments_do_not_count_as_depth(text):
     assert costcore.load_yaml_text(text.encode())["name"] in ("x", "[" * 16, "{" * 22)
-
-
-def test_a_near_limit_parse_is_not_pathological():
-    """Relative check within one run (ratio, not seconds): a flow list within every limit parses in at
-    most 10x the time of an ordinary block list of the same items (before: PyYAML's pure-Python
-    flow parser took seconds; speeds are printed by benchmarks/bench_refusal.py)."""
-    import timeit
-    n_items = yamlio.MAX_FLOW_ITEMS - 10
-    hostile = "model: [" + ", ".join("1" for _ in range(n_items)) + "]\n"
-    ordinary = "model:\n" + "".join("  - 1\n" for _ in range(n_items))
-
-    def parse(text):
-        try:
-            yamlio.parse_yaml(text)
-        except ScenarioError:
-            pass
-    t_ord = min(timeit.repeat(lambda: parse(ordinary), number=3, repeat=5))
-    t_hos = min(timeit.repeat(lambda: parse(hostile), number=3, repeat=5))
-    assert t_hos <= 10 * t_ord, f"flow list {t_hos:.4f} s vs block list {t_ord:.4f} s for 3 parses"
 
 
 # ---------------------------------------------------------------------------

@@ -3,8 +3,10 @@
 A limit in seconds inside a test passes on a quiet machine and fails on a loaded
 one, so it is a CI failure waiting to happen. Waiting *for* something (a server's
 health, a page to settle) with a generous timeout is allowed; asserting that
-something took less than N seconds is not. Relative checks (ratio of two timings
-taken in the same run) are allowed and say so with the word "ratio".
+something took less than N seconds is not, and neither is a ratio of two timings
+(benchmarks/bench_refusal.py prints the one the suite used to check).
+
+This module measures no time itself: it reads the test sources as text.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ _TIMED_ASSERT = re.compile(
     r"^\s*assert\b[^#\n]*(\belapsed\b|\bduration\b|[<>]=?\s*\w*(_S|_SECONDS|_MS)\b|"
     r"perf_counter\(|monotonic\(|time\.time\()", re.M)
 # Helpers that turn a duration into a pass/fail (the old pattern of this suite).
-_TIMED_HELPER = re.compile(r"with\s+within\(|BAD_INPUT_LIMIT_S|TEST_BUDGET_S")
+_TIMED_HELPER = re.compile(r"with\s+within\(|BAD_INPUT_LIMIT_S|TEST_BUDGET_S|\btimeit\b")
 
 
 def _sources():
@@ -44,7 +46,8 @@ def test_no_assert_compares_a_duration():
 
 def test_the_checker_catches_the_old_patterns():
     samples = ['    assert elapsed < 2.0, "slow"', "    assert took_s < LIMIT_S", "assert time.time() - t0 < 3",
-               "    assert t < BUDGET_S", "    with within(BAD_INPUT_LIMIT_S, 'x'):"]
+               "    assert t < BUDGET_S", "    with within(BAD_INPUT_LIMIT_S, 'x'):",
+               "    t = min(timeit.repeat(parse, number=3))"]
     for s in samples:
         assert _TIMED_ASSERT.search(s) or _TIMED_HELPER.search(s), s
-    assert not _TIMED_ASSERT.search("    assert t_hos <= 10 * t_ord  # ratio within one run")
+    assert not _TIMED_ASSERT.search("    assert memory_s > compute_s  # model seconds, not the clock")

@@ -151,9 +151,13 @@ def sweep(scenario, key: str, values: Sequence[float], full: bool = False) -> pd
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         raise ScenarioError(key, "needs a list of values")
     values = list(values) if BY_PATH[key].kind == "enum" else values
-    out = api.batch(scn, {key: values}, full=True, vector=x)
-    feasible = out[:, :, len(schema.RESOURCES) + 3].min(axis=1) > 0.5
-    values = list(values) if BY_PATH[key].kind == "enum" else np.asarray(values, dtype=float).ravel()
+    if full:
+        out = api.batch(scn, {key: values}, full=True, vector=x)
+        feasible = out[:, :, len(schema.RESOURCES) + kernel.BATCH_EXTRA.index("fits")].min(axis=1) > 0.5
+    else:
+        out, feasible = api.batch(scn, {key: values}, vector=x, fits=True)
+    if BY_PATH[key].kind != "enum":  # batch has checked them: a flat column of numbers
+        values = np.asarray(values, dtype=float)
     rows = []
     for i, v in enumerate(values):
         ok = bool(feasible[i])
@@ -165,8 +169,7 @@ def sweep(scenario, key: str, values: Sequence[float], full: bool = False) -> pd
                     rows.append({"value": v, "stage": s, "resource": r, "usd": float(out[i, si, ri]),
                                  "feasible": ok})
             else:
-                rows.append({"value": v, "stage": s, "usd": float(out[i, si, :len(schema.RESOURCES)].sum()),
-                             "feasible": ok})
+                rows.append({"value": v, "stage": s, "usd": float(out[i, si]), "feasible": ok})
     return pd.DataFrame(rows)
 
 

@@ -35,7 +35,9 @@ TOP_LEVEL_KEYS = ("name", "description", "model", "hardware", "efficiency", "rel
 
 
 from costcore.errors import ScenarioError  # noqa: E402,F401  (re-exported: the one public exception type)
-from costcore.scenario.checks import _shown, as_float  # noqa: E402
+from costcore.scenario.checks import _shown as _show, as_float  # noqa: E402  (one way to show a value)
+from costcore import fmt  # noqa: E402
+from costcore.scenario.yamlio import MAX_DEPTH, NUMBER_TEXT  # noqa: E402  (one depth limit, one number rule)
 
 
 def _load_yaml(name: str) -> dict:
@@ -382,33 +384,18 @@ def _path(*parts) -> str:
     return ".".join(_key(p) for p in parts)
 
 
-_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
-
-
 def _text_ok(v, multiline: bool = False) -> bool:
-    """Text that can be written out safely: UTF-8 encodable, no control characters, no bidirectional
-    overrides or isolates (they reorder what a terminal or page shows), no line separators; a
-    multi-line field (the description) may hold newlines and tabs."""
+    """Text that can be written out safely: UTF-8 encodable and free of :data:`costcore.fmt.UNSAFE_TEXT`
+    (controls, text-direction characters, line separators); a multi-line field (the description) may
+    hold newlines and tabs."""
     try:
         v.encode("utf-8")
     except UnicodeEncodeError:
         return False
-    for ch in v:
-        if ch in _BIDI_CONTROLS:
-            return False
-        o = ord(ch)
-        if o < 32 or 127 <= o < 160 or ch in "\u2028\u2029":
-            if not (multiline and ch in "\n\t"):
-                return False
-    return True
+    return (fmt.UNSAFE_TEXT_MULTILINE if multiline else fmt.UNSAFE_TEXT).search(v) is None
 
 
 TEXT_RULE = "with no control or text-direction characters"
-
-
-def _show(v) -> str:
-    """A value on one printable line of at most 40 characters (see :func:`costcore.scenario.checks._shown`)."""
-    return _shown(v)
 
 
 def validate(data: Any) -> dict:
@@ -477,7 +464,6 @@ def validate(data: Any) -> dict:
     return out
 
 
-MAX_DEPTH = 12  # the same limit as YAML files (costcore.scenario.yamlio.MAX_DEPTH)
 
 
 def check_depth(data, limit: int = MAX_DEPTH, what: str = "scenario") -> None:
@@ -559,10 +545,9 @@ def uses_default_mfu(scn: dict, stage: str) -> bool:
                                        for k in THROUGHPUT_KEYS)
 
 
-# A number written as text (--set, URL parameters): ASCII digits only, optional sign, decimal point and
-# exponent. No "inf"/"nan", no "1_000", no "0x10", no Arabic-Indic or fullwidth digits (Python's float()
-# accepts all of those). YAML files follow the same rule for exponents: 1e3 and 3e-5 are numbers there too.
-NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+# A number written as text (--set, URL parameters): yamlio.NUMBER_TEXT, ASCII digits only, optional sign,
+# decimal point and exponent. No "inf"/"nan", no "1_000", no "0x10", no Arabic-Indic or fullwidth digits
+# (Python's float() accepts all of those). YAML files read their plain scalars by the same rule.
 
 
 def parse_number_text(path: str, text: str):

@@ -33,8 +33,9 @@ MAX_DEPTH = 12
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 USING_LIBYAML = _BaseLoader is not yaml.SafeLoader
 
-# YAML 1.2 floats: PyYAML (YAML 1.1) reads "1e3" and "3e-5" as text.
-_FLOAT_12 = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$")
+# The one way a number is written as text, in files, in --set and in share links: ASCII digits, an
+# optional sign, point and exponent (schema.parse_number_text uses it for --set and links).
+NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 class _StrictLoader(_BaseLoader):
@@ -54,17 +55,17 @@ class _StrictLoader(_BaseLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-# Numbers are written one way in files, in --set and in share links (schema.parse_number_text): plain
-# decimal digits, a point, an exponent. YAML 1.1's extras (1_000, 0x10, 017 octal, 1:30 base 60) stay text,
-# so a numeric field refuses them with its allowed range instead of reading a surprising value.
+# YAML plain scalars follow NUMBER_TEXT: digits alone are an int, with a point or an exponent a float
+# (YAML 1.2: "1e3" and "3e-5" too, which PyYAML's YAML 1.1 reads as text), plus .inf/.nan so that a
+# numeric field can say they are not finite. YAML 1.1's extras (1_000, 0x10, 017 octal, 1:30 base 60)
+# stay text, so a numeric field refuses them with its allowed range instead of reading a surprising value.
 _INT = re.compile(r"^[-+]?[0-9]+$")
-_FLOAT = re.compile(r"^[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$")
+_FLOAT = re.compile(r"^(?=.*[.eE])" + NUMBER_TEXT.pattern + r"$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$")
 _StrictLoader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
     for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()}
 _StrictLoader.add_implicit_resolver("tag:yaml.org,2002:int", _INT, list("-+0123456789"))
 _StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
-_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
 # ... and a leading zero is a decimal digit (YAML 1.1 would read 017 as octal 15).
 _StrictLoader.add_constructor("tag:yaml.org,2002:int", lambda loader, node: int(loader.construct_scalar(node), 10))
 
@@ -134,13 +135,13 @@ def precheck_text(text: str, what: str) -> None:
     lines = text.count("\n")
     if lines > MAX_LINES:
         raise ScenarioError(what, f"has {lines:,} lines; a scenario has at most {MAX_LINES:,}")
+    depth = _flow_depth(text) if ("[" in text or "{" in text) else 0
     commas = text.count(",")
-    if commas > MAX_FLOW_ITEMS and ("[" in text or "{" in text) and _flow_depth(text) > 0:
+    if commas > MAX_FLOW_ITEMS and depth > 0:
         raise ScenarioError(what, f"has about {commas:,} list or mapping items; a scenario has at most "
                                   f"{MAX_FLOW_ITEMS:,}")
-    if "[" in text or "{" in text:
-        if _flow_depth(text) > MAX_DEPTH:
-            raise ScenarioError(what, f"is nested more than {MAX_DEPTH} levels deep")
+    if depth > MAX_DEPTH:
+        raise ScenarioError(what, f"is nested more than {MAX_DEPTH} levels deep")
 
 
 def parse_yaml(text: str | bytes, what: str = "file"):
