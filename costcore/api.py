@@ -237,8 +237,7 @@ def _numeric_column(path: str, values, booleans: bool = False) -> np.ndarray:
             isinstance(v, (bool, np.bool_)) for v in arr)):
         return arr.astype(np.float64)
     if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf" and not (
-            arr.dtype.kind == "O" and all(isinstance(v, (int, float, np.integer, np.floating))
-                                          and not isinstance(v, (bool, np.bool_)) for v in arr)):
+            arr.dtype.kind == "O" and all(checks._is_real(v) for v in arr)):
         raise ScenarioError(path, "needs numbers only")
     try:
         return arr.astype(np.float64)
@@ -266,8 +265,7 @@ def _expand_columns(columns: Mapping[str, Any]) -> tuple[list[int], list[np.ndar
             for v in _values_list(path, values, f.allowed()):
                 if isinstance(v, str) and v in f.choices:
                     codes.append(float(f.choices.index(v)))
-                elif isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) \
-                        and 0 <= v < len(f.choices):
+                elif checks.is_integer(v) and 0 <= v < len(f.choices):
                     codes.append(float(v))
                 else:
                     raise ScenarioError(path, f"values must be {f.allowed()}", allowed=f.allowed(),

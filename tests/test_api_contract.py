@@ -772,3 +772,15 @@ def test_batch_takes_true_false_for_a_true_false_setting():
     assert by_bool[1].sum() == pytest.approx(want, rel=1e-12)
     with pytest.raises(ScenarioError):
         costcore.batch("llama3-8b", {"model.params_b": [True]})
+
+
+@pytest.mark.parametrize("value", [np.timedelta64(8, "s"), np.datetime64("2020-01-01")], ids=["timedelta", "datetime"])
+def test_numpy_times_are_not_numbers(value):
+    """numpy's timedelta64 subclasses its integers; estimate used to raise TypeError on one (found in review)."""
+    with pytest.raises(ScenarioError) as info:
+        costcore.estimate({"model": {"params_b": value}})
+    assert info.value.field == "model.params_b"
+    with pytest.raises(ScenarioError):
+        costcore.batch("llama3-8b", {"model.params_b": np.array([value], dtype=object)})
+    with pytest.raises(ScenarioError):
+        costcore.monte_carlo("llama3-8b", n=value)

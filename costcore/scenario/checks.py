@@ -14,15 +14,18 @@ from costcore.errors import ScenarioError
 
 
 def _is_real(v) -> bool:
-    try:
-        import numpy as np
-        if isinstance(v, (np.bool_,)):
-            return False
-        if isinstance(v, (np.integer, np.floating)):
-            return True
-    except ImportError:  # pragma: no cover - numpy is a dependency
-        pass
-    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+    """A real number of any Python or numpy type; not a bool, and not numpy's time deltas and dates,
+    which subclass numpy's integers but are durations and instants, not numbers."""
+    import numpy as np
+    if isinstance(v, (bool, np.bool_, np.timedelta64, np.datetime64)):
+        return False
+    return isinstance(v, (numbers.Real, np.integer, np.floating))
+
+
+def is_integer(v) -> bool:
+    """A whole number of any Python or numpy integer type (see :func:`_is_real`)."""
+    import numpy as np
+    return _is_real(v) and isinstance(v, (int, np.integer))
 
 
 _SPACES = re.compile(r"\s+")

@@ -35,7 +35,7 @@ TOP_LEVEL_KEYS = ("name", "description", "model", "hardware", "efficiency", "rel
 
 
 from costcore.errors import ScenarioError  # noqa: E402,F401  (re-exported: the one public exception type)
-from costcore.scenario.checks import _shown as _show, as_float  # noqa: E402  (one way to show a value)
+from costcore.scenario.checks import _is_real, _shown as _show, as_float  # noqa: E402  (one way to show a value)
 from costcore import fmt  # noqa: E402
 from costcore.scenario.yamlio import MAX_DEPTH, NUMBER_TEXT  # noqa: E402  (one depth limit, one number rule)
 
@@ -346,7 +346,7 @@ def _check_value(f: Field, v):
         if not isinstance(v, bool):
             raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})", value=v, allowed=f.allowed())
         return v
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.integer, np.floating)):
+    if not _is_real(v):
         raise ScenarioError(path, f"must be {f.allowed()} (got {_show(v)})", value=v, allowed=f.allowed())
     if isinstance(v, np.integer):
         v = int(v)
