@@ -14,11 +14,54 @@ from costcore.scenario import checks
 from costcore.engine import kernel
 from costcore.scenario import schema
 from costcore.scenario.loaders import Scenario
+from costcore.engine import layout
 from costcore.engine.kernel import (ITEM_FIXED, K_CKPT_GB, K_ENABLED, K_FITS, K_GPU_H, K_GPUS, K_MEM_GB,
                      K_MIN_GPUS, K_PROD_H, K_USD, K_WALL_D, LINE_ITEMS, STATS)
 from costcore.scenario.schema import BY_PATH, CATALOG, CATALOG_KEYS, IX, RESOURCES, STAGES, ScenarioError
 from costcore.scenario.loaders import (PRESET_DIR, load_preset, load_scenario, load_yaml_text, preset_names,  # noqa: F401
                       preset_titles)
+
+TRAINING_STAGES = ("pretrain", "cpt", "sft", "dpo", "rl")
+RECOMPUTE_WORDS = ("none", "selective", "full")
+# Keys of a plan as the JSON and `costcore plan` print it (issue contract), then the breakdown.
+PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sequence_parallel",
+             "step_time_s", "mfu", "memory_per_gpu_gb")
+
+
+def _calibration() -> dict:
+    """costcore/data/calibration.yaml (the out-of-sample band), read once."""
+    global _CAL
+    if _CAL is None:
+        import yaml
+        with open(Path(__file__).resolve().parent / "data" / "calibration.yaml", encoding="utf-8") as fh:
+            _CAL = yaml.safe_load(fh)
+    return _CAL
+
+
+_CAL = None
+
+
+def plan_dict(row: np.ndarray, sustained: float) -> dict[str, Any]:
+    """One evaluated plan row (layout.PLAN_FIELDS + TERM_FIELDS) as the JSON prints it.
+
+    ``mfu`` is the MFU the stage's hours use: the plan's benchmark MFU x efficiency.sustained_fraction
+    (``benchmark_mfu`` is the plan's own).
+    """
+    g = dict(zip(layout.PLAN_FIELDS + layout.TERM_FIELDS, (float(v) for v in row)))
+    out = {k: int(round(g[k])) for k in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "zero", "interleave")}
+    out["recompute"] = RECOMPUTE_WORDS[int(round(g["recompute"]))]
+    out["sequence_parallel"] = bool(g["sp"] > 0.5)
+    out["step_time_s"] = g["step_time_s"]
+    out["mfu"] = g["mfu"] * sustained
+    out["benchmark_mfu"] = g["mfu"]
+    out["memory_per_gpu_gb"] = g["mem_total"] / 1e9
+    out["memory_gb"] = {k: g["mem_" + k] / 1e9 for k in ("weights", "grads", "optimizer", "activations", "buffers")}
+    out["time_s"] = {k: g[k + "_s"] for k in ("compute", "communication", "bubble", "recompute", "optimizer")}
+    out["micro_batches"] = int(round(g["micro_batches"]))
+    out["gpus_used"] = int(round(g["gpus_used"]))
+    out["fits"] = bool(g["fits"] > 0.5)
+    return out
+
 
 @dataclass
 class Result:
@@ -73,6 +116,49 @@ class Result:
         from costcore.engine.feasibility import batch_warnings
         return batch_warnings(self)
 
+    def uses_layout(self, stage: str) -> bool:
+        """True when the stage's speed comes from its job layout (no MFU or throughput given)."""
+        return stage in TRAINING_STAGES and schema.uses_default_mfu(self.scenario, stage)
+
+    @cached_property
+    def band(self) -> np.ndarray:
+        """(stages, 4): P10 and P90 GPU-hours, P10 and P90 $ per stage (costcore.engine.kernel.error_band)."""
+        cal = _calibration()
+        mask = np.array([self.stats[i, K_ENABLED] > 0.5 and self.uses_layout(s) for i, s in enumerate(STAGES)])
+        return kernel.error_band(self.stats, float(cal["band_log_p10"]), float(cal["band_log_p90"]), mask)
+
+    def plan(self, stage: str) -> dict[str, Any]:
+        """The stage's chosen job layout (plan_dict keys); its MFU is the one the stage's hours use."""
+        i = STAGES.index(stage)
+        st = self.stats[i]
+        row = np.zeros(layout.NROW)
+        names = {"tp": "plan_tp", "pp": "plan_pp", "dp": "plan_dp", "cp": "plan_cp", "ep": "plan_ep",
+                 "micro_batch": "plan_micro_batch", "recompute": "recompute_mode", "zero": "plan_zero",
+                 "interleave": "plan_interleave", "sp": "plan_sp", "step_time_s": "step_time_s",
+                 "compute_s": "step_compute_s", "communication_s": "step_communication_s",
+                 "bubble_s": "step_bubble_s", "recompute_s": "step_recompute_s", "optimizer_s": "step_optimizer_s",
+                 "micro_batches": "micro_batches", "fits": "fits", "mfu": "plan_mfu"}
+        fields = layout.PLAN_FIELDS + layout.TERM_FIELDS
+        for k, stat in names.items():
+            row[fields.index(k)] = st[STATS.index(stat)]
+        for k in ("weights", "grads", "optimizer", "activations", "buffers"):
+            row[fields.index("mem_" + k)] = st[STATS.index(f"mem_{k}_gb")] * 1e9
+        row[fields.index("mem_total")] = st[K_MEM_GB] * 1e9
+        row[fields.index("gpus_used")] = st[STATS.index("plan_tp")] * st[STATS.index("plan_pp")] * \
+            st[STATS.index("plan_dp")] * st[STATS.index("plan_cp")]
+        out = plan_dict(row, 1.0)
+        out["mfu"] = float(st[STATS.index("mfu")])
+        out["plans_fitting"] = int(st[STATS.index("plans_fitting")])
+        return out
+
+    @property
+    def total_usd_p10(self) -> float:
+        return float(self.band[:, 2].sum())
+
+    @property
+    def total_usd_p90(self) -> float:
+        return float(self.band[:, 3].sum())
+
     def resource_matrix(self) -> np.ndarray:
         """(stages, resources) in $."""
         m = np.zeros((len(STAGES), len(RESOURCES)))
@@ -102,13 +188,23 @@ class Result:
                 "fits": bool(st[K_FITS] > 0.5),
                 "min_gpus": int(st[K_MIN_GPUS]),
                 "checkpoint_gb": float(st[K_CKPT_GB]),
+                "gpu_hours_p10": float(self.band[i, 0]),
+                "gpu_hours_p90": float(self.band[i, 1]),
+                "usd_p10": float(self.band[i, 2]),
+                "usd_p90": float(self.band[i, 3]),
             }
+            if s in TRAINING_STAGES:
+                stages[s]["plan"] = self.plan(s)
         out = {
             "name": self.scenario.get("name", ""),
             "feasible": self.feasible,
             "infeasible": self.infeasible,
             "warnings": self.warnings,
             "total_usd": self.total_usd,
+            "total_usd_p10": self.total_usd_p10,
+            "total_usd_p90": self.total_usd_p90,
+            "gpu_hours_p10": float(self.band[:, 0].sum()),
+            "gpu_hours_p90": float(self.band[:, 1].sum()),
             "fixed_usd": self.fixed_usd,
             "elastic_usd": self.elastic_usd,
             "gpu_hours": self.gpu_hours,
@@ -174,6 +270,31 @@ def estimate(scenario: "Scenario | Mapping | str | Path") -> Result:
     x = schema.to_vector(scn)
     items, stats = kernel.evaluate_vector(x)
     return Result(scenario=scn, vector=x, items=items, stats=stats)
+
+
+def plans(scenario: "Scenario | Mapping | str | Path", stage: str | None = None, top: int = 10) -> list[dict]:
+    """The ``top`` fastest plans of a training stage that fit in memory, best first (plan_dict each).
+
+    ``stage`` defaults to the first enabled training stage. Pinned plan fields in the scenario stay
+    pinned; the rest is searched (costcore.engine.layout.search). Raises ScenarioError for a stage
+    that is not a training stage of the scenario or a ``top`` outside 1-1000.
+    """
+    scn = Scenario.of(scenario)
+    enabled = [s for s in TRAINING_STAGES if s in scn.data.get("stages", {})]
+    if stage is None:
+        if not enabled:
+            raise ScenarioError("stage", "the scenario has no training stage (pretrain, cpt, sft, dpo or rl)")
+        stage = enabled[0]
+    if stage not in enabled:
+        raise ScenarioError("stage", f"must be one of the scenario's training stages: {', '.join(enabled) or 'none'}",
+                            value=stage, allowed=", ".join(enabled))
+    if not checks.is_integer(top) or not 1 <= int(top) <= 1000:
+        raise ScenarioError("top", "must be a whole number from 1 to 1,000", value=top, allowed="1 to 1,000")
+    rows, _ = kernel.stage_plans(scn.vector, STAGES.index(stage), int(top))
+    sustained = float(scn.vector[IX["efficiency.sustained_fraction"]])
+    if not schema.uses_default_mfu(scn.data, stage):
+        sustained = 1.0
+    return [plan_dict(r, sustained) for r in rows]
 
 
 # ---------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from pathlib import Path
 import numba
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # costcore/
-_DEPENDS_ON = ("scenario/schema.py", "engine/formulas.py", "engine/kernel.py", "data/schema.yaml",
+_DEPENDS_ON = ("scenario/schema.py", "engine/formulas.py", "engine/kernel.py", "engine/layout.py", "data/schema.yaml",
                "data/hardware.yaml")
 
 

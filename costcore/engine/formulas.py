@@ -53,19 +53,24 @@ def model_shape(params_b, layers, hidden, heads, kv_heads, ffn):
     -----
     N ~ 12 L d^2 (Kaplan et al. 2020, Eq. 2.1, embeddings excluded) with the
     aspect ratio d/L = 128 of LLaMA-7B/13B and GPT-3 175B, so
-    L = (N / (12 * 128^2))^(1/3) and d = sqrt(N / (12 L)); heads of size 128;
+    L = (N / (12 * 128^2))^(1/3) (a multiple of 8 above 16) and d = sqrt(N / (12 L)) (a multiple of 128, of
+    1024 from 4096: Llama-3 8B 32 x 4096, 405B 128 x 16384); heads of size 128;
     FFN 4d (Vaswani et al. 2017).
     """
     n = params_b * 1e9
     L = layers
-    if L <= 0.0:
+    if L <= 0.0:  # rounded to a multiple of 8 above 16 layers (pipeline stages split layers evenly)
         L = max(1.0, math.floor((n / (12.0 * 128.0 * 128.0)) ** (1.0 / 3.0) + 0.5))
+        if L > 16.0:
+            L = 8.0 * math.floor(L / 8.0 + 0.5)
     d = hidden
-    if d <= 0.0:
+    if d <= 0.0:  # whole heads of 128, a multiple of 8 heads from 4096 up (tensor parallelism splits heads)
         d = math.sqrt(n / (12.0 * L))
+        step = 1024.0 if d >= 4096.0 else 128.0
+        d = step * max(1.0, math.floor(d / step + 0.5))
     a = heads
     if a <= 0.0:
-        a = max(1.0, d / 128.0)
+        a = max(1.0, math.floor(d / 128.0 + 0.5))
     kv = kv_heads
     if kv <= 0.0:
         kv = a
@@ -73,6 +78,21 @@ def model_shape(params_b, layers, hidden, heads, kv_heads, ffn):
     if f <= 0.0:
         f = 4.0 * d
     return L, d, a, kv, f
+
+
+@njit(cache=True)
+def moe_expert_ffn(n_total, n_active, experts, top_k, L, d, n_matrices, dense_ffn):
+    """Inner size of one routed expert's MLP when a config gives only total and active parameters.
+
+    The parameters only some tokens use, n_total - n_active, are the (experts - top_k) unused
+    experts of every layer, each n_matrices x d x f (Fedus et al. 2021; DeepSeek-V3 Sec. 2):
+    f = (n_total - n_active) / ((experts - top_k) x L x n_matrices x d). Falls back to the
+    dense FFN size when that is not positive.
+    """
+    spare = experts - top_k
+    if spare <= 0.0 or n_total <= n_active:
+        return dense_ffn
+    return (n_total - n_active) / (spare * L * n_matrices * d)
 
 
 @njit(cache=True)
@@ -121,52 +141,6 @@ def forward_flops_per_token(n_params, L, d, ctx):
     reference, reward, critic-value and old-log-prob passes and prefill.
     """
     return 2.0 * n_params + 4.0 * L * d * ctx
-
-
-@njit(cache=True)
-def default_mfu(mfu_base, n_active_b, num_gpus, size_exponent, small_model_b,
-                cluster_ref_gpus, cluster_slope, mfu_min):
-    """Default steady-state MFU (fraction of dense BF16 peak).
-
-    mfu = mfu_base * (N/10B)^-size_exponent * N/(N + small_model_b)
-          * (1 - cluster_slope * log2(G / cluster_ref_gpus))   for G > ref
-
-    mfu_base and size_exponent per GPU generation (hardware.yaml; the size
-    exponent is negative on Hopper, where small models lose most); they and the
-    small-model term are fitted by costcore/calibration.py on published runs
-    (docs/validation.md); the cluster term is an assumption.
-    Attention FLOPs are counted in the numerator (train_flops_per_token); the
-    slower attention kernel at long context is the separate multiplier
-    :func:`attention_mfu_factor`. Clipped to [mfu_min, 0.75].
-    """
-    n = max(n_active_b, 1e-3)
-    m = mfu_base * (n / 10.0) ** (-size_exponent) * n / (n + small_model_b)
-    if num_gpus > cluster_ref_gpus:
-        m *= max(0.2, 1.0 - cluster_slope * math.log2(num_gpus / cluster_ref_gpus))
-    return min(0.75, max(mfu_min, m))
-
-
-@njit(cache=True)
-def attention_mfu_factor(n_active, L, d, ctx, attn_efficiency):
-    """MFU multiplier for the attention share of the FLOPs, dimensionless in (0, 1].
-
-    A token costs 6N + 12 L d s FLOPs (PaLM arXiv:2204.02311 App. B); the
-    attention part a = 12 L d s / (6N + 12 L d s) runs at ``attn_efficiency``
-    of the matmul utilization, so step time grows from 1 to (1 - a) + a / e:
-
-        factor = 1 / ((1 - a) + a / e)
-
-    e from hardware.yaml (FlashAttention-2 arXiv:2307.08691 Sec. 4 on A100,
-    FlashAttention-3 arXiv:2407.08608 Sec. 1 for FlashAttention-2 on H100).
-    Long sequences and narrow models (large a) lose most: Llama-3-8B at 8K
-    context has a = 0.23, Llama-3.1-405B a = 0.08.
-    """
-    attn = 12.0 * L * d * ctx
-    total = 6.0 * n_active + attn
-    if total <= 0.0 or attn_efficiency <= 0.0:
-        return 1.0
-    a = attn / total
-    return 1.0 / ((1.0 - a) + a / attn_efficiency)
 
 
 @njit(cache=True)
@@ -273,56 +247,6 @@ def held_checkpoint_sum(n, keep_last, milestone_every):
     return total
 
 
-@njit(cache=True)
-def model_state_bytes_per_gpu(n_total, zero_stage, dp, mp, largest_layer):
-    """Mixed-precision AdamW model states per GPU, bytes (full fine-tuning / training).
-
-    DeepSpeed estimators (``deepspeed/runtime/zero/stage_1_and_2.py``
-    estimate_zero2_model_states_mem_needs, ``stage3.py`` estimate_zero3...):
-      ZeRO-0 (DDP): 4N + 16N                (bf16 weights+grads, fp32 master/m/v/grads)
-      ZeRO-1:       4N + 4N + 12N/dp        (optimizer partitioned, fp32 grads not)
-      ZeRO-2:       4N + 16N/dp
-      ZeRO-3:       18N/dp + 4 * largest layer
-    all divided by the model-parallel degree mp = tp * pp.
-    """
-    if zero_stage < 0.5:
-        b = 20.0 * n_total
-    elif zero_stage < 1.5:
-        b = 8.0 * n_total + 12.0 * n_total / dp
-    elif zero_stage < 2.5:
-        b = 4.0 * n_total + 16.0 * n_total / dp
-    else:
-        b = 18.0 * n_total / dp + 4.0 * largest_layer
-    return b / mp
-
-
-@njit(cache=True)
-def activation_bytes_per_gpu(L, d, a, s, b, vocab, recompute, tp):
-    """Activation memory per GPU, bytes (Korthikanti et al. 2022, arXiv:2205.05198 Table 2).
-
-    per layer: none s b d (34 + 5 a s / d); selective 34 s b d (FlashAttention
-    keeps no s^2 scores); full 2 s b d (layer input only, llm-analysis) plus
-    one layer recomputed at a time. With 1F1B pipelining the first stage holds
-    pp micro-batches of L/pp layers = L layers. Output logits 4 s b V
-    (fp32). Everything divided by the tensor-parallel degree (with sequence
-    parallelism). recompute: 0 none, 1 selective, 2 full.
-    """
-    one_layer_sel = 34.0 * s * b * d
-    one_layer_none = s * b * d * (34.0 + 5.0 * a * s / d)
-    if recompute == RECOMPUTE_MODE_NONE:
-        act = L * one_layer_none
-    elif recompute == RECOMPUTE_MODE_SELECTIVE:
-        act = L * one_layer_sel
-    else:
-        act = L * 2.0 * s * b * d + one_layer_sel
-    return (act + 4.0 * s * b * vocab) / tp
-
-
-# ---------------------------------------------------------------------------
-# Money: every dollar the kernel writes into a line item comes from one of these.
-# Prices are the scenario's inputs (data/schema.yaml states each one's source);
-# the formulas only multiply quantities by them, in a fixed order.
-# ---------------------------------------------------------------------------
 @njit(cache=True)
 def gpu_time_usd(gpu_hours, usd_per_gpu_hour):
     """GPU time billed, $: GPU-hours x $/GPU-hour.

@@ -24,25 +24,28 @@ import numpy as np
 from numba import njit, prange
 
 from costcore.engine import config
-from costcore.engine.formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, LORA_TRAINABLE_BYTES, METHOD_FULL, METHOD_QLORA,
-                       MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE, NF4_BYTES_PER_PARAM, QLORA_TRAINABLE_BYTES,
-                       RECOMPUTE_MODE_FULL, RECOMPUTE_MODE_NONE, RECOMPUTE_MODE_SELECTIVE, activation_bytes_per_gpu,
-                       attention_mfu_factor, checkpoint_storage_usd, dataset_storage_usd,
-                       decode_gpu_seconds_per_token, default_mfu, forward_flops_per_token, gpu_hours_for_flops,
+from costcore.engine import layout as lay
+from costcore.engine.formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, METHOD_FULL, METHOD_QLORA,
+                       MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE, RECOMPUTE_MODE_FULL,
+                       checkpoint_storage_usd, dataset_storage_usd,
+                       decode_gpu_seconds_per_token, forward_flops_per_token, gpu_hours_for_flops,
                        gpu_time_usd, held_checkpoint_sum, held_checkpoints, kv_cache_bytes_per_token, labeling_usd,
-                       lora_trainable_params, model_shape, model_state_bytes_per_gpu, monthly_usd, per_sample_usd,
+                       lora_trainable_params, model_shape, moe_expert_ffn, monthly_usd, per_sample_usd,
                        per_token_usd, staff_usd_per_month, synthetic_usd, train_flops_per_token, transfer_usd,
                        young_daly_interval_h)
 from costcore.scenario.schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_REVIEW, D_SYNTH_USD_PER_M, DPO_CHOSEN,
-                     DPO_EPOCHS, DPO_PAIRS, DPO_REF_PRECOMPUTED, DPO_REFERENCE, DPO_REJECTED, E_CLUSTER_REF,
-                     E_CLUSTER_SLOPE, E_INFER_MFU, E_MFU_MIN, E_PEFT_MFU, E_RECOMP_FULL, E_RECOMP_SEL,
-                     E_SMALL_B, E_USABLE_MEM, EV_BENCH_M, EV_CONTEXT, EV_DECODE_BATCH, EV_DECODE_EFF,
-                     EV_GEN_M, EV_HUMAN, EV_RUNS, EV_USD_HUMAN, H_ATTN_EFF, H_BW_TBS, H_SIZE_EXP, H_MEM_GB, H_MFU_BASE,
+                     DPO_EPOCHS, DPO_PAIRS, DPO_REF_PRECOMPUTED, DPO_REFERENCE, DPO_REJECTED,
+                     E_BUFFER_GB, E_COLL_EFF, E_CONTENTION, E_SUSTAINED, E_DP_OVERLAP, E_FP8_EFF, E_GEMM_HALF, E_GRAD_BYTES, E_TRAFFIC,
+                     E_INFER_MFU, E_USABLE_MEM, EV_BENCH_M, EV_CONTEXT, EV_DECODE_BATCH, EV_DECODE_EFF,
+                     EV_GEN_M, EV_HUMAN, EV_RUNS, EV_USD_HUMAN, H_ATTN_EFF, H_BW_TBS, H_MEM_GB, H_FP8_TFLOPS,
+                     H_GEMM_EFF, H_INTRA_GBS, H_INTER_GBS, H_GPUS_PER_NODE, H_PRECISION, PRECISION_FP8,
                      H_NUM_GPUS, H_PEAK_TFLOPS, H_USD_GPU_H, L_ROLES, M_ACTIVE_B, M_FFN, M_HEADS,
+                     M_GATED, M_EXPERTS, M_EXPERTS_ACTIVE, M_SHARED_EXPERTS, M_MOE_FFN,
                      M_HIDDEN, M_KV_HEADS, M_LAYERS, M_PARAMS_B, M_VOCAB, N_CKPT_REPLICAS,
                      N_DATASET_MOVES, N_EXPORTS, N_USD_PER_GB, NS, O_USD_PER_MONTH, PT_EPOCHS,
                      PT_TOKENS_B, R_FAIL_RATE, R_FAILED_RUNS, R_IDLE, R_RESTART_H, R_WRITE_GBPS,
-                     RECOMPUTE_AUTO, RECOMPUTE_FULL, RECOMPUTE_NONE, RESOURCES, RL_ALGO, RL_CRITIC_B, RL_PPO,
+                     RECOMPUTE_AUTO, RESOURCES, SEQ_PAR_ON, SEQ_PAR_OFF, S_DP, S_CP, S_EP, S_INTERLEAVE,
+                     S_SEQ_PAR, S_GLOBAL_BATCH, S_GLOBAL_BATCH_TOKENS, RL_ALGO, RL_CRITIC_B, RL_PPO,
                      RL_PROMPT_TOK, RL_PROMPTS, RL_REFERENCE, RL_REFERENCE_LIVE, RL_RESPONSE_TOK,
                      RL_REWARD, RL_REWARD_B, RL_REWARD_MODEL, RL_ROLLOUT_BATCH, RL_ROLLOUT_EFF,
                      RL_SAMPLES, RL_STEPS, RL_UPDATE_EPOCHS, RL_VERIFIER_USD, S_ACQ_USD_B,
@@ -109,10 +112,6 @@ STATS = ("enabled", "num_gpus", "productive_gpu_hours", "gpu_hours", "wall_days"
          "ckpt_gb", "ckpt_write_s", "dataset_gb", "storage_peak_gb", "memory_per_gpu_gb", "fits",
          "min_gpus", "rollout_gpu_hours", "trainable_params_b", "usd_total", "fixed_usd", "recompute_mode",
          # the terms the explanations, timeline and pages show (0 where they do not apply):
-         "mfu_core",  # default_mfu: base, size, small-model and cluster terms, clipped (0 = MFU given)
-         "mfu_attention",  # attention_mfu_factor
-         "mfu_recompute",  # recompute multiplier (1 = none)
-         "mfu_peft",  # PEFT multiplier (1 = full fine-tuning)
          "ctx_tokens",  # attention context used in the FLOPs, tokens
          "unique_tokens",  # tokens of one copy of the stage's data
          "trainable_params",  # trainable (and checkpointed) parameters, count
@@ -131,15 +130,33 @@ STATS = ("enabled", "num_gpus", "productive_gpu_hours", "gpu_hours", "wall_days"
          "train_flops_per_token",  # FLOPs per trained token of the stage's model (one update pass)
          "passes_gpu_hours",  # RL: productive GPU-hours of the scoring and update passes (not rollouts)
          "usable_memory_gb",  # GPU memory a plan may use (memory_gb x usable fraction)
-         "gpu_usd")  # billed GPU time (productive + hidden), $
+         "gpu_usd",  # billed GPU time (productive + hidden), $
+         # the job layout of a training stage (costcore/engine/layout.py): its plan ...
+         "plan_tp", "plan_pp", "plan_dp", "plan_cp", "plan_ep", "plan_micro_batch", "plan_zero",
+         "plan_interleave", "plan_sp",
+         # ... one optimizer step's time, split into named terms (s) ...
+         "step_time_s", "step_compute_s", "step_communication_s", "step_bubble_s", "step_recompute_s",
+         "step_optimizer_s",
+         # ... memory per GPU by kind (GB), plans searched that fit, the step's shape
+         "mem_weights_gb", "mem_grads_gb", "mem_optimizer_gb", "mem_activations_gb", "mem_buffers_gb",
+         "plans_fitting", "micro_batches", "global_batch", "plan_mfu", "plan_tokens_per_gpu_s")
 NK = len(STATS)
 (K_ENABLED, K_GPUS, K_PROD_H, K_GPU_H, K_WALL_D, K_MONTHS, K_FLOPS, K_MFU, K_TOKENS, K_INTERRUPT,
  K_CKPT_INT, K_YOUNG_DALY, K_CKPT_N, K_CKPT_GB, K_CKPT_WRITE_S, K_DATASET_GB, K_STORAGE_PEAK_GB,
  K_MEM_GB, K_FITS, K_MIN_GPUS, K_ROLLOUT_H, K_TRAINABLE_B, K_USD, K_FIXED, K_RECOMPUTE,
- K_MFU_CORE, K_MFU_ATTN, K_MFU_RECOMP, K_MFU_PEFT, K_CTX, K_UNIQUE_TOKENS, K_TRAINABLE, K_CKPT_BYTES,
+ K_CTX, K_UNIQUE_TOKENS, K_TRAINABLE, K_CKPT_BYTES,
  K_SETUP_MO, K_RUN_MO, K_CKPT_SPACING_H, K_CKPT_HELD, K_CKPT_KEPT_GB, K_CKPT_HELD_GB, K_CKPT_HOT_MO,
  K_CKPT_COLD_MO, K_CKPT_IN_RUN_GBMO, K_DATASET_COPY_GB, K_VERIFIER_SAMPLES, K_HUMAN_SAMPLES,
- K_LAYERS, K_HIDDEN, K_ACTIVE, K_FPT, K_PASSES_H, K_USABLE_GB, K_GPU_USD) = range(NK)
+ K_LAYERS, K_HIDDEN, K_ACTIVE, K_FPT, K_PASSES_H, K_USABLE_GB, K_GPU_USD,
+ K_PLAN_TP, K_PLAN_PP, K_PLAN_DP, K_PLAN_CP, K_PLAN_EP, K_PLAN_MB, K_PLAN_ZERO, K_PLAN_V, K_PLAN_SP,
+ K_STEP, K_STEP_COMPUTE, K_STEP_COMM, K_STEP_BUBBLE, K_STEP_RECOMP, K_STEP_OPT,
+ K_MEM_W, K_MEM_G, K_MEM_O, K_MEM_A, K_MEM_B, K_PLANS_FIT, K_MICRO, K_GLOBAL_BATCH, K_PLAN_MFU,
+ K_PLAN_TOKS) = range(NK)
+# Scratch rows the callers allocate for _eval_one (it allocates nothing): model, hw, job, pins,
+# one plan row, the best plan; then one row per stage of plans to reuse (batch).
+SCRATCH_ROWS = 6
+R_MODEL, R_HW, R_JOB, R_PINS, R_ROW, R_BEST = range(SCRATCH_ROWS)
+NSCRATCH = max(lay.NROW, len(lay.MODEL_FIELDS), len(lay.HW_FIELDS), len(lay.JOB_FIELDS))
 
 # Batch output columns ("full" mode): the resources, then these.
 BATCH_EXTRA = ("gpu_hours", "productive_gpu_hours", "wall_days", "fits")
@@ -171,114 +188,203 @@ def _model(x):
     """(n_total, act_b, n_act, L, d, a, kv_heads, ffn, vocab, kv_dim, kv_bytes_per_token) of the scenario's model.
 
     n_total: all parameters (count); act_b / n_act: active ones per token (billions / count, MoE);
-    the shape from formulas.model_shape when not given.
+    the shape from formulas.model_shape when not given (a gated MLP gets 8d/3 so that it holds
+    the 8 d^2 parameters of a 4d GELU MLP).
     """
     n_total = x[M_PARAMS_B] * 1e9
     act_b = x[M_ACTIVE_B] if x[M_ACTIVE_B] > 0.0 else x[M_PARAMS_B]
     L, d, a, kvh, ffn = model_shape(act_b, x[M_LAYERS], x[M_HIDDEN], x[M_HEADS], x[M_KV_HEADS], x[M_FFN])
+    if x[M_FFN] <= 0.0 and x[M_GATED] > 0.5:
+        ffn = 8.0 * d / 3.0
     head_dim = d / a
     kv_tok = kv_cache_bytes_per_token(L, kvh, head_dim)
     return n_total, act_b, act_b * 1e9, L, d, a, kvh, ffn, x[M_VOCAB], kvh * head_dim, kv_tok
 
 
 # ---------------------------------------------------------------------------
-# Memory and MFU of a training stage
+# The job layout of a training stage: plan, step time, memory (costcore/engine/layout.py)
 # ---------------------------------------------------------------------------
+@njit(cache=True)
+def _fill_model(x, shape, n_lora, method, m):
+    """The layout's model array (layout.MODEL_FIELDS) from the scenario and its shape."""
+    n_total, _, n_act, L, d, a, kvh, ffn, vocab, _, _ = shape
+    m[lay.M_L] = L
+    m[lay.M_H] = d
+    m[lay.M_A] = a
+    m[lay.M_KV] = kvh
+    m[lay.M_HD] = d / a
+    m[lay.M_FFN] = ffn
+    m[lay.M_V] = vocab
+    m[lay.M_GATED] = x[M_GATED]
+    E = x[M_EXPERTS]
+    k = x[M_EXPERTS_ACTIVE] if x[M_EXPERTS_ACTIVE] > 0.0 else 2.0
+    if E <= 0.0 and n_total > 1.05 * n_act:
+        # MoE known only by total and active size: fine-grained DeepSeek-style experts, top-8, with
+        # 8 x total / active of them (DeepSeek-V3: 256 of 671B / 37B; assumption, docs/layout.md)
+        k = 8.0
+        E = 8.0 * math.floor(n_total / n_act + 0.5)
+    nmat = 3.0 if x[M_GATED] > 0.5 else 2.0
+    m[lay.M_E] = E
+    m[lay.M_K] = k if E > 0.0 else 0.0
+    m[lay.M_SHARED] = x[M_SHARED_EXPERTS] if E > 0.0 else 0.0
+    f_exp = 0.0
+    n_exp = 0.0
+    if E > 0.0:
+        f_exp = x[M_MOE_FFN] if x[M_MOE_FFN] > 0.0 else moe_expert_ffn(n_total, n_act, E, k, L, d, nmat, ffn)
+        n_exp = min(0.98 * n_total, E * L * nmat * d * f_exp)
+    m[lay.M_MOE_FFN] = f_exp
+    m[lay.M_NTOT] = n_total
+    m[lay.M_NACT] = n_act
+    m[lay.M_NEXP] = n_exp
+    m[lay.M_NTRAIN] = n_total if method == METHOD_FULL else n_lora
+
+
+@njit(cache=True)
+def _fill_hw(x, w):
+    """The layout's hardware array (layout.HW_FIELDS): catalog figures and the efficiency knobs, in SI units."""
+    w[lay.W_PEAK] = x[H_PEAK_TFLOPS] * 1e12
+    w[lay.W_FP8] = x[H_FP8_TFLOPS] * 1e12
+    w[lay.W_MEM] = x[H_MEM_GB] * 1e9 * x[E_USABLE_MEM]
+    w[lay.W_HBM] = x[H_BW_TBS] * 1e12
+    w[lay.W_INTRA] = x[H_INTRA_GBS] * 1e9
+    w[lay.W_INTER] = x[H_INTER_GBS] * 1e9
+    w[lay.W_GPN] = x[H_GPUS_PER_NODE]
+    w[lay.W_GEMM] = x[H_GEMM_EFF]
+    w[lay.W_ATTN] = x[H_ATTN_EFF]
+    w[lay.W_COLL] = x[E_COLL_EFF]
+    w[lay.W_HALF] = x[E_GEMM_HALF]
+    w[lay.W_TRAFFIC] = x[E_TRAFFIC]
+    w[lay.W_OVERLAP] = x[E_DP_OVERLAP]
+    w[lay.W_BUFFER] = x[E_BUFFER_GB] * 1e9
+    w[lay.W_FP8_EFF] = x[E_FP8_EFF]
+    w[lay.W_GRAD_BYTES] = x[E_GRAD_BYTES]
+    w[lay.W_CONTENTION] = x[E_CONTENTION]
+
+
+@njit(cache=True)
+def _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, j, pins):
+    """The layout's job array (layout.JOB_FIELDS) and the stage's pinned plan fields (0 / -1 = search)."""
+    j[lay.J_SEQ] = ctx
+    gb = x[b + S_GLOBAL_BATCH]
+    if gb <= 0.0:
+        gb = max(1.0, math.floor(x[b + S_GLOBAL_BATCH_TOKENS] / (ctx * mbs_mult)))
+    j[lay.J_GB] = gb
+    j[lay.J_G] = G
+    j[lay.J_METHOD] = method
+    j[lay.J_DEQ] = x[b + S_QLORA_DEQ] if method == METHOD_QLORA else 0.0
+    j[lay.J_MBS] = mbs_mult
+    j[lay.J_EXTRA] = extra_w
+    j[lay.J_FP8] = 1.0 if x[H_PRECISION] == PRECISION_FP8 else 0.0
+    j[lay.J_FPT] = fpt
+    j[lay.J_TOKSEQ] = ctx * mbs_mult
+    pins[lay.P_TP] = x[b + S_TP]
+    pins[lay.P_PP] = x[b + S_PP]
+    pins[lay.P_DP] = x[b + S_DP]
+    pins[lay.P_CP] = x[b + S_CP]
+    pins[lay.P_EP] = x[b + S_EP]
+    pins[lay.P_MB] = x[b + S_MICRO_BATCH]
+    pins[lay.P_RC] = x[b + S_RECOMPUTE] - 1.0  # choices auto, none, selective, full -> -1, 0, 1, 2
+    pins[lay.P_ZERO] = x[b + S_ZERO]
+    pins[lay.P_V] = x[b + S_INTERLEAVE]
+    sp = -1.0
+    if x[b + S_SEQ_PAR] == SEQ_PAR_ON:
+        sp = 1.0
+    elif x[b + S_SEQ_PAR] == SEQ_PAR_OFF:
+        sp = 0.0
+    pins[lay.P_SP] = sp
+
+
+@njit(cache=True)
+def _fallback_plan(model, hw, job, pins, row):
+    """The plan shown when none fits: the pins, else the most sharded plan (tp 8, rest pipeline, ZeRO-3, full recompute)."""
+    G = job[lay.J_G]
+    tp = pins[lay.P_TP] if pins[lay.P_TP] > 0.0 else min(8.0, G)
+    pp = pins[lay.P_PP] if pins[lay.P_PP] > 0.0 else max(1.0, min(model[lay.M_L], math.floor(G / tp)))
+    cp = pins[lay.P_CP] if pins[lay.P_CP] > 0.0 else 1.0
+    dp = pins[lay.P_DP] if pins[lay.P_DP] > 0.0 else max(1.0, math.floor(G / (tp * pp * cp)))
+    ep = pins[lay.P_EP] if pins[lay.P_EP] > 0.0 else 1.0
+    mb = pins[lay.P_MB] if pins[lay.P_MB] > 0.0 else 1.0
+    rc = pins[lay.P_RC] if pins[lay.P_RC] >= 0.0 else 2.0
+    zero = pins[lay.P_ZERO] if pins[lay.P_ZERO] >= 0.0 else 3.0
+    v = pins[lay.P_V] if pins[lay.P_V] > 0.0 else 1.0
+    sp = pins[lay.P_SP] if pins[lay.P_SP] >= 0.0 else (1.0 if tp > 1.0 else 0.0)
+    lay._fill_plan(row, tp, pp, dp, cp, ep, mb, rc, zero, v, sp)
+    lay.plan_terms(model, hw, job, row, row)
+
+
+@njit(cache=True)
+def _write_plan(st, s, best, fits):
+    """The chosen plan's fields and terms into the stats row."""
+    st[s, K_PLAN_TP] = best[lay.P_TP]
+    st[s, K_PLAN_PP] = best[lay.P_PP]
+    st[s, K_PLAN_DP] = best[lay.P_DP]
+    st[s, K_PLAN_CP] = best[lay.P_CP]
+    st[s, K_PLAN_EP] = best[lay.P_EP]
+    st[s, K_PLAN_MB] = best[lay.P_MB]
+    st[s, K_RECOMPUTE] = best[lay.P_RC]
+    st[s, K_PLAN_ZERO] = best[lay.P_ZERO]
+    st[s, K_PLAN_V] = best[lay.P_V]
+    st[s, K_PLAN_SP] = best[lay.P_SP]
+    st[s, K_STEP] = best[lay.T_STEP]
+    st[s, K_STEP_COMPUTE] = best[lay.T_COMPUTE]
+    st[s, K_STEP_COMM] = best[lay.T_COMM]
+    st[s, K_STEP_BUBBLE] = best[lay.T_BUBBLE]
+    st[s, K_STEP_RECOMP] = best[lay.T_RECOMP]
+    st[s, K_STEP_OPT] = best[lay.T_OPT]
+    st[s, K_MEM_W] = best[lay.T_WEIGHTS] / 1e9
+    st[s, K_MEM_G] = best[lay.T_GRADS] / 1e9
+    st[s, K_MEM_O] = best[lay.T_OPTIM] / 1e9
+    st[s, K_MEM_A] = best[lay.T_ACT] / 1e9
+    st[s, K_MEM_B] = best[lay.T_BUF] / 1e9
+    st[s, K_PLANS_FIT] = fits
+    st[s, K_MICRO] = best[lay.T_MICRO]
+    st[s, K_PLAN_MFU] = best[lay.T_MFU]
+    st[s, K_PLAN_TOKS] = best[lay.T_TOKS]
+
+
 @njit(cache=True, inline='always')
-def _train_memory(x, b, shape, n_lora, method, G, mbs_mult, extra_weights, mode):
-    """(bytes per GPU, min GPUs) of a training stage; see formulas for each term.
+def _stage_layout(x, b, s, G, shape, method, n_lora, ctx, mbs_mult, extra_w, fpt, st, sc, plans, reuse):
+    """Search (or reuse) the stage's plan; returns (bytes per GPU, min GPUs, MFU).
 
-    mode: resolved activation recompute (formulas.RECOMPUTE_MODE_*).
+    reuse > 0: take the plan and min GPUs in ``plans[s]`` (a batch's base plan, valid because
+    the variant changed nothing the search reads); the terms are still evaluated for this x.
+    Otherwise the search runs and its plan is written to ``plans[s]``. The MFU is the given one,
+    or the measured TFLOP/s converted, or the plan's.
     """
-    n_total, _, _, L, d, a, _, ffn, vocab, _, _ = shape
-    mp = x[b + S_TP] * x[b + S_PP]
-    dp = max(1.0, math.floor(G / mp))
-    zero = x[b + S_ZERO]
-    largest = max(vocab * d, ffn * d)
-    act = activation_bytes_per_gpu(L, d, a, x[b + S_SEQ_LEN], x[b + S_MICRO_BATCH] * mbs_mult,
-                                   vocab, mode, x[b + S_TP])
-    if method == METHOD_FULL:
-        sharded = model_state_bytes_per_gpu(n_total, zero, 1.0, mp, largest) - \
-            model_state_bytes_per_gpu(n_total, zero, 1e30, mp, largest)
-        fixed = model_state_bytes_per_gpu(n_total, zero, 1e30, mp, largest)
+    model, hw, job, pins, row, best = sc[R_MODEL], sc[R_HW], sc[R_JOB], sc[R_PINS], sc[R_ROW], sc[R_BEST:R_BEST + 1]
+    _fill_model(x, shape, n_lora, method, model)
+    _fill_hw(x, hw)
+    _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, job, pins)
+    st[s, K_GLOBAL_BATCH] = job[lay.J_GB]
+    if reuse > 0.5 and plans[s, lay.P_TP] > 0.0:
+        for i in range(lay.NP):
+            row[i] = plans[s, i]
+        lay.plan_terms(model, hw, job, row, row)
+        fits = 1.0 if row[lay.T_FITS] > 0.5 else 0.0
+        min_g = plans[s, lay.NP]
     else:
-        base_bpp = NF4_BYTES_PER_PARAM if method == METHOD_QLORA else 2.0
-        base = base_bpp * n_total / mp
-        fixed = (QLORA_TRAINABLE_BYTES if method == METHOD_QLORA else LORA_TRAINABLE_BYTES) * n_lora / mp
-        sharded = 0.0
-        if zero > 2.5:  # ZeRO-3 shards the frozen base too
-            sharded = base
-        else:
-            fixed += base
-    if extra_weights > 0.0:  # frozen reference copy (DPO live reference)
-        w = 2.0 * extra_weights / mp
-        if zero > 2.5:
-            sharded += w
-        else:
-            fixed += w
-    fixed += act
-    mem = fixed + sharded / dp
-    cap = x[H_MEM_GB] * 1e9 * x[E_USABLE_MEM]
-    if fixed >= cap:
-        min_g = 0.0
-    elif sharded <= 0.0:
-        min_g = mp
-    else:
-        min_g = math.ceil(sharded / (cap - fixed)) * mp
-    return mem, min_g
-
-
-@njit(cache=True, inline='always')
-def _memory_and_recompute(x, b, shape, n_lora, method, G, mbs_mult, extra_weights):
-    """Resolve the recompute setting: 'auto' is selective when that fits in memory, else full.
-
-    Returns (bytes per GPU, min GPUs, mode), mode a formulas.RECOMPUTE_MODE_* code.
-    """
-    rc = x[b + S_RECOMPUTE]
-    if rc == RECOMPUTE_NONE:
-        mode = RECOMPUTE_MODE_NONE
-    elif rc == RECOMPUTE_FULL:
-        mode = RECOMPUTE_MODE_FULL
-    else:
-        mode = RECOMPUTE_MODE_SELECTIVE
-    mem, min_g = _train_memory(x, b, shape, n_lora, method, G, mbs_mult, extra_weights, mode)
-    if rc == RECOMPUTE_AUTO and mem > x[H_MEM_GB] * 1e9 * x[E_USABLE_MEM]:
-        mode = RECOMPUTE_MODE_FULL
-        mem, min_g = _train_memory(x, b, shape, n_lora, method, G, mbs_mult, extra_weights, mode)
-    return mem, min_g, mode
-
-
-@njit(cache=True, inline='always')
-def _stage_mfu(x, b, shape, G, method, mode, ctx, st, s):
-    """The stage's MFU: given, or the default model times attention, recompute and PEFT factors.
-
-    Writes the factors (0 when the MFU is given or comes from tflops_per_gpu), the resolved
-    recompute mode and the MFU into the stats row ``st``; returns the MFU.
-    """
-    st[s, K_RECOMPUTE] = mode
+        fits = float(lay.search(model, hw, job, pins, best, row))
+        for i in range(lay.NROW):
+            row[i] = best[0, i]
+        if fits < 0.5:
+            _fallback_plan(model, hw, job, pins, row)
+        min_g = lay.min_gpus(model, hw, job, pins, best[0])
+        for i in range(lay.NP):
+            plans[s, i] = row[i]
+        plans[s, lay.NP] = min_g
+    _write_plan(st, s, row, fits)
+    mem = row[lay.T_MEM]
+    if fits < 0.5:
+        mem = max(mem, hw[lay.W_MEM] * 1.0000001)  # never reported as fitting
     mfu = x[b + S_MFU]
     if mfu <= 0.0 and x[b + S_TFLOPS] > 0.0:  # hardware FLOP/s: full recompute does 8N instead of 6N per token
         mfu = x[b + S_TFLOPS] / x[H_PEAK_TFLOPS]
-        if mode == RECOMPUTE_MODE_FULL:
+        if row[lay.P_RC] == RECOMPUTE_MODE_FULL:
             mfu *= MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE
-    elif mfu <= 0.0:
-        _, act_b, _, L, d, _, _, _, _, _, _ = shape
-        core = default_mfu(x[H_MFU_BASE], act_b, G, x[H_SIZE_EXP], x[E_SMALL_B],
-                           x[E_CLUSTER_REF], x[E_CLUSTER_SLOPE], x[E_MFU_MIN])
-        attn = attention_mfu_factor(act_b * 1e9, L, d, ctx, x[H_ATTN_EFF])
-        rec = 1.0  # multiplying by 1.0 is exact: the product is the kernel's old step-by-step one
-        if mode == RECOMPUTE_MODE_FULL:
-            rec = x[E_RECOMP_FULL]
-        elif mode == RECOMPUTE_MODE_SELECTIVE:
-            rec = x[E_RECOMP_SEL]
-        peft = x[E_PEFT_MFU] if method != METHOD_FULL else 1.0
-        mfu = core * attn * rec * peft
-        st[s, K_MFU_CORE] = core
-        st[s, K_MFU_ATTN] = attn
-        st[s, K_MFU_RECOMP] = rec
-        st[s, K_MFU_PEFT] = peft
+    elif mfu <= 0.0:  # the plan's benchmark step rate, at the share a production run sustains
+        mfu = row[lay.T_MFU] * x[E_SUSTAINED]
     st[s, K_MFU] = mfu
-    return mfu
+    return mem, min_g, mfu
 
 
 @njit(cache=True)
@@ -326,7 +432,7 @@ def _write_work(x, st, s, tokens, unique_tokens, ctx, flops, prod_h, rollout_h, 
 # Each stage's work: tokens, FLOPs, MFU, memory, productive GPU-hours
 # ---------------------------------------------------------------------------
 @njit(cache=True, inline='always')
-def _pretrain_work(x, s, b, G, shape, st):
+def _pretrain_work(x, s, b, G, shape, st, sc, plans, reuse):
     """Pre-training or continued pre-training: 6N + attention per token over tokens_b x 1e9 tokens."""
     n_act = shape[2]
     L, d = shape[3], shape[4]
@@ -337,14 +443,13 @@ def _pretrain_work(x, s, b, G, shape, st):
     fpt = train_flops_per_token(n_act, L, d, seq, METHOD_FULL, 0.0, 0.0)
     st[s, K_FPT] = fpt
     flops = fpt * tokens
-    mem, min_g, mode = _memory_and_recompute(x, b, shape, 0.0, METHOD_FULL, G, 1.0, 0.0)
-    mfu = _stage_mfu(x, b, shape, G, METHOD_FULL, mode, seq, st, s)
+    mem, min_g, mfu = _stage_layout(x, b, s, G, shape, METHOD_FULL, 0.0, seq, 1.0, 0.0, fpt, st, sc, plans, reuse)
     prod_h = _train_hours(x, b, tokens, flops, mfu)
     return _write_work(x, st, s, tokens, tokens / epochs, seq, flops, prod_h, 0.0, mem, min_g, False)
 
 
 @njit(cache=True, inline='always')
-def _sft_work(x, b, G, method, n_lora, shape, st, s):
+def _sft_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     """Supervised fine-tuning: samples x tokens per sample x epochs; context = min(seq_len, sample)."""
     n_act, L, d = shape[2], shape[3], shape[4]
     tps_sample = x[SFT_TOK_PER_SAMPLE]
@@ -354,14 +459,13 @@ def _sft_work(x, b, G, method, n_lora, shape, st, s):
     fpt = train_flops_per_token(n_act, L, d, ctx, method, n_lora, x[b + S_QLORA_DEQ])
     st[s, K_FPT] = fpt
     flops = fpt * tokens
-    mem, min_g, mode = _memory_and_recompute(x, b, shape, n_lora, method, G, 1.0, 0.0)
-    mfu = _stage_mfu(x, b, shape, G, method, mode, ctx, st, s)
+    mem, min_g, mfu = _stage_layout(x, b, s, G, shape, method, n_lora, ctx, 1.0, 0.0, fpt, st, sc, plans, reuse)
     prod_h = _train_hours(x, b, tokens, flops, mfu)
     return _write_work(x, st, s, tokens, unique_tokens, ctx, flops, prod_h, 0.0, mem, min_g, False)
 
 
 @njit(cache=True, inline='always')
-def _dpo_work(x, b, G, method, n_lora, shape, st, s):
+def _dpo_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     """DPO: chosen + rejected per pair, trained each epoch; reference log-probs live or precomputed once.
 
     Micro-batches hold both responses (2x activations); a live reference of a full fine-tune is a
@@ -378,8 +482,7 @@ def _dpo_work(x, b, G, method, n_lora, shape, st, s):
     ref_passes = 1.0 if x[DPO_REFERENCE] == DPO_REF_PRECOMPUTED else x[DPO_EPOCHS]
     ref_flops = forward_flops_per_token(n_act, L, d, ctx) * unique_tokens * ref_passes
     ref_w = n_total if x[DPO_REFERENCE] != DPO_REF_PRECOMPUTED and method == METHOD_FULL else 0.0
-    mem, min_g, mode = _memory_and_recompute(x, b, shape, n_lora, method, G, 2.0, ref_w)
-    mfu = _stage_mfu(x, b, shape, G, method, mode, ctx, st, s)
+    mem, min_g, mfu = _stage_layout(x, b, s, G, shape, method, n_lora, ctx, 2.0, ref_w, fpt, st, sc, plans, reuse)
     prod_h = _train_hours(x, b, tokens, train_flops, mfu)
     prod_h += gpu_hours_for_flops(ref_flops, x[H_PEAK_TFLOPS], x[E_INFER_MFU])
     return _write_work(x, st, s, tokens, unique_tokens, ctx, train_flops + ref_flops, prod_h, 0.0, mem, min_g, False)
@@ -409,7 +512,7 @@ def _rl_scoring_flops(x, n_act, L, d, ctx, tokens, method, n_lora, deq, upd):
 
 
 @njit(cache=True, inline='always')
-def _rl_work(x, b, G, method, n_lora, shape, st, s):
+def _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     """RL (PPO/GRPO): rollout generation (decode roofline + prefill), scoring passes, policy updates."""
     n_total, n_act, L, d, kv_tok = shape[0], shape[2], shape[3], shape[4], shape[10]
     peak = x[H_PEAK_TFLOPS]
@@ -429,8 +532,7 @@ def _rl_work(x, b, G, method, n_lora, shape, st, s):
     upd = x[RL_UPDATE_EPOCHS]
     train_flops, infer_flops, fpt = _rl_scoring_flops(x, n_act, L, d, ctx, tokens, method, n_lora,
                                                  x[b + S_QLORA_DEQ], upd)
-    mem, min_g, mode = _memory_and_recompute(x, b, shape, n_lora, method, G, 1.0, 0.0)
-    mfu = _stage_mfu(x, b, shape, G, method, mode, ctx, st, s)
+    mem, min_g, mfu = _stage_layout(x, b, s, G, shape, method, n_lora, ctx, 1.0, 0.0, fpt, st, sc, plans, reuse)
     train_h = _train_hours(x, b, tokens * upd, train_flops, mfu)
     infer_h = gpu_hours_for_flops(infer_flops, peak, x[E_INFER_MFU])
     prod_h = rollout_h + train_h + infer_h
@@ -636,7 +738,7 @@ def _totals(st, s, it):
 # The orchestrator
 # ---------------------------------------------------------------------------
 @njit(cache=True, _nrt=False)
-def _eval_one(x, items, stats):
+def _eval_one(x, items, stats, sc, plans, reuse):
     """Evaluate one scenario vector into items (NS x NI, $) and stats (NS x NK).
 
     Per enabled stage: its work (tokens, FLOPs, MFU, memory, productive GPU-hours), the hidden
@@ -661,13 +763,13 @@ def _eval_one(x, items, stats):
         trainable = shape[0] if method == METHOD_FULL else n_lora
         _write_setup(st, s, G, shape, trainable)
         if s == PRETRAIN or s == CPT:
-            prod_h, unique_tokens = _pretrain_work(x, s, b, G, shape, st)
+            prod_h, unique_tokens = _pretrain_work(x, s, b, G, shape, st, sc, plans, reuse)
         elif s == SFT:
-            prod_h, unique_tokens = _sft_work(x, b, G, method, n_lora, shape, st, s)
+            prod_h, unique_tokens = _sft_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse)
         elif s == DPO:
-            prod_h, unique_tokens = _dpo_work(x, b, G, method, n_lora, shape, st, s)
+            prod_h, unique_tokens = _dpo_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse)
         elif s == RL:
-            prod_h, unique_tokens = _rl_work(x, b, G, method, n_lora, shape, st, s)
+            prod_h, unique_tokens = _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse)
         else:
             prod_h, unique_tokens = _eval_work(x, G, shape, st, s)
         bpp = x[ST_WEIGHTS_CKPT_BPP] if x[b + S_CKPT_TYPE] == CKPT_WEIGHTS else x[ST_FULL_CKPT_BPP]
@@ -703,21 +805,26 @@ def _write_row(out, i, items, stats):
 
 
 @njit(cache=True)
-def _batch_range(base, idx, cols, out, start, stop):
-    """Rows start..stop-1: row i sets base[idx[j]] = cols[j, i] for every j, then evaluates."""
+def _batch_range(base, idx, cols, out, start, stop, base_plans, reuse):
+    """Rows start..stop-1: row i sets base[idx[j]] = cols[j, i] for every j, then evaluates.
+
+    reuse = 1: no varied input is read by the plan search, so every row takes the base's plans.
+    """
     x = base.copy()
     items = np.empty((NS, NI))
     stats = np.empty((NS, NK))
+    sc = np.zeros((SCRATCH_ROWS, NSCRATCH))
+    plans = base_plans.copy()
     k = idx.shape[0]
     for i in range(start, stop):
         for j in range(k):
             x[idx[j]] = cols[j, i]
-        _eval_one(x, items, stats)
+        _eval_one(x, items, stats, sc, plans, reuse)
         _write_row(out, i, items, stats)
 
 
 @njit(cache=True, parallel=True)
-def _batch_kernel(base, idx, cols, out):
+def _batch_kernel(base, idx, cols, out, base_plans, reuse):
     """Evaluate ``base`` with column i of ``cols`` written at ``idx``, for every i, in parallel chunks.
 
     cols: (k, n), one contiguous row per varied input (so callers fill it without a transpose).
@@ -727,26 +834,105 @@ def _batch_kernel(base, idx, cols, out):
     n = cols.shape[1]
     nchunks = (n + _CHUNK - 1) // _CHUNK
     for c in prange(nchunks):
-        _batch_range(base, idx, cols, out, c * _CHUNK, min(n, (c + 1) * _CHUNK))
+        _batch_range(base, idx, cols, out, c * _CHUNK, min(n, (c + 1) * _CHUNK), base_plans, reuse)
 
 
 @njit(cache=True)
-def _batch_serial(base, idx, cols, out):
+def _batch_serial(base, idx, cols, out, base_plans, reuse):
     """Same as _batch_kernel on one thread: small batches skip the thread-pool launch."""
-    _batch_range(base, idx, cols, out, 0, cols.shape[1])
+    _batch_range(base, idx, cols, out, 0, cols.shape[1], base_plans, reuse)
 
 
 @njit(cache=True)
 def _single(x):
     items = np.empty((NS, NI))
     stats = np.empty((NS, NK))
-    _eval_one(x, items, stats)
-    return items, stats
+    sc = np.zeros((SCRATCH_ROWS, NSCRATCH))
+    plans = np.zeros((NS, lay.NP + 1))
+    _eval_one(x, items, stats, sc, plans, 0.0)
+    return items, stats, plans
+
+
+@njit(cache=True)
+def _stage_top(x, s, top):
+    """The plans of training stage s that fit, fastest first, into ``top`` (k x layout.NROW); returns how many fit.
+
+    Runs the stage once (for its GPUs, context, FLOPs per token and trainable parameters), then the
+    same search the stage's estimate ran, keeping the k best instead of one.
+    """
+    items = np.empty((NS, NI))
+    stats = np.empty((NS, NK))
+    sc = np.zeros((SCRATCH_ROWS, NSCRATCH))
+    plans = np.zeros((NS, lay.NP + 1))
+    _eval_one(x, items, stats, sc, plans, 0.0)
+    b = STAGE_BASE[s]
+    shape = _model(x)
+    method = x[b + S_METHOD] if (s == SFT or s == DPO or s == RL) else METHOD_FULL
+    mbs = 2.0 if s == DPO else 1.0
+    extra = 0.0
+    if s == DPO and x[DPO_REFERENCE] != DPO_REF_PRECOMPUTED and method == METHOD_FULL:
+        extra = shape[0]
+    n_lora = stats[s, K_TRAINABLE] if method != METHOD_FULL else 0.0
+    _fill_model(x, shape, n_lora, method, sc[R_MODEL])
+    _fill_hw(x, sc[R_HW])
+    _fill_job_pins(x, b, stats[s, K_GPUS], method, stats[s, K_CTX], mbs, extra, stats[s, K_FPT], sc[R_JOB],
+                   sc[R_PINS])
+    return lay.search(sc[R_MODEL], sc[R_HW], sc[R_JOB], sc[R_PINS], top, sc[R_ROW])
+
+
+def stage_plans(x: np.ndarray, stage_index: int, k: int = 10) -> tuple[np.ndarray, int]:
+    """(top plans, number that fit) of one training stage: rows of layout.PLAN_FIELDS + layout.TERM_FIELDS."""
+    top = np.zeros((max(1, int(k)), lay.NROW))
+    n = _stage_top(np.ascontiguousarray(x, dtype=np.float64), int(stage_index), top)
+    return top[:min(int(n), top.shape[0])], int(n)
+
+
+def error_band(stats: np.ndarray, log_p10: float, log_p90: float, layout_stage: np.ndarray) -> np.ndarray:
+    """P10 and P90 of each stage's GPU-hours and dollars: (NS, 4) = gpu_h_p10, gpu_h_p90, usd_p10, usd_p90.
+
+    A stage whose speed comes from its job layout gets GPU-hours x exp(log_p10 / log_p90), the
+    percentiles of ln(published / predicted) over the public runs predicted out of sample
+    (costcore/validation/calibration.py, data/calibration.yaml); its dollars move by the billed GPU
+    time's share (labor, ops, storage and data held at the point estimate). Other stages (a given
+    MFU or throughput, evaluation) keep their point value.
+    """
+    out = np.zeros((NS, 4))
+    for s in range(NS):
+        lo = math.exp(log_p10) if layout_stage[s] else 1.0
+        hi = math.exp(log_p90) if layout_stage[s] else 1.0
+        out[s, 0] = stats[s, K_GPU_H] * lo
+        out[s, 1] = stats[s, K_GPU_H] * hi
+        out[s, 2] = stats[s, K_USD] + (lo - 1.0) * stats[s, K_GPU_USD]
+        out[s, 3] = stats[s, K_USD] + (hi - 1.0) * stats[s, K_GPU_USD]
+    return out
 
 
 def evaluate_vector(x: np.ndarray):
     """Evaluate one scenario vector. Returns (items[NS, NI] in $, stats[NS, NK])."""
-    return _single(np.ascontiguousarray(x, dtype=np.float64))
+    items, stats, _ = _single(np.ascontiguousarray(x, dtype=np.float64))
+    return items, stats
+
+
+# Inputs the plan search never reads: a batch that varies only these reuses the base's plans.
+def _plan_free_mask() -> np.ndarray:
+    from costcore.scenario import schema as _sc
+    free = np.zeros(_sc.NF, dtype=np.bool_)
+    read = {"num_gpus", "seq_len", "micro_batch", "global_batch", "global_batch_tokens", "recompute", "zero_stage",
+            "tp", "pp", "dp", "cp", "ep", "interleave", "sequence_parallel", "method", "lora_rank", "lora_targets",
+            "qlora_dequant_overhead", "enabled", "tokens_per_sample", "chosen_tokens", "rejected_tokens",
+            "reference", "prompt_tokens", "response_tokens", "prompts_per_step", "samples_per_prompt"}
+    for f in _sc.FIELDS:
+        sec, _, key = f.path.partition(".")
+        if sec in ("model",) or (sec == "hardware" and key != "usd_per_gpu_hour") or \
+                (sec == "efficiency" and key != "inference_mfu"):
+            continue
+        if sec == "stages" and key.split(".", 1)[1] in read:
+            continue
+        free[f.index] = True
+    return free
+
+
+PLAN_FREE = _plan_free_mask()
 
 
 def evaluate_batch(base: np.ndarray, idx: np.ndarray, cols: np.ndarray, full: bool = False,
@@ -766,11 +952,13 @@ def evaluate_batch(base: np.ndarray, idx: np.ndarray, cols: np.ndarray, full: bo
         raise ValueError("cols must be (len(idx), n)")
     n = cols.shape[1]
     out = np.empty((n, NS, NBATCH_FULL if full else (2 if fits else 1)))
+    _, _, base_plans = _single(base)
+    reuse = 1.0 if bool(np.all(PLAN_FREE[idx])) else 0.0
     if n <= SERIAL_BELOW:
-        _batch_serial(base, idx, cols, out)
+        _batch_serial(base, idx, cols, out, base_plans, reuse)
     else:
         with config.PARALLEL_LOCK:
-            _batch_kernel(base, idx, cols, out)
+            _batch_kernel(base, idx, cols, out, base_plans, reuse)
     return out
 
 
@@ -779,6 +967,7 @@ def warm_up() -> None:
     from costcore.scenario.schema import DEFAULT_VECTOR, IX
     x = DEFAULT_VECTOR.copy()
     evaluate_vector(x)
+    stage_plans(x, PRETRAIN, 2)
     idx = np.array([IX["model.params_b"]])
     for n in (2, SERIAL_BELOW + 1):
         cols = np.full((1, n), 7.0)

@@ -48,8 +48,8 @@ def _load_yaml(name: str) -> dict:
 CATALOG: dict[str, dict] = _load_yaml("hardware.yaml")
 GPU_NAMES: tuple[str, ...] = tuple(CATALOG)
 _SCHEMA = _load_yaml("schema.yaml")
-CATALOG_KEYS = ("usd_per_gpu_hour", "peak_tflops", "memory_gb", "mem_bandwidth_tbs", "mfu_base",
-                "attn_efficiency", "size_exponent")
+CATALOG_KEYS = ("usd_per_gpu_hour", "peak_tflops", "memory_gb", "mem_bandwidth_tbs", "attn_efficiency",
+                "fp8_peak_tflops", "gemm_efficiency", "intra_node_gbs", "inter_node_gbs", "gpus_per_node")
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,8 @@ class Field:
             return float(self.choices.index(value))
         if self.kind == "bool":
             return 1.0 if value else 0.0
+        if self.kind == "str":  # text (model.hf_config) is resolved by validate; its slot stays 0
+            return 0.0
         return float(value)
 
     def decode(self, x: float):
@@ -178,23 +180,34 @@ M_HEADS = IX["model.heads"]
 M_KV_HEADS = IX["model.kv_heads"]
 M_FFN = IX["model.ffn"]
 M_VOCAB = IX["model.vocab"]
+M_GATED = IX["model.gated"]
+M_EXPERTS = IX["model.experts"]
+M_EXPERTS_ACTIVE = IX["model.experts_active"]
+M_SHARED_EXPERTS = IX["model.shared_experts"]
+M_MOE_FFN = IX["model.moe_ffn"]
 H_GPU = IX["hardware.gpu"]
 H_NUM_GPUS = IX["hardware.num_gpus"]
 H_USD_GPU_H = IX["hardware.usd_per_gpu_hour"]
 H_PEAK_TFLOPS = IX["hardware.peak_tflops"]
 H_MEM_GB = IX["hardware.memory_gb"]
 H_BW_TBS = IX["hardware.mem_bandwidth_tbs"]
-H_MFU_BASE = IX["hardware.mfu_base"]
 H_ATTN_EFF = IX["hardware.attn_efficiency"]
-H_SIZE_EXP = IX["hardware.size_exponent"]
-E_CLUSTER_REF = IX["efficiency.cluster_ref_gpus"]
-E_CLUSTER_SLOPE = IX["efficiency.cluster_slope"]
-E_SMALL_B = IX["efficiency.small_model_b"]
-E_RECOMP_SEL = IX["efficiency.recompute_selective_factor"]
-E_RECOMP_FULL = IX["efficiency.recompute_full_factor"]
-E_PEFT_MFU = IX["efficiency.peft_mfu_factor"]
+H_FP8_TFLOPS = IX["hardware.fp8_peak_tflops"]
+H_GEMM_EFF = IX["hardware.gemm_efficiency"]
+H_INTRA_GBS = IX["hardware.intra_node_gbs"]
+H_INTER_GBS = IX["hardware.inter_node_gbs"]
+H_GPUS_PER_NODE = IX["hardware.gpus_per_node"]
+H_PRECISION = IX["hardware.precision"]
+E_GEMM_HALF = IX["efficiency.gemm_half_dim"]
+E_TRAFFIC = IX["efficiency.memory_traffic"]
+E_COLL_EFF = IX["efficiency.collective_efficiency"]
+E_DP_OVERLAP = IX["efficiency.dp_overlap"]
+E_GRAD_BYTES = IX["efficiency.grad_reduce_bytes"]
+E_FP8_EFF = IX["efficiency.fp8_gemm_efficiency"]
+E_BUFFER_GB = IX["efficiency.comm_buffer_gb"]
+E_CONTENTION = IX["efficiency.overlap_contention"]
+E_SUSTAINED = IX["efficiency.sustained_fraction"]
 E_INFER_MFU = IX["efficiency.inference_mfu"]
-E_MFU_MIN = IX["efficiency.mfu_min"]
 E_USABLE_MEM = IX["efficiency.usable_memory_fraction"]
 R_FAIL_RATE = IX["reliability.failures_per_gpu_hour"]
 R_RESTART_H = IX["reliability.restart_hours"]
@@ -235,6 +248,13 @@ S_RECOMPUTE = _stage_offset("recompute")
 S_ZERO = _stage_offset("zero_stage")
 S_TP = _stage_offset("tp")
 S_PP = _stage_offset("pp")
+S_DP = _stage_offset("dp")
+S_CP = _stage_offset("cp")
+S_EP = _stage_offset("ep")
+S_INTERLEAVE = _stage_offset("interleave")
+S_SEQ_PAR = _stage_offset("sequence_parallel")
+S_GLOBAL_BATCH = _stage_offset("global_batch")
+S_GLOBAL_BATCH_TOKENS = _stage_offset("global_batch_tokens")
 S_CKPT_INTERVAL_H = _stage_offset("ckpt_interval_h")
 S_CKPT_TYPE = _stage_offset("ckpt_type")
 S_KEEP_LAST = _stage_offset("keep_last")
@@ -288,6 +308,10 @@ EV_USD_HUMAN = IX["stages.eval.usd_per_human_sample"]
 RECOMPUTE_AUTO = BY_PATH["stages.sft.recompute"].choices.index("auto")
 RECOMPUTE_NONE = BY_PATH["stages.sft.recompute"].choices.index("none")
 RECOMPUTE_FULL = BY_PATH["stages.sft.recompute"].choices.index("full")
+RECOMPUTE_SELECTIVE = BY_PATH["stages.sft.recompute"].choices.index("selective")
+SEQ_PAR_ON = BY_PATH["stages.sft.sequence_parallel"].choices.index("on")
+SEQ_PAR_OFF = BY_PATH["stages.sft.sequence_parallel"].choices.index("off")
+PRECISION_FP8 = BY_PATH["hardware.precision"].choices.index("fp8")
 METHOD_QLORA = BY_PATH["stages.sft.method"].choices.index("qlora")
 CKPT_WEIGHTS = BY_PATH["stages.sft.ckpt_type"].choices.index("weights")
 DPO_REF_PRECOMPUTED = BY_PATH["stages.dpo.reference"].choices.index("precomputed")

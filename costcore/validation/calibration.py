@@ -1,20 +1,20 @@
-"""Calibration of the default-MFU coefficients on published runs, and its out-of-sample check.
+"""Calibration of the job-layout model's production knobs on public runs, and its out-of-sample check.
 
-The default utilization model (costcore.engine.formulas.default_mfu and
-attention_mfu_factor) has six searched coefficients: the steady-state
-``mfu_base`` of the two generations with several published runs (A100, H100),
-the model-size exponent of A100-era GPUs and of Hopper, the small-model term
-and the full-recompute factor. The attention-kernel efficiency per generation
-is a cited figure and is not searched.
+The step model (:mod:`costcore.engine.layout`) has three knobs fitted on the 18 Megatron Selene
+measurements (:mod:`costcore.validation.megatron`: ``gemm_half_dim``, ``memory_traffic``,
+``collective_efficiency``). A production run sustains less than the searched plan's benchmark
+step rate; two knobs say how much, and they are fitted here on the public production runs:
 
-* :func:`fit` grid-searches them on every published run (reference and extra)
-  by worst fold + median error, keeping only points that meet the issue's bar
-  on the reference runs (worst <= 1.5x, median <= 12%).
-* :func:`leave_one_out` refits on every published run but one (reference and
-  extra) and predicts the one left out: the error to expect on a run the
-  model has not seen.
+* ``efficiency.sustained_fraction`` — share of the modelled step rate sustained over a run;
+* ``efficiency.overlap_contention`` — slowdown of compute while a collective runs behind it.
 
-Used by ``benchmarks/calibrate.py`` and ``scripts/make_validation_doc.py``.
+Runs come in two splits (the CSVs' ``split`` column): ``calibration`` runs are fitted on and
+scored by leave-one-out (refit on all calibration runs but one, predict that one);
+``holdout`` runs are never fitted on: they are predicted by the fit on every calibration run.
+
+The P10-P90 error band every estimate carries is the 10th and 90th percentile of the
+leave-one-out log residuals ln(published / predicted); its coverage is checked on the holdout
+runs. Used by ``benchmarks/calibrate.py`` and ``tests/test_validation.py``.
 """
 from __future__ import annotations
 
@@ -28,102 +28,98 @@ from costcore import api
 from costcore.validation import runs as validation
 
 GRID = {
-    "a100": (0.475, 0.50, 0.525),
-    "h100": (0.30, 0.35, 0.40, 0.45, 0.50),
-    "size_exponent": (0.0, 0.02, 0.045),
-    "hopper_size_exponent": (-0.15, -0.10, -0.05, 0.0),
-    "small_model_b": (0.0, 0.1, 0.2),
-    "recompute_full_factor": (0.75, 0.80),
+    "sustained_fraction": (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0),
+    "overlap_contention": (0.0, 0.15, 0.3, 0.5),
 }
-BASE_GPUS = {"a100": ("a100-40gb", "a100-80gb"), "h100": ("h100-80gb",)}
-HOPPER = ("h100-80gb", "h800", "h200")
-# H800 is an H100 with less NVLink bandwidth: its catalog base keeps this ratio to the H100 one.
-H800_TO_H100 = 0.42 / 0.50
-EFFICIENCY_KEYS = ("small_model_b", "recompute_full_factor")
-# The issue's bar on the reference runs, which every fit must meet.
-REFERENCE_WORST, REFERENCE_MEDIAN = 1.5, 0.12
+EFFICIENCY_KEYS = tuple(GRID)
+BAND_QUANTILES = (0.1, 0.9)
 
 
-def runs(dataset: str) -> list[tuple[str, dict, str, float]]:
-    """(name, defaults-only scenario, basis, published GPU-hours or days) per usable run."""
+def runs(split: str | None = None) -> list[tuple[str, dict, str, float, str]]:
+    """(name, defaults-only scenario, basis, published GPU-hours or days, split) per usable run."""
     out = []
-    for _, r in validation.pretraining_rows(dataset=dataset).iterrows():
-        out.append((str(r["name"]), validation.scenario_for(r)[0], *validation.published_figure(r)))
+    for dataset in ("reference", "extra"):
+        for _, r in validation.pretraining_rows(dataset=dataset).iterrows():
+            sp = r.get("split")
+            sp = sp if isinstance(sp, str) and sp in ("calibration", "holdout") else "calibration"
+            if split is None or sp == split:
+                out.append((str(r["name"]), validation.scenario_for(r)[0], *validation.published_figure(r), sp))
     return out
 
 
 def ratios(settings: dict, run_list) -> np.ndarray:
-    """Predicted / published for each run under one setting of the searched coefficients."""
-    eff = {k: settings[k] for k in EFFICIENCY_KEYS}
+    """Predicted / published for each run under one setting of the fitted knobs."""
     out = []
-    for _, scn, basis, pub in run_list:
-        hw = dict(scn["hardware"])
-        for key, gpus in BASE_GPUS.items():
-            if hw["gpu"] in gpus:
-                hw["mfu_base"] = settings[key]
-        if hw["gpu"] == "h800":
-            hw["mfu_base"] = settings["h100"] * H800_TO_H100
-        hw["size_exponent"] = settings["hopper_size_exponent" if hw["gpu"] in HOPPER else "size_exponent"]
-        res = api.estimate(dict(scn, hardware=hw, efficiency=eff))
+    for _, scn, basis, pub, _ in run_list:
+        res = api.estimate(dict(scn, efficiency=dict(settings)))
         out.append(validation.predicted_figure(res, basis) / pub)
     return np.array(out)
 
 
 def score(r: np.ndarray) -> tuple[float, float]:
     """(worst fold, median relative error)."""
+    r = np.asarray(r, dtype=float)
     return float(np.maximum(r, 1 / r).max()), float(np.median(np.abs(r - 1)))
 
 
 @dataclass(frozen=True)
 class Grid:
     settings: tuple  # one dict per grid point
-    names: tuple  # run names, reference runs first
-    n_reference: int
+    names: tuple  # run names
+    split: tuple  # "calibration" / "holdout" per run
     ratio: np.ndarray  # grid points x runs
 
 
 @lru_cache(maxsize=1)
 def grid() -> Grid:
-    """Every grid point evaluated on every reference and extra run (one matrix)."""
-    ref, extra = runs("reference"), runs("extra")
+    """Every grid point evaluated on every run (one matrix)."""
+    rl = runs()
     settings = tuple(dict(zip(GRID, c)) for c in itertools.product(*GRID.values()))
-    m = np.array([ratios(s, ref + extra) for s in settings])
-    return Grid(settings, tuple(r[0] for r in ref + extra), len(ref), m)
+    m = np.array([ratios(s, rl) for s in settings])
+    return Grid(settings, tuple(r[0] for r in rl), tuple(r[4] for r in rl), m)
 
 
 def _objective(log_err: np.ndarray) -> np.ndarray:
-    return log_err.max(axis=1) + np.median(log_err, axis=1)
+    """Median plus mean absolute log error over the columns given (robust to one odd run)."""
+    return np.median(log_err, axis=1) + np.mean(log_err, axis=1)
+
+
+def _calibration_columns(g: Grid) -> np.ndarray:
+    return np.array([i for i, s in enumerate(g.split) if s == "calibration"])
 
 
 def fit(columns: np.ndarray | None = None) -> list[tuple[float, dict]]:
-    """Grid points that meet the bar on the reference runs, best first.
-
-    Ranked by worst fold + median error over ``columns`` (default: every run, reference and extra);
-    a point qualifies only if its reference runs stay within REFERENCE_WORST and REFERENCE_MEDIAN.
-    """
+    """Grid points ranked by the objective over ``columns`` (default: every calibration run), best first."""
     g = grid()
-    cols = np.arange(g.ratio.shape[1]) if columns is None else columns
+    cols = _calibration_columns(g) if columns is None else columns
     obj = _objective(np.abs(np.log(g.ratio[:, cols])))
-    ref = np.abs(np.log(g.ratio[:, :g.n_reference]))
-    ok = (ref.max(axis=1) <= np.log(REFERENCE_WORST)) & (
-        np.median(np.abs(g.ratio[:, :g.n_reference] - 1), axis=1) <= REFERENCE_MEDIAN)
-    order = [i for i in np.argsort(obj, kind="stable") if ok[i]]
-    return [(float(obj[i]), g.settings[i]) for i in order]
+    return [(float(obj[i]), g.settings[i]) for i in np.argsort(obj, kind="stable")]
 
 
 def leave_one_out() -> dict:
-    """Refit on all runs but one, predict that one; the summary of those out-of-sample ratios."""
+    """Out-of-sample ratios: calibration runs by leave-one-out, holdout runs by the full fit."""
     g = grid()
     log_err = np.abs(np.log(g.ratio))
-    n = g.ratio.shape[1]
-    loo = np.empty(n)
-    for j in range(n):
-        cols = np.array([i for i in range(n) if i != j])
-        best = int(np.argmin(_objective(log_err[:, cols])))  # unconstrained: j may be a reference run
-        loo[j] = g.ratio[best, j]
-    worst, median = score(loo)
-    return {"ratios": dict(zip(g.names, loo)), "worst_fold": worst, "median_error": median, "runs": n,
-            "rms_log_error": float(np.sqrt(np.mean(np.log(loo) ** 2)))}
+    cal = _calibration_columns(g)
+    loo = {}
+    for j in cal:
+        cols = np.array([i for i in cal if i != j])
+        best = int(np.argmin(_objective(log_err[:, cols])))
+        loo[g.names[j]] = float(g.ratio[best, j])
+    full = g.settings.index(fit()[0][1])
+    hold = {g.names[j]: float(g.ratio[full, j]) for j in range(len(g.names)) if g.split[j] == "holdout"}
+    r_loo = np.array(list(loo.values()))
+    resid = np.log(1.0 / r_loo)  # ln(published / predicted)
+    lo, hi = (float(np.quantile(resid, q)) for q in BAND_QUANTILES)
+    out = {"ratios": loo, "holdout": hold, "runs": len(loo), "rms_log_error": float(np.sqrt(np.mean(resid ** 2))),
+           "band_log_p10": lo, "band_log_p90": hi}
+    out["worst_fold"], out["median_error"] = score(r_loo)
+    if hold:
+        r_h = np.array(list(hold.values()))
+        out["holdout_worst_fold"], out["holdout_median_error"] = score(r_h)
+        res_h = np.log(1.0 / r_h)
+        out["holdout_band_coverage"] = float(np.mean((res_h >= lo) & (res_h <= hi)))
+    return out
 
 
 SUMMARY_FILE = validation.DATA.parent / "calibration.yaml"
@@ -135,14 +131,21 @@ def summary_text(date: str) -> str:
     best = fit()[0][1]
     lines = [
         "# Written by `python benchmarks/calibrate.py --write`; tests/test_validation.py checks it is current.",
-        "# mfu_log_sigma is the spread the Monte Carlo gives a default MFU: the RMS of ln(predicted /",
-        "# published) when each run is predicted by a fit that did not see it (leave-one-out).",
+        "# band_log_p10 / band_log_p90: the 10th and 90th percentiles of ln(published / predicted) when each",
+        "# calibration run is predicted by a fit that did not see it (leave-one-out). Every estimate's",
+        "# P10-P90 GPU-hours and dollars are its model value times exp() of these (costcore/api.py).",
         f"date: {date}",
-        'source: "costcore/calibration.py leave_one_out over costcore/data/published_runs.csv and extra_runs.csv"',
+        'source: "costcore/validation/calibration.py leave_one_out over costcore/data/published_runs.csv and extra_runs.csv"',
         f"runs: {loo['runs']}",
         f"loo_median_error: {loo['median_error']:.4f}",
         f"loo_worst_fold: {loo['worst_fold']:.4f}",
+        f"holdout_runs: {len(loo['holdout'])}",
+        f"holdout_median_error: {loo.get('holdout_median_error', 0.0):.4f}",
+        f"holdout_worst_fold: {loo.get('holdout_worst_fold', 0.0):.4f}",
+        f"holdout_band_coverage: {loo.get('holdout_band_coverage', 0.0):.4f}",
         f"mfu_log_sigma: {loo['rms_log_error']:.4f}",
+        f"band_log_p10: {loo['band_log_p10']:.4f}",
+        f"band_log_p90: {loo['band_log_p90']:.4f}",
         "best_fit: {" + ", ".join(f"{k}: {v}" for k, v in best.items()) + "}",
     ]
     return "\n".join(lines) + "\n"

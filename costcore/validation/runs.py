@@ -35,6 +35,9 @@ DATASETS = {"reference": DATA, "extra": DATA_DIR / "extra_runs.csv"}
 # Published rows that omit a value the scenario needs; each assumption is shown in the table.
 ASSUMED = {"seq_len": 2048, "num_gpus": 2048}
 REQUIRED_COLUMNS = ("name", "params_total_b", "tokens_b", "gpu")
+# Optional columns: the model's published shape / experts (model keys) and the training precision.
+MODEL_COLUMNS = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts", "experts_active",
+                 "shared_experts", "moe_ffn")
 MAX_CSV_BYTES = 1_000_000
 # Accelerator names as papers write them -> catalog keys (checked in order; first match wins).
 _GPU_PATTERNS = (("a10040", "a100-40gb"), ("a100", "a100-80gb"), ("h100", "h100-80gb"), ("h800", "h800"),
@@ -135,11 +138,16 @@ def scenario_for(row, throughput: bool = False) -> tuple[dict, list[str]]:
             return {}, ["no published throughput"]
         stage[t[0]] = t[1]
         notes.append(f"{t[0]}={t[1]:.4g}")
-    scn = {"name": str(row["name"]),
-           "model": {"params_b": float(row["params_total_b"]),
-                     "active_params_b": float(active)},
-           "hardware": {"gpu": gpu, "num_gpus": int(gpus)},
-           "stages": {"pretrain": stage}}
+    model = {"params_b": float(row["params_total_b"]), "active_params_b": float(active)}
+    for key in MODEL_COLUMNS:  # published shape or experts, where the CSV gives them
+        v = row.get(key)
+        if v is not None and not pd.isna(v) and str(v).strip() != "":
+            model[key] = int(float(v))
+    hardware = {"gpu": gpu, "num_gpus": int(gpus)}
+    prec = row.get("precision")
+    if isinstance(prec, str) and prec.strip() in ("bf16", "fp8"):
+        hardware["precision"] = prec.strip()
+    scn = {"name": str(row["name"]), "model": model, "hardware": hardware, "stages": {"pretrain": stage}}
     return scn, notes
 
 

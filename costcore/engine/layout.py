@@ -1,0 +1,574 @@
+"""The job layout: step time and memory per GPU of one parallel plan, and the plan search.
+
+A *plan* is how a training job is laid out on G GPUs: tensor (tp), pipeline (pp), data (dp),
+context (cp) and expert (ep) parallelism, the micro-batch, activation recompute, the ZeRO stage,
+the interleaving of pipeline stages and sequence parallelism. :func:`plan_terms` builds one
+optimizer step of such a job from named terms, each with its source (the Megatron-LM and
+Calculon way: compute, communication, bubble, recompute), and the memory per GPU by kind
+(weights, gradients, optimizer, activations, buffers). :func:`search` evaluates every plan of a
+job that fits in memory and keeps the fastest ones; :func:`min_gpus` is the fewest GPUs any plan
+fits on.
+
+Everything here is numba-jitted and reads three flat float64 arrays (built by the kernel from the
+scenario vector, :func:`costcore.engine.kernel.stage_job`):
+
+``model`` (``MODEL_FIELDS``)
+    the transformer's shape and parameter counts;
+``hw`` (``HW_FIELDS``)
+    the accelerator and the step model's efficiency knobs (``data/hardware.yaml``,
+    ``data/schema.yaml`` efficiency section);
+``job`` (``JOB_FIELDS``)
+    the stage: sequence length, global batch, GPUs, method (full / LoRA / QLoRA), precision.
+
+A plan is a float64 array laid out as ``PLAN_FIELDS``; 0 (or -1 for ``zero``, ``recompute``,
+``sp``) in a search's *pins* means "search this one".
+
+Units: seconds, bytes, FLOPs, bytes/s. Symbols as in Korthikanti et al. 2022: s sequence length,
+b micro-batch, h hidden size, a heads, L layers, t = tp, p = pp, V vocabulary.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from costcore.engine.formulas import (LORA_TRAINABLE_BYTES, METHOD_FULL, METHOD_QLORA, NF4_BYTES_PER_PARAM,
+                                      QLORA_TRAINABLE_BYTES, RECOMPUTE_MODE_FULL, RECOMPUTE_MODE_NONE,
+                                      RECOMPUTE_MODE_SELECTIVE)
+
+MODEL_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "gated", "experts",
+                "experts_active", "shared_experts", "moe_ffn", "n_total", "n_active", "n_expert_params",
+                "n_trainable")
+HW_FIELDS = ("peak_flops", "fp8_peak_flops", "memory_bytes", "hbm_bytes_s", "intra_bytes_s", "inter_bytes_s",
+             "gpus_per_node", "gemm_efficiency", "attn_efficiency", "collective_efficiency", "gemm_half_dim",
+             "memory_traffic", "dp_overlap", "buffer_bytes", "fp8_efficiency", "grad_reduce_bytes", "overlap_contention")
+JOB_FIELDS = ("seq", "global_batch", "gpus", "method", "deq", "mbs_mult", "extra_weights", "fp8",
+              "flops_per_token", "tokens_per_seq")
+PLAN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sp")
+# Terms of one evaluated plan (columns of a plan row after the PLAN_FIELDS).
+TERM_FIELDS = ("step_time_s", "compute_s", "communication_s", "bubble_s", "recompute_s", "optimizer_s",
+               "tp_comm_s", "dp_comm_s", "zero_comm_s", "cp_comm_s", "ep_comm_s", "p2p_s",
+               "mem_weights", "mem_grads", "mem_optimizer", "mem_activations", "mem_buffers", "mem_total",
+               "mfu", "micro_batches", "fits", "gpus_used", "tokens_per_gpu_s")
+NP = len(PLAN_FIELDS)
+NT = len(TERM_FIELDS)
+NROW = NP + NT
+(M_L, M_H, M_A, M_KV, M_HD, M_FFN, M_V, M_GATED, M_E, M_K, M_SHARED, M_MOE_FFN, M_NTOT, M_NACT, M_NEXP,
+ M_NTRAIN) = range(len(MODEL_FIELDS))
+(W_PEAK, W_FP8, W_MEM, W_HBM, W_INTRA, W_INTER, W_GPN, W_GEMM, W_ATTN, W_COLL, W_HALF, W_TRAFFIC, W_OVERLAP,
+ W_BUFFER, W_FP8_EFF, W_GRAD_BYTES, W_CONTENTION) = range(len(HW_FIELDS))
+J_SEQ, J_GB, J_G, J_METHOD, J_DEQ, J_MBS, J_EXTRA, J_FP8, J_FPT, J_TOKSEQ = range(len(JOB_FIELDS))
+P_TP, P_PP, P_DP, P_CP, P_EP, P_MB, P_RC, P_ZERO, P_V, P_SP = range(NP)
+(T_STEP, T_COMPUTE, T_COMM, T_BUBBLE, T_RECOMP, T_OPT, T_TP, T_DP, T_ZERO, T_CP, T_EP, T_P2P, T_WEIGHTS,
+ T_GRADS, T_OPTIM, T_ACT, T_BUF, T_MEM, T_MFU, T_MICRO, T_FITS, T_USED, T_TOKS) = range(NP, NROW)
+
+RC_NONE, RC_SELECTIVE, RC_FULL = RECOMPUTE_MODE_NONE, RECOMPUTE_MODE_SELECTIVE, RECOMPUTE_MODE_FULL
+# Candidate degrees the search tries (each also capped by the job: heads, layers, GPUs, batch).
+TP_CHOICES = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0])
+CP_CHOICES = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0])
+MB_CHOICES = np.array([1.0, 2.0, 4.0, 8.0, 16.0])
+V_CHOICES = np.array([1.0, 2.0, 3.0, 4.0])
+MIN_CP_TOKENS = 2048.0  # context parallelism splits a sequence into chunks of at least this many tokens
+PP_MAX = 128
+
+
+@njit(cache=True)
+def gemm_efficiency(m, n, k, eff_max, half_dim):
+    """Achieved fraction of peak of an (m x k) @ (k x n) matrix multiply, dimensionless.
+
+    eff = eff_max / (1 + half_dim * (1/m + 1/n + 1/k))
+
+    eff_max is the best measured dense matmul of the GPU (stas00/ml-engineering
+    ``compute/accelerator/benchmarks/mamf-finder.py`` results: ~0.86 of peak on A100, ~0.80 on
+    H100); small matrices lose to tile and wave quantization and to memory-bound prologues
+    (NVIDIA Deep Learning Performance guide, "Matrix Multiplication Background": efficiency
+    climbs with each dimension and saturates past a few thousand). ``half_dim`` (elements) sets
+    how fast: one fitted knob (data/schema.yaml efficiency.gemm_half_dim, docs/validation.md).
+    """
+    if m <= 0.0 or n <= 0.0 or k <= 0.0:
+        return eff_max
+    return eff_max / (1.0 + half_dim * (1.0 / m + 1.0 / n + 1.0 / k))
+
+
+@njit(cache=True)
+def ring_seconds(bytes_per_gpu, n, bw, coll_eff):
+    """Seconds of a ring reduce-scatter or all-gather of ``bytes_per_gpu`` over n ranks.
+
+    (n - 1) / n of the buffer crosses each GPU's link (NCCL ring algorithm; nccl-tests
+    PERFORMANCE.md "bus bandwidth"); ``coll_eff`` is the achieved share of the link bandwidth.
+    An all-reduce is two of these.
+    """
+    if n <= 1.0:
+        return 0.0
+    return (n - 1.0) / n * bytes_per_gpu / (bw * coll_eff)
+
+
+@njit(cache=True)
+def overlapped_seconds(comm_s, window_s, contention):
+    """Step seconds a collective adds when it runs behind ``window_s`` of compute.
+
+    The part that does not fit in the window is exposed; the part that overlaps still slows the
+    compute it shares the GPU with by ``contention`` (NCCL kernels occupy SMs and HBM bandwidth:
+    Wang et al. 2023, "Overlap communication with dependent computation", arXiv:2305.06942; Jangda
+    et al. 2022, CoCoNet). contention is a fitted knob (data/schema.yaml efficiency.overlap_contention).
+    """
+    hidden = min(comm_s, max(window_s, 0.0))
+    return comm_s - hidden + contention * hidden
+
+
+@njit(cache=True)
+def _link(group, inner, hw):
+    """Bandwidth (bytes/s per GPU) of a group of ``group`` ranks spaced ``inner`` GPUs apart.
+
+    Inside one node (group x inner <= GPUs per node): NVLink / Infinity Fabric; otherwise the
+    scale-out network (InfiniBand / RoCE) per GPU (hardware.yaml, with sources).
+    """
+    if group * inner <= hw[W_GPN]:
+        return hw[W_INTRA]
+    return hw[W_INTER]
+
+
+@njit(cache=True)
+def layer_params(model):
+    """(attention, dense MLP, one routed expert) parameters of one layer, counts.
+
+    q and o are h x (a d_head); k and v are h x (kv_heads d_head) (GQA, Ainslie et al. 2023);
+    an MLP has 3 matrices when gated (SwiGLU, Shazeer 2020) else 2.
+    """
+    h = model[M_H]
+    q = model[M_A] * model[M_HD]
+    kv = model[M_KV] * model[M_HD]
+    attn = h * q + 2.0 * h * kv + q * h
+    nmat = 3.0 if model[M_GATED] > 0.5 else 2.0
+    return attn, nmat * h * model[M_FFN], nmat * h * model[M_MOE_FFN]
+
+
+@njit(cache=True)
+def _memory(model, hw, job, plan, out):
+    """Memory per GPU by kind into ``out`` (bytes); returns the total.
+
+    Model states (mixed-precision AdamW, DeepSpeed estimators ``stage_1_and_2.py`` /
+    ``stage3.py``): weights 2 bytes, gradients 2 (bf16) + 4 (fp32 main grads), optimizer 12 (fp32
+    master, m, v), per parameter held by the GPU; ZeRO-1 shards the optimizer, ZeRO-2 the fp32
+    gradients too, ZeRO-3 everything, over the dp x cp ranks that replicate the model.
+    A GPU holds 1/(tp pp) of the dense parameters and 1/(tp pp ep) of the experts'.
+    LoRA/QLoRA: frozen base 2 bytes (1 in FP8, NF4 0.516 for QLoRA) plus 16 (4 for QLoRA with
+    paged optimizer states) per adapter parameter.
+    Activations (Korthikanti et al. 2022, arXiv:2205.05198 Sec. 4, Table 2), per layer and
+    micro-batch of b sequences of s/cp tokens: selective recompute with sequence parallelism
+    34 s b h / t (no SP: s b h (10 + 24 / t)); none adds the attention scores 5 a s^2 b / t;
+    full keeps only the layer input 2 s b h / t plus one layer's working set. The MLP's share
+    (19 of the 34) scales with its width (MoE: top-k experts). FP8 stores the linear layers'
+    inputs (14 of the 34) in one byte. With 1F1B the first stage holds min(p, m) micro-batches of
+    L/p layers (Narayanan et al. 2021 Sec. 2.2); interleaving adds (p - 1)/(p v) of that.
+    Buffers: fp32 logits 4 s b V / t, ZeRO-3's two prefetched layers, communication buckets.
+    """
+    tp, pp, dp, cp, ep = plan[P_TP], plan[P_PP], plan[P_DP], plan[P_CP], plan[P_EP]
+    mb, rc, zero, v, sp = plan[P_MB], plan[P_RC], plan[P_ZERO], plan[P_V], plan[P_SP]
+    L, h, V = model[M_L], model[M_H], model[M_V]
+    n_exp = model[M_NEXP]
+    n_dense = model[M_NTOT] - n_exp
+    local = n_dense / (tp * pp) + n_exp / (tp * pp * ep)
+    shard = dp * cp
+    method = job[J_METHOD]
+    if method == METHOD_FULL:
+        w_b = 2.0 * local
+        g_b = 2.0 * local + 4.0 * local
+        o_b = 12.0 * local
+        if zero >= 0.5:
+            o_b /= shard
+        if zero >= 1.5:
+            g_b = 2.0 * local + 4.0 * local / shard
+        if zero >= 2.5:
+            w_b /= shard
+            g_b = 4.0 * local / shard
+    else:
+        base_bpp = NF4_BYTES_PER_PARAM if method == METHOD_QLORA else (1.0 if job[J_FP8] > 0.5 else 2.0)
+        w_b = base_bpp * local
+        if zero >= 2.5:
+            w_b /= shard
+        n_tr = model[M_NTRAIN] / (tp * pp)
+        g_b = 2.0 * n_tr  # bf16 adapter gradients; the rest of the adapter bytes are optimizer states
+        o_b = ((QLORA_TRAINABLE_BYTES if method == METHOD_QLORA else LORA_TRAINABLE_BYTES) - 2.0) * n_tr
+    if job[J_EXTRA] > 0.0:  # a frozen copy of another model (DPO live reference), bf16
+        extra = 2.0 * job[J_EXTRA] / (tp * pp)
+        w_b += extra / shard if zero >= 2.5 else extra
+    s = job[J_SEQ] / cp
+    sbh = s * mb * job[J_MBS] * h
+    mlp_width = model[M_FFN] if model[M_E] <= 0.0 else (model[M_K] + model[M_SHARED]) * model[M_MOE_FFN]
+    mlp = 19.0 * mlp_width / (4.0 * h)
+    fp8_save = 7.0 if job[J_FP8] > 0.5 else 0.0
+    if sp > 0.5 or tp <= 1.0:
+        per_layer = sbh * (15.0 + mlp - fp8_save) / tp
+    else:
+        per_layer = sbh * (10.0 + (5.0 + mlp - fp8_save) / tp)
+    if rc == RC_NONE:
+        per_layer += 5.0 * model[M_A] * s * sbh / h / tp
+    layers_local = math.ceil(L / pp)
+    m = math.ceil(job[J_GB] / (dp * mb))
+    in_flight = min(pp, m)
+    if v > 1.0:
+        in_flight *= 1.0 + (pp - 1.0) / (pp * v)
+    if rc == RC_FULL:
+        act = in_flight * layers_local * 2.0 * sbh / tp + per_layer
+    else:
+        act = in_flight * layers_local * per_layer
+    buf = 4.0 * s * mb * job[J_MBS] * V / tp + hw[W_BUFFER]
+    if zero >= 2.5 and method == METHOD_FULL:
+        attn_p, mlp_p, exp_p = layer_params(model)
+        buf += 2.0 * 2.0 * (attn_p + max(mlp_p, exp_p)) / tp
+    out[T_WEIGHTS] = w_b
+    out[T_GRADS] = g_b
+    out[T_OPTIM] = o_b
+    out[T_ACT] = act
+    out[T_BUF] = buf
+    total = w_b + g_b + o_b + act + buf
+    out[T_MEM] = total
+    return total
+
+
+@njit(cache=True)
+def _layer_forward(model, hw, job, plan):
+    """Forward seconds of one layer for one micro-batch: (linear, attention, memory-bound, TP, EP, CP exposed).
+
+    Linear: 2 FLOPs per parameter per token (Kaplan et al. 2020 Sec. 2.1) of the attention, MLP
+    and top-k + shared experts, over tp x cp GPUs, at the GEMM efficiency of their shapes and the
+    BF16 or FP8 peak. Attention core: causal FlashAttention does 2 s d_head a FLOPs per token
+    (half of 4 s h: masked blocks skipped; Dao 2023, arXiv:2307.08691 Sec. 3) at the GPU's
+    attention efficiency. Memory-bound work (norms, activations, dropout, residuals): the 34 s b h
+    activation bytes of Korthikanti et al. 2022 Table 2, times the traffic knob, read and written
+    at HBM bandwidth. Tensor parallelism: 2 all-gathers and 2 reduce-scatters of s b h bf16 values
+    per layer with sequence parallelism (2 all-reduces without: the same bytes; Korthikanti et al.
+    Sec. 4.2.2). Expert parallelism: dispatch and combine all-to-all of the top-k copies of each
+    token (Lepikhin et al. 2020, GShard). Context parallelism: ring attention passes K and V to
+    cp - 1 neighbours, hidden behind the attention compute (Liu et al. 2023, arXiv:2310.01889).
+    """
+    tp, cp, ep, mb = plan[P_TP], plan[P_CP], plan[P_EP], plan[P_MB]
+    h = model[M_H]
+    tokens = job[J_SEQ] / cp * mb * job[J_MBS]
+    attn_p, mlp_p, exp_p = layer_params(model)
+    peak_lin = hw[W_PEAK]
+    eff_max = hw[W_GEMM]
+    if job[J_FP8] > 0.5 and hw[W_FP8] > hw[W_PEAK]:
+        peak_lin = hw[W_FP8]
+        eff_max = hw[W_GEMM] * hw[W_FP8_EFF]
+    half = hw[W_HALF]
+    q = model[M_A] * model[M_HD]
+    e_attn_proj = gemm_efficiency(tokens, q / tp, h, eff_max, half)
+    t_lin = 2.0 * tokens * attn_p / tp / (peak_lin * e_attn_proj)
+    if model[M_E] > 0.0:
+        e_dense = gemm_efficiency(tokens, model[M_MOE_FFN] / tp, h, eff_max, half)
+        t_lin += 2.0 * tokens * model[M_SHARED] * exp_p / tp / (peak_lin * e_dense)
+        per_expert = tokens * ep * model[M_K] / model[M_E]  # tokens one local expert sees
+        e_exp = gemm_efficiency(per_expert, model[M_MOE_FFN] / tp, h, eff_max, half)
+        t_lin += 2.0 * tokens * model[M_K] * exp_p / tp / (peak_lin * e_exp)
+    else:
+        e_mlp = gemm_efficiency(tokens, model[M_FFN] / tp, h, eff_max, half)
+        t_lin += 2.0 * tokens * mlp_p / tp / (peak_lin * e_mlp)
+    if job[J_METHOD] == METHOD_QLORA:
+        t_lin *= 1.0 + job[J_DEQ]
+    t_attn = 2.0 * tokens * job[J_SEQ] * q / tp / (hw[W_PEAK] * hw[W_ATTN] * hw[W_GEMM])
+    sp_div = tp if (plan[P_SP] > 0.5 or tp <= 1.0) else 1.0
+    t_mem = hw[W_TRAFFIC] * tokens * h * (24.0 / tp + 10.0 / sp_div) / hw[W_HBM]
+    coll = hw[W_COLL]
+    t_tp = 4.0 * ring_seconds(2.0 * tokens * h, tp, _link(tp, 1.0, hw), coll)
+    t_ep = 0.0
+    if model[M_E] > 0.0 and ep > 1.0:
+        a2a_bytes = 2.0 * tokens * model[M_K] * h / tp
+        t_ep = 2.0 * (ep - 1.0) / ep * a2a_bytes / (_link(ep, tp, hw) * coll)
+    t_cp = 0.0
+    if cp > 1.0:
+        kv_bytes = 2.0 * 2.0 * tokens * model[M_KV] * model[M_HD] / tp
+        t_cp = max(0.0, (cp - 1.0) * kv_bytes / (_link(cp, tp, hw) * coll) - t_attn)
+    return t_lin, t_attn, t_mem, t_tp, t_ep, t_cp
+
+
+@njit(cache=True)
+def plan_terms(model, hw, job, plan, out):
+    """Evaluate one plan: the step's named terms and memory into ``out`` (TERM_FIELDS); returns step seconds.
+
+    Per micro-batch, the busiest pipeline stage runs L/p layers forward and backward (backward =
+    2x forward for the linear layers of a full fine-tune, 1x for a frozen LoRA base: input
+    gradients only; 2x for attention) plus the LM head on the last stage (2 s b h V FLOPs, x3).
+    Recompute: full reruns the forward, selective the attention core (Korthikanti et al. 2022
+    Sec. 5). 1F1B pipeline with v interleaved chunks: step = (m + (p - 1)/v) micro-batch times
+    (Narayanan et al. 2021, arXiv:2104.04473 Sec. 2.2), plus point-to-point sends between stages.
+    Data parallelism: the gradient reduce-scatter / all-reduce over dp x cp replicas (2 ring
+    passes of 2 bytes per local trainable parameter) overlaps the last micro-batch's backward up to
+    the ``dp_overlap`` share (PyTorch DDP / Megatron bucketing); ZeRO-3 also all-gathers the
+    weights twice per micro-batch, hidden behind that micro-batch's compute. The optimizer step
+    reads and writes its states at HBM bandwidth. MFU = model FLOPs of the step / (step x G x BF16
+    peak), model FLOPs = the stage's FLOPs per token (PaLM App. B) x tokens per step.
+    """
+    tp, pp, dp, cp, ep = plan[P_TP], plan[P_PP], plan[P_DP], plan[P_CP], plan[P_EP]
+    mb, rc, v = plan[P_MB], plan[P_RC], plan[P_V]
+    mem = _memory(model, hw, job, plan, out)
+    out[T_FITS] = 1.0 if mem <= hw[W_MEM] else 0.0
+    t_lin, t_attn, t_mem, t_tp, t_ep, t_cp = _layer_forward(model, hw, job, plan)
+    lin_bwd = 2.0 if job[J_METHOD] == METHOD_FULL else 1.0
+    compute_l = t_lin * (1.0 + lin_bwd) + t_attn * 3.0 + t_mem * 3.0
+    comm_l = 2.0 * t_tp + 2.0 * t_ep + 3.0 * t_cp
+    recomp_l = 0.0
+    if rc == RC_FULL:
+        recomp_l = t_lin + t_attn + t_mem + t_tp + t_ep + t_cp
+    elif rc == RC_SELECTIVE:
+        recomp_l = t_attn
+    nl = math.ceil(model[M_L] / pp)
+    tokens = job[J_SEQ] / cp * mb * job[J_MBS]
+    h, V = model[M_H], model[M_V]
+    head = 3.0 * 2.0 * tokens * h * V / tp / (hw[W_PEAK] * gemm_efficiency(tokens, V / tp, h, hw[W_GEMM],
+                                                                            hw[W_HALF]))
+    p2p = 0.0
+    if pp > 1.0:
+        p2p = 2.0 * v * 2.0 * tokens * h / tp / (hw[W_INTER] * hw[W_COLL])  # scatter-gather: each TP rank sends 1/t
+    t_compute = nl * compute_l + head
+    t_comm = nl * comm_l + p2p
+    t_recomp = nl * recomp_l
+    t_mb = t_compute + t_comm + t_recomp
+    m = math.ceil(job[J_GB] / (dp * mb))
+    bubble = (pp - 1.0) / v * t_mb
+    n_exp = model[M_NEXP]
+    local = (model[M_NTOT] - n_exp) / (tp * pp) + n_exp / (tp * pp * ep)
+    if job[J_METHOD] != METHOD_FULL:
+        local = model[M_NTRAIN] / (tp * pp)
+    replicas = dp * cp
+    bw_dp = _link(replicas, tp * pp, hw)
+    t_dp = 2.0 * ring_seconds(hw[W_GRAD_BYTES] * local, replicas, bw_dp, hw[W_COLL])
+    bwd_last = nl * (t_lin * lin_bwd + t_attn * 2.0 + t_mem * 2.0)
+    dp_exposed = overlapped_seconds(t_dp, hw[W_OVERLAP] * bwd_last, hw[W_CONTENTION])
+    zero_exposed = 0.0
+    if plan[P_ZERO] >= 2.5 and job[J_METHOD] == METHOD_FULL:
+        gather = 2.0 * ring_seconds(2.0 * local, replicas, bw_dp, hw[W_COLL])
+        zero_exposed = m * overlapped_seconds(gather, t_compute, hw[W_CONTENTION])
+    opt_states = 16.0 * local / (replicas if plan[P_ZERO] >= 0.5 else 1.0)
+    t_opt = 2.0 * opt_states / hw[W_HBM]
+    step = m * t_mb + bubble + dp_exposed + zero_exposed + t_opt
+    out[T_STEP] = step
+    out[T_COMPUTE] = m * t_compute
+    out[T_COMM] = m * t_comm + dp_exposed + zero_exposed
+    out[T_BUBBLE] = bubble
+    out[T_RECOMP] = m * t_recomp
+    out[T_OPT] = t_opt
+    out[T_TP] = m * nl * 2.0 * t_tp
+    out[T_DP] = dp_exposed
+    out[T_ZERO] = zero_exposed
+    out[T_CP] = m * nl * 3.0 * t_cp
+    out[T_EP] = m * nl * 2.0 * t_ep
+    out[T_P2P] = m * p2p
+    out[T_MICRO] = m
+    used = tp * pp * dp * cp
+    out[T_USED] = used
+    step_tokens = m * dp * mb * job[J_TOKSEQ]
+    out[T_MFU] = job[J_FPT] * step_tokens / (step * job[J_G] * hw[W_PEAK])
+    out[T_TOKS] = step_tokens / (step * job[J_G])
+    return step
+
+
+@njit(cache=True)
+def _pp_ok(pp, L):
+    """Pipeline degrees tried (pp an int): every divisor of L up to PP_MAX, and powers of two below L."""
+    if pp > L or pp > PP_MAX:
+        return False
+    if L % pp == 0.0:
+        return True
+    return (pp & (pp - 1)) == 0
+
+
+@njit(cache=True)
+def _fill_plan(plan, tp, pp, dp, cp, ep, mb, rc, zero, v, sp):
+    plan[P_TP] = tp
+    plan[P_PP] = pp
+    plan[P_DP] = dp
+    plan[P_CP] = cp
+    plan[P_EP] = ep
+    plan[P_MB] = mb
+    plan[P_RC] = rc
+    plan[P_ZERO] = zero
+    plan[P_V] = v
+    plan[P_SP] = sp
+
+
+@njit(cache=True)
+def _insert(top, n_kept, row):
+    """Keep ``top`` (k x NROW) sorted by step time, fastest first; returns the new count."""
+    k = top.shape[0]
+    step = row[T_STEP]
+    if n_kept == k and step >= top[k - 1, T_STEP]:
+        return n_kept
+    i = min(n_kept, k - 1)
+    while i > 0 and top[i - 1, T_STEP] > step:
+        for c in range(NROW):
+            top[i, c] = top[i - 1, c]
+        i -= 1
+    for c in range(NROW):
+        top[i, c] = row[c]
+    return min(n_kept + 1, k)
+
+
+@njit(cache=True)
+def _degree_ok(val, pin):
+    return pin <= 0.0 or val == pin
+
+
+@njit(cache=True)
+def _cand(choices, i, pin):
+    """Candidate i of a degree: the pinned value alone when pinned (i = 0), else choices[i - 1]; -1 = skip."""
+    if pin > 0.0:
+        return pin if i == 0 else -1.0
+    return -1.0 if i == 0 else choices[i - 1]
+
+
+@njit(cache=True)
+def search(model, hw, job, pins, top, row):
+    """Every plan of the job that fits, fastest first, into ``top`` (k x NROW); returns how many fit.
+
+    Tries tp (dividing the heads), pp (see :func:`_pp_ok`), cp (chunks of at least
+    MIN_CP_TOKENS), ep (dividing the experts and the dp x cp ranks), micro-batch, recompute, ZeRO
+    stage and interleaving; dp is the most the GPUs and the global batch allow (or the pinned
+    value). Pinned fields (``pins`` > 0; recompute, zero and sp >= 0) are kept. No plan uses more
+    GPUs than the job has (tp x pp x cp x dp <= G).
+    """
+    G = job[J_G]
+    L = model[M_L]
+    top[:, :] = 0.0
+    fits = 0
+    ep_max = max(1.0, model[M_E])
+    for itp in range(TP_CHOICES.shape[0] + 1):
+        tp = _cand(TP_CHOICES, itp, pins[P_TP])
+        if tp < 0.0 or tp > G or (model[M_A] % tp != 0.0 and pins[P_TP] <= 0.0):
+            continue
+        for ipp in range(1, PP_MAX + 1):
+            pp = float(ipp)
+            if not _degree_ok(pp, pins[P_PP]) or tp * pp > G or not (_pp_ok(ipp, L) or pp == pins[P_PP]):
+                continue
+            for icp in range(CP_CHOICES.shape[0] + 1):
+                cp = _cand(CP_CHOICES, icp, pins[P_CP])
+                if cp < 0.0 or tp * pp * cp > G:
+                    continue
+                if cp > 1.0 and job[J_SEQ] / cp < MIN_CP_TOKENS and pins[P_CP] <= 0.0:
+                    continue
+                dp_max = math.floor(G / (tp * pp * cp))
+                for imb in range(MB_CHOICES.shape[0] + 1):
+                    mb = _cand(MB_CHOICES, imb, pins[P_MB])
+                    if mb < 0.0:
+                        continue
+                    dp = min(dp_max, max(1.0, math.floor(job[J_GB] / mb)))
+                    if pins[P_DP] > 0.0:
+                        dp = pins[P_DP]
+                        if dp > dp_max:
+                            continue
+                    if mb > job[J_GB] / dp and mb > 1.0 and pins[P_MB] <= 0.0:
+                        continue
+                    fits += _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max)
+    return fits
+
+
+@njit(cache=True)
+def _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max):
+    """The ep x recompute x ZeRO x interleave x sp choices of one (tp, pp, cp, dp, micro-batch)."""
+    fits = 0
+    n_kept = 0
+    while n_kept < top.shape[0] and top[n_kept, T_STEP] > 0.0:
+        n_kept += 1
+    ep = pins[P_EP] if pins[P_EP] > 0.0 else 1.0
+    while ep <= ep_max or ep == pins[P_EP]:
+        if ep == 1.0 or ((dp * cp) % ep == 0.0 and ep_max % ep == 0.0):
+            for irc in range(3):
+                rc = float(irc)
+                if pins[P_RC] >= 0.0 and rc != pins[P_RC]:
+                    continue
+                for iz in range(4):
+                    zero = float(iz)
+                    if pins[P_ZERO] >= 0.0:
+                        if zero != pins[P_ZERO]:
+                            continue
+                    elif zero > 0.0 and dp * cp <= 1.0:
+                        continue
+                    for iv in range(V_CHOICES.shape[0] + 1):
+                        v = _cand(V_CHOICES, iv, pins[P_V])
+                        if v < 0.0:
+                            continue
+                        if v > 1.0 and pins[P_V] <= 0.0 and (pp <= 1.0 or math.ceil(model[M_L] / pp) % v != 0.0):
+                            continue
+                        sp = 1.0 if tp > 1.0 else 0.0
+                        if pins[P_SP] >= 0.0:
+                            sp = pins[P_SP]
+                        _fill_plan(row, tp, pp, dp, cp, ep, mb, rc, zero, v, sp)
+                        if _memory(model, hw, job, row, row) > hw[W_MEM]:
+                            continue
+                        plan_terms(model, hw, job, row, row)
+                        fits += 1
+                        n_kept = _insert(top, n_kept, row)
+        if pins[P_EP] > 0.0:
+            break
+        ep *= 2.0
+    return fits
+
+
+@njit(cache=True)
+def min_gpus(model, hw, job, pins, row):
+    """The fewest GPUs any plan of the job fits on (0 when none fits on any number).
+
+    For each tp x pp x cp x ep x recompute x ZeRO (micro-batch 1 or the pinned one), the memory
+    is fixed + sharded / (dp x cp) with ZeRO; the smallest dp that fits gives tp x pp x cp x dp.
+    Searched up to 2^20 GPUs.
+    """
+    best = math.inf
+    L = model[M_L]
+    ep_max = max(1.0, model[M_E])
+    mb = pins[P_MB] if pins[P_MB] > 0.0 else 1.0
+    for itp in range(TP_CHOICES.shape[0] + 1):
+        tp = _cand(TP_CHOICES, itp, pins[P_TP])
+        if tp < 0.0 or (model[M_A] % tp != 0.0 and pins[P_TP] <= 0.0):
+            continue
+        for ipp in range(1, PP_MAX + 1):
+            pp = float(ipp)
+            if not _degree_ok(pp, pins[P_PP]) or not (_pp_ok(ipp, L) or pp == pins[P_PP]):
+                continue
+            for icp in range(CP_CHOICES.shape[0] + 1):
+                cp = _cand(CP_CHOICES, icp, pins[P_CP])
+                if cp < 0.0 or (cp > 1.0 and job[J_SEQ] / cp < MIN_CP_TOKENS and pins[P_CP] <= 0.0):
+                    continue
+                g = _min_dp_gpus(model, hw, job, pins, row, tp, pp, cp, mb, ep_max)
+                best = min(best, g)
+    return best if best < math.inf else 0.0
+
+
+@njit(cache=True)
+def _min_dp_gpus(model, hw, job, pins, row, tp, pp, cp, mb, ep_max):
+    best = math.inf
+    for irc in range(3):
+        rc = float(irc)
+        if pins[P_RC] >= 0.0 and rc != pins[P_RC]:
+            continue
+        for iz in range(4):
+            zero = float(iz)
+            if pins[P_ZERO] >= 0.0 and zero != pins[P_ZERO]:
+                continue
+            ep = pins[P_EP] if pins[P_EP] > 0.0 else 1.0
+            while ep <= ep_max or ep == pins[P_EP]:
+                if True:
+                    # memory at dp -> infinity (sharded part gone) and at dp = 1 bound the fixed part
+                    _fill_plan(row, tp, pp, 1.0, cp, ep, mb, rc, zero, 1.0, 1.0 if tp > 1.0 else 0.0)
+                    m1 = _memory(model, hw, job, row, row)
+                    _fill_plan(row, tp, pp, 1048576.0, cp, ep, mb, rc, zero, 1.0, 1.0 if tp > 1.0 else 0.0)
+                    minf = _memory(model, hw, job, row, row)
+                    cap = hw[W_MEM]
+                    if minf < cap:
+                        # memory(dp) = fixed + sharded / dp: the smallest dp that fits, then checked
+                        dp = 1.0 if m1 <= cap else math.ceil((m1 - minf) / (cap - minf))
+                        dp = max(dp, math.ceil(ep / cp))
+                        if pins[P_DP] > 0.0:
+                            dp = pins[P_DP] if pins[P_DP] >= dp else math.inf
+                        while dp < 1048576.0:
+                            row[P_DP] = dp
+                            if _memory(model, hw, job, row, row) <= cap:
+                                break
+                            dp *= 2.0
+                        if dp < 1048576.0:
+                            best = min(best, tp * pp * cp * dp)
+                if pins[P_EP] > 0.0:
+                    break
+                ep *= 2.0
+    return best
