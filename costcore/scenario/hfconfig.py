@@ -158,9 +158,14 @@ def _loads(text: str, what: str):
         raise ScenarioError(what, "holds a number too long to read") from None
 
 
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,40}")
+
+
 def _key_path(path: tuple) -> str:
-    return ".".join(p if isinstance(p, str) else f"[{p}]" if isinstance(p, int) else _shown(p)
-                    for p in path).replace(".[", "[") or "the top level"
+    """A key path as messages show it: plain keys as they are, any other key by its safe repr."""
+    parts = [p if isinstance(p, str) and _PLAIN_KEY.fullmatch(p) else f"[{p}]" if type(p) is int else _shown(p)
+             for p in path[:6]]
+    return (".".join(parts).replace(".[", "[") + ("..." if len(path) > 6 else "")) or "the top level"
 
 
 def _walk(obj, what: str) -> None:
