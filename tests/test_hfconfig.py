@@ -282,6 +282,7 @@ def test_links_are_refused_not_fetched(url):
 @pytest.mark.parametrize("source, words", [
     ("", "empty"), ("no-such-model", "shipped"), ("someorg/some-model", "not fetched"), ("/dev/null", "not a config"),
     ("a\x00b", "not a config"), ("x" * 2_000_000, "1 MB"), (None, "must be"), (12, "must be"),
+    (" [1, 2]", "JSON object"), ("{oops", "not valid JSON"),
 ])
 def test_read_refusals(source, words):
     with pytest.raises(ScenarioError, match=words) as err:
@@ -362,6 +363,17 @@ def test_malformed_input_is_refused_naming_the_key(label, value, key):
     msg = str(err.value)
     assert msg.startswith("model.hf_config: ") and key in msg, msg
     assert "\n" not in msg and len(msg) < 400, msg
+
+
+def test_numpy_integers_count_but_numpy_bools_and_durations_do_not():
+    np = pytest.importorskip("numpy")
+    assert parse_hf_config({**LLAMA, "hidden_size": np.int64(4096)}) == parse_hf_config(LLAMA)
+    assert family_shape(np.float32(70.0)) == family_shape(70)
+    for bad in (np.bool_(True), np.timedelta64(4096), np.datetime64(4096, "s")):
+        with pytest.raises(ScenarioError, match="hidden_size"):
+            parse_hf_config({**LLAMA, "hidden_size": bad})
+        with pytest.raises(ScenarioError, match="params_b"):
+            family_shape(bad)
 
 
 def test_a_dict_that_contains_itself_is_refused():

@@ -34,6 +34,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import numbers
 import os
 import re
 from pathlib import Path
@@ -73,10 +74,20 @@ def _shown(v) -> str:
     return s if len(s) <= 40 else s[:37] + "..."
 
 
+def _not_a_number(v) -> bool:
+    """Bools (Python's and numpy's) and numpy's dates and durations are not numbers here."""
+    return isinstance(v, bool) or type(v).__name__ in ("bool_", "timedelta64", "datetime64")
+
+
 def _whole(v, key: str, what: str, lo: int, hi: int) -> int:
-    """``v`` as an int in [lo, hi]: an int or an integral float; not a bool, text or NaN."""
+    """``v`` as an int in [lo, hi]: an integer (numpy's too) or an integral float; not a bool, text or NaN."""
     allowed = f"a whole number from {lo:,} to {hi:,}"
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
+    if not _not_a_number(v) and not isinstance(v, (int, float)) and isinstance(v, numbers.Integral):
+        try:
+            v = int(v)
+        except Exception:  # noqa: BLE001 - a foreign __int__ may raise anything
+            pass
+    if _not_a_number(v) or not isinstance(v, (int, float)):
         raise ScenarioError(what, f"{key} must be {allowed} (got {_shown(v)})", value=v, allowed=allowed)
     if isinstance(v, float):
         if not math.isfinite(v) or not v.is_integer():
@@ -182,7 +193,7 @@ def _walk(obj, what: str) -> None:
         if isinstance(v, (dict, list, tuple)):
             if len(path) >= MAX_DEPTH:
                 raise ScenarioError(what, f"{_key_path(path[:3])}... nests deeper than {MAX_DEPTH} levels")
-            items = v.items() if isinstance(v, dict) else enumerate(v)
+            items = dict.items(v) if isinstance(v, dict) else enumerate(v)
             stack.extend((child, path + (k,)) for k, child in items)
 
 
@@ -721,7 +732,7 @@ def read_hf_config(source: str) -> dict:
         raise ScenarioError(WHAT, f"is {len(source):,} characters, over the 1 MB limit "
                                   f"(at most {MAX_TEXT:,} characters)")
     text = source.lstrip().lstrip("\ufeff")
-    if text.startswith("{"):
+    if text.startswith(("{", "[")):  # pasted JSON (a list is refused there as not an object)
         return parse_hf_config(source, WHAT)
     if _LINK.match(text):
         raise ScenarioError(WHAT, f"{_shown(text)} is a link, and links are not fetched (no network); "
@@ -748,8 +759,7 @@ def read_hf_config(source: str) -> dict:
 def _size(v, name: str, lo: float, hi: float) -> float:
     """A real number of billions in [lo, hi] (ints, floats, numpy floats; not bools or dates)."""
     allowed = f"a number from {lo:,g} to {hi:,g} (billions of parameters)"
-    bad = isinstance(v, bool) or type(v).__name__ in ("bool_", "timedelta64", "datetime64") \
-        or not hasattr(v, "__float__") or isinstance(v, (str, bytes))
+    bad = _not_a_number(v) or not isinstance(v, numbers.Real)
     try:
         f = None if bad else float(v)
     except Exception:  # noqa: BLE001 - a foreign __float__ may raise anything
