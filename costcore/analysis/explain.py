@@ -3,7 +3,7 @@
 Pure text (markdown + LaTeX strings); the app renders them in
 "how this was computed" expanders. Nothing here computes a number: every
 number shown is one of the kernel's stats (costcore.engine.kernel.STATS), including
-the intermediate terms (MFU factors, context length, trainable parameters);
+the intermediate terms (the job layout's step terms, context length, trainable parameters);
 inputs are shown as the scenario gives them.
 """
 from __future__ import annotations
@@ -26,33 +26,40 @@ def _e(v: float) -> str:
 
 
 def mfu_factors(res: Result, stage: str) -> dict | None:
-    """The default MFU's factors for a stage as the kernel computed them (its stats), or None when
+    """The job layout behind a stage's MFU as the kernel computed it (its stats), or None when
     the stage gives its own MFU or throughput.
 
-    core = default_mfu (base, size, small-model, cluster terms, clipped); then the attention,
-    recompute and PEFT multipliers; mfu is their product (the kernel's MFU).
+    step = compute + communication + bubble + recompute + optimizer (seconds per optimizer step of
+    the chosen plan); benchmark MFU = model FLOPs of the step / (step x GPUs x peak); the stage's
+    MFU is that times efficiency.sustained_fraction.
     """
     if not uses_default_mfu(res.scenario, stage):
         return None
-    return {"base": float(effective_value(res.scenario, "hardware.mfu_base")),
-            "core": res.stat(stage, "mfu_core"), "attention": res.stat(stage, "mfu_attention"),
-            "recompute": res.stat(stage, "mfu_recompute"), "peft": res.stat(stage, "mfu_peft"),
-            "mfu": res.stat(stage, "mfu")}
+    names = ("step_time_s", "step_compute_s", "step_communication_s", "step_bubble_s", "step_recompute_s",
+             "step_optimizer_s", "plan_mfu", "mfu", "plan_tp", "plan_pp", "plan_dp", "plan_cp", "plan_ep",
+             "plan_micro_batch", "plan_zero", "recompute_mode", "micro_batches")
+    out = {k: res.stat(stage, k) for k in names}
+    out["sustained"] = float(effective_value(res.scenario, "efficiency.sustained_fraction"))
+    return out
 
 
 def _default_mfu_row(res: Result, stage: str):
     f = mfu_factors(res, stage)
     if f is None:
         return None
-    latex = (rf"\underbrace{{{f['core']:.3f}}}_{{\text{{base {f['base']:.2f}, size, cluster}}}}"
-             rf"\times \underbrace{{{f['attention']:.3f}}}_{{\text{{attention}}}}"
-             rf"\times \underbrace{{{f['recompute']:.2f}}}_{{\text{{recompute}}}}")
-    if f["peft"] != 1.0:
-        latex += rf"\times \underbrace{{{f['peft']:.2f}}}_{{\text{{PEFT}}}}"
-    latex += rf" = {f['mfu']:.3f}"
-    return ("Default MFU", latex,
-            "costcore.engine.formulas.default_mfu and attention_mfu_factor; base and attention-kernel efficiency "
-            "from hardware.yaml; coefficients fitted by costcore/calibration.py (docs/validation.md)")
+    rc = ("none", "selective", "full")[int(round(f["recompute_mode"]))]
+    plan = (rf"\text{{TP {f['plan_tp']:.0f} PP {f['plan_pp']:.0f} DP {f['plan_dp']:.0f} CP {f['plan_cp']:.0f}"
+            rf" EP {f['plan_ep']:.0f}, micro-batch {f['plan_micro_batch']:.0f}, ZeRO-{f['plan_zero']:.0f}, "
+            rf"recompute {rc}}}")
+    latex = (plan + rf":\ t_{{step}} = \underbrace{{{f['step_compute_s']:.3g}}}_{{\text{{compute}}}}"
+             rf" + \underbrace{{{f['step_communication_s']:.3g}}}_{{\text{{comm.}}}}"
+             rf" + \underbrace{{{f['step_bubble_s']:.3g}}}_{{\text{{bubble}}}}"
+             rf" + \underbrace{{{f['step_recompute_s']:.3g}}}_{{\text{{recompute}}}}"
+             rf" + {f['step_optimizer_s']:.2g} = {f['step_time_s']:.3g}\,s;\ "
+             rf"\text{{MFU}} = {f['plan_mfu']:.3f} \times {f['sustained']:.2f}\ (\text{{sustained}}) = {f['mfu']:.3f}")
+    return ("MFU from the job layout", latex,
+            "costcore/engine/layout.py (Megatron-LM / Korthikanti et al. 2022 step terms); the plan is the "
+            "fastest that fits, searched per stage; knobs fitted on Megatron Selene and public runs (docs/validation.md)")
 
 
 _STATS_SHOWN = ("productive_gpu_hours", "gpu_hours", "mfu", "tokens", "flops", "num_gpus", "wall_days",
@@ -87,7 +94,7 @@ def _training_rows(res: Result, stage: str, st: dict) -> list[tuple[str, str, st
         out.append(mfu_row)
     out.append(("Productive GPU-hours",
                 rf"\frac{{C}}{{\text{{peak}}\cdot \text{{MFU}}\cdot 3600}} = \frac{{{_e(st['flops'])}}}{{{peak:g}\times10^{{12}} \cdot {st['mfu']:.3f} \cdot 3600}} = {st['productive_gpu_hours']:,.0f}",
-                "MFU definition: PaLM App. B; default MFU: costcore.engine.formulas.default_mfu (calibrated, docs/validation.md)"))
+                "MFU definition: PaLM App. B; MFU from the job layout (costcore/engine/layout.py, docs/validation.md)"))
     return out
 
 

@@ -1,4 +1,6 @@
-"""Command line: ``python -m costcore estimate FILE.yaml [--set k=v ...] [--format table|json|csv]``.
+"""Command line: ``python -m costcore estimate FILE.yaml [--set k=v ...] [--format table|json|csv]`` and
+``python -m costcore plan FILE.yaml [--stage pretrain] [--top 10] [--format table|json]`` (the fastest job
+layouts of a training stage that fit, best first).
 
 Exit codes: 0 done; 2 bad input (one line on stderr naming the field); 3 the plan
 is infeasible (a stage does not fit in GPU memory): the table says so where the
@@ -79,6 +81,33 @@ def cmd_estimate(args) -> int:
     return 0 if res.feasible else EXIT_INFEASIBLE
 
 
+def render_plans(stage: str, plans: list[dict]) -> str:
+    cols = ("TP", "PP", "DP", "CP", "EP", "micro-batch", "recompute", "ZeRO", "step", "MFU", "GB/GPU")
+    rows = [[str(p["tp"]), str(p["pp"]), str(p["dp"]), str(p["cp"]), str(p["ep"]), str(p["micro_batch"]),
+             p["recompute"], str(p["zero"]), fmt.num(p["step_time_s"]) + " s", fmt.pct(p["mfu"]),
+             fmt.num(p["memory_per_gpu_gb"])] for p in plans]
+    widths = [max(len(r[i]) for r in rows + [list(cols)]) for i in range(len(cols))]
+    lines = [f"{schema.STAGE_LABELS[stage]}: {len(plans)} fastest plans that fit, best first"]
+    lines.append("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
+    if not plans:
+        lines.append("no plan fits in GPU memory on this stage's GPUs")
+    return "\n".join(lines) + "\n"
+
+
+def cmd_plan(args) -> int:
+    scn = loaders.load_scenario(args.file)
+    scn = apply_sets(scn, args.set)
+    from costcore import api
+    plans = api.plans(scn, args.stage, args.top)
+    stage = args.stage or next(s for s in api.TRAINING_STAGES if s in scn.get("stages", {}))
+    if args.format == "json":
+        print(json.dumps({"stage": stage, "plans": plans}, indent=2))
+    else:
+        sys.stdout.write(render_plans(stage, plans))
+    return 0 if plans else EXIT_INFEASIBLE
+
+
 def cmd_presets(args) -> int:
     for name, title in loaders.preset_titles().items():
         print(f"{name:28s} {fmt.one_line(title)}")
@@ -93,6 +122,14 @@ def main(argv=None) -> int:
     e.add_argument("--set", action="append", default=[], metavar="dotted.key=value")
     e.add_argument("--format", choices=("table", "json", "csv"), default="table")
     e.set_defaults(func=cmd_estimate)
+    pl = sub.add_parser("plan", help="the fastest job layouts of a training stage (TP/PP/DP/CP/EP, ZeRO, recompute)")
+    pl.add_argument("file", help="scenario YAML file, or a preset name")
+    pl.add_argument("--stage", choices=("pretrain", "cpt", "sft", "dpo", "rl"), default=None,
+                    help="training stage (default: the first one in the scenario)")
+    pl.add_argument("--top", type=int, default=10, help="how many plans (1-1000)")
+    pl.add_argument("--set", action="append", default=[], metavar="dotted.key=value")
+    pl.add_argument("--format", choices=("table", "json"), default="table")
+    pl.set_defaults(func=cmd_plan)
     pr = sub.add_parser("presets", help="list the bundled presets")
     pr.set_defaults(func=cmd_presets)
     from costcore.cli import validate_levers

@@ -464,6 +464,7 @@ def validate(data: Any) -> dict:
             clean[path] = _check_value(f, v)
         if clean:
             out[section] = _unflatten({p.split(".", 1)[1]: v for p, v in clean.items()})
+    _resolve_hf_config(out)
     stages = data.get("stages", {})
     if stages is None:
         stages = {}
@@ -478,7 +479,7 @@ def validate(data: Any) -> dict:
         if not isinstance(sdata, dict):
             raise ScenarioError(f"stages.{sname}", "must be a mapping of settings (or {})")
         clean = {}
-        for k, v in sdata.items():
+        for k, v in _with_plan_keys(sname, sdata).items():
             path = f"stages.{sname}.{k}"
             if not isinstance(k, str) or k not in STAGE_KEYS[sname]:
                 raise ScenarioError(_path("stages", sname, k), "unknown setting; allowed: "
@@ -488,6 +489,55 @@ def validate(data: Any) -> dict:
     return out
 
 
+
+
+# A stage's `plan:` block (issue contract) -> the stage's own keys; each key optional.
+PLAN_ALIASES = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep", "micro_batch": "micro_batch",
+                "recompute": "recompute", "zero": "zero_stage", "interleave": "interleave",
+                "sequence_parallel": "sequence_parallel"}
+
+
+def _with_plan_keys(sname: str, sdata: dict) -> dict:
+    """The stage's settings with a ``plan:`` mapping unfolded into its keys (the stage's own win on conflict)."""
+    if "plan" not in sdata:
+        return sdata
+    plan = sdata["plan"]
+    if not isinstance(plan, dict):
+        raise ScenarioError(f"stages.{sname}.plan", "must be a mapping of plan settings: " + ", ".join(PLAN_ALIASES))
+    out = {k: v for k, v in sdata.items() if k != "plan"}
+    for k, v in plan.items():
+        if not isinstance(k, str) or k not in PLAN_ALIASES:
+            raise ScenarioError(_path("stages", sname, "plan", k), "unknown plan setting; allowed: "
+                                + ", ".join(PLAN_ALIASES))
+        if k == "sequence_parallel" and isinstance(v, bool):  # YAML 1.1 reads `on` / `off` as booleans
+            v = "on" if v else "off"
+        target = PLAN_ALIASES[k]
+        if target in out and out[target] != v:
+            raise ScenarioError(_path("stages", sname, "plan", k), f"conflicts with stages.{sname}.{target}; "
+                                "set it in one place")
+        out[target] = v
+    return out
+
+
+def _resolve_hf_config(out: dict) -> None:
+    """Fill the model keys a ``model.hf_config`` gives (path or shipped name) that the scenario does not set."""
+    model = out.get("model") or {}
+    src = model.get("hf_config")
+    if not src:
+        return
+    from costcore.scenario.hfconfig import read_hf_config
+    shape = read_hf_config(src)  # ScenarioError (field model.hf_config) on a bad source
+    for key, v in shape.items():
+        path = "model." + key
+        if key in model or path not in BY_PATH:
+            continue
+        f = BY_PATH[path]
+        if f.kind == "bool":
+            v = bool(v)
+        elif f.kind == "float":
+            v = round(float(v), 4)
+        model[key] = _check_value(f, v)
+    out["model"] = model
 
 
 def check_depth(data, limit: int = MAX_DEPTH, what: str = "scenario") -> None:

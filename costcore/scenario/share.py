@@ -198,6 +198,12 @@ def _with_value(raw: dict, key: str, text: str, refuse) -> dict | None:
     if len(text) > MAX_VALUE_CHARS:
         refuse(key, "too long", f"is {len(text):,} characters; the limit is {MAX_VALUE_CHARS}")
         return None
+    if key == "model.hf_config":
+        from costcore.scenario.hfconfig import shipped_configs
+        if text not in shipped_configs():  # a link never makes the server read one of its files
+            refuse(key, "not a shipped model", "names a file; a link may only name a shipped model config",
+                   "the model's own keys are used")
+            return None
     if f.kind == "str":
         value = text  # text stays text: "123", "yes", "~" are names, not numbers
     elif f.kind in ("float", "int"):

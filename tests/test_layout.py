@@ -1,0 +1,118 @@
+"""The job layout (costcore/engine/layout.py) as a user sees it through the API.
+
+Properties the issue asks for: FP8 changes step time through the FP8 peak (only on GPUs that have
+one) and memory through the activations' precision; MoE compute follows the active parameters while
+memory follows the total; no plan uses more GPUs than the stage has; the minimum GPU count is the
+true minimum (checked against a brute force over GPU counts); pinned plan fields stay pinned.
+"""
+import pytest
+
+from costcore import api
+
+
+def _pre(params_b=13.0, gpu="h100-80gb", gpus=64, precision="bf16", seq=4096, model=None, **stage):
+    m = {"params_b": params_b, **(model or {})}
+    return {"model": m, "hardware": {"gpu": gpu, "num_gpus": gpus, "precision": precision},
+            "stages": {"pretrain": {"tokens_b": 100, "seq_len": seq, **stage}}}
+
+
+@pytest.mark.parametrize("gpu", ["h100-80gb", "h200", "b200", "mi300x"])
+def test_fp8_is_faster_where_the_gpu_has_fp8(gpu):
+    bf16 = api.estimate(_pre(gpu=gpu)).plan("pretrain")
+    fp8 = api.estimate(_pre(gpu=gpu, precision="fp8")).plan("pretrain")
+    assert fp8["step_time_s"] < 0.9 * bf16["step_time_s"]
+    same = dict(tp=bf16["tp"], pp=bf16["pp"], micro_batch=bf16["micro_batch"], recompute=bf16["recompute"],
+                zero_stage=bf16["zero"], cp=bf16["cp"])
+    a = api.estimate(_pre(gpu=gpu, **same)).plan("pretrain")["memory_gb"]["activations"]
+    b = api.estimate(_pre(gpu=gpu, precision="fp8", **same)).plan("pretrain")["memory_gb"]["activations"]
+    assert b < a  # FP8 activations of the linear layers
+
+
+def test_fp8_changes_nothing_on_a100():
+    a = api.estimate(_pre(gpu="a100-80gb")).plan("pretrain")["step_time_s"]
+    b = api.estimate(_pre(gpu="a100-80gb", precision="fp8", recompute="selective")).plan("pretrain")
+    c = api.estimate(_pre(gpu="a100-80gb", recompute="selective")).plan("pretrain")
+    assert b["step_time_s"] == pytest.approx(c["step_time_s"], rel=0.05)
+    assert a > 0
+
+
+def test_moe_compute_follows_active_memory_follows_total():
+    moe = dict(model={"experts": 64, "experts_active": 4}, params_b=140, gpus=256)
+    r_moe = api.estimate(_pre(**{**moe, "model": {**moe["model"], "active_params_b": 14}}))
+    r_dense_active = api.estimate(_pre(params_b=14, gpus=256))
+    r_dense_total = api.estimate(_pre(params_b=140, gpus=256))
+    h_moe, h_act, h_tot = (r.stat("pretrain", "productive_gpu_hours") for r in (r_moe, r_dense_active, r_dense_total))
+    assert h_moe < 0.5 * h_tot  # compute: far closer to the active size than to the total
+    assert h_moe < 4 * h_act
+    pinned = dict(tp=1, pp=1, zero_stage=3, recompute="full", micro_batch=1)
+    m_moe = api.estimate(_pre(**{**moe, "model": {**moe["model"], "active_params_b": 14}}, **pinned, ep=1))
+    m_act = api.estimate(_pre(params_b=14, gpus=256, **pinned))
+    assert m_moe.plan("pretrain")["memory_gb"]["weights"] > 5 * m_act.plan("pretrain")["memory_gb"]["weights"]
+
+
+def test_expert_parallel_all_to_all_costs_communication():
+    base = _pre(params_b=140, gpus=256, model={"experts": 64, "experts_active": 4, "active_params_b": 14},
+                tp=1, pp=1, zero_stage=3, micro_batch=1, recompute="selective")
+    p1 = api.plans({**base, "stages": {"pretrain": {**base["stages"]["pretrain"], "ep": 1}}}, "pretrain", 1)[0]
+    p8 = api.plans({**base, "stages": {"pretrain": {**base["stages"]["pretrain"], "ep": 8}}}, "pretrain", 1)[0]
+    assert p8["ep"] == 8 and p1["ep"] == 1
+    assert p8["memory_gb"]["weights"] < p1["memory_gb"]["weights"] / 4  # experts sharded over ep
+    assert p1["communication_s"]["ep"] == 0.0 < p8["communication_s"]["ep"]
+    assert p8["communication_s"]["dp"] < p1["communication_s"]["dp"]  # fewer expert gradients per GPU
+
+
+@pytest.mark.parametrize("gpus", [1, 3, 8, 24, 100, 512])
+@pytest.mark.parametrize("params_b", [0.5, 7, 70])
+def test_no_plan_uses_more_gpus_than_the_stage_has(gpus, params_b):
+    for p in api.plans(_pre(params_b=params_b, gpus=gpus, gpu="h100-80gb"), "pretrain", top=50):
+        assert p["tp"] * p["pp"] * p["dp"] * p["cp"] <= gpus
+
+
+def _sft(params_b, method, gpus, gpu="h100-80gb"):
+    return {"model": {"params_b": params_b}, "hardware": {"gpu": gpu, "num_gpus": gpus},
+            "stages": {"sft": {"method": method, "samples": 1000, "tokens_per_sample": 1024, "seq_len": 2048}}}
+
+
+def test_qlora_70b_fits_one_80gb_gpu_and_bf16_70b_never_does():
+    q = api.estimate(_sft(70, "qlora", 1))
+    assert q.stat("sft", "fits") == 1.0 and q.stat("sft", "min_gpus") == 1
+    g = api.estimate(_sft(65, "qlora", 1))
+    assert g.stat("sft", "fits") == 1.0
+    for method in ("full", "lora"):
+        r = api.estimate(_sft(70, method, 1))
+        assert r.stat("sft", "fits") == 0.0
+        assert r.stat("sft", "min_gpus") > 1
+        need = int(r.stat("sft", "min_gpus"))
+        assert not r.feasible and f"{need:,}" in r.infeasible[0]
+
+
+@pytest.mark.parametrize("params_b,method", [(13, "full"), (34, "full"), (70, "lora"), (7, "full")])
+def test_min_gpus_is_the_true_minimum(params_b, method):
+    """Brute force: the stage fits on min_gpus GPUs and on none fewer."""
+    m = int(api.estimate(_sft(params_b, method, 1)).stat("sft", "min_gpus"))
+    assert m >= 1
+    assert api.estimate(_sft(params_b, method, m)).stat("sft", "fits") == 1.0
+    for g in range(1, m):
+        assert api.estimate(_sft(params_b, method, g)).stat("sft", "fits") == 0.0, g
+
+
+def test_pinned_fields_stay_pinned():
+    p = api.estimate(_pre(gpus=64, plan={"tp": 4, "pp": 2, "recompute": "full", "zero": 1})).plan("pretrain")
+    assert (p["tp"], p["pp"], p["recompute"], p["zero"]) == (4, 2, "full", 1)
+    assert p["dp"] == 8  # the rest of the GPUs
+
+
+def test_more_gpus_shorten_the_step():
+    a = api.estimate(_pre(gpus=64)).plan("pretrain")
+    b = api.estimate(_pre(gpus=256)).plan("pretrain")
+    assert b["step_time_s"] < a["step_time_s"]
+
+
+def test_json_contract_keys():
+    d = api.estimate("pipeline-70b").to_dict()
+    for s in ("pretrain", "sft"):
+        st = d["stages"][s]
+        assert {"tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "step_time_s", "mfu",
+                "memory_per_gpu_gb"} <= set(st["plan"])
+        assert st["gpu_hours_p10"] < st["gpu_hours"] < st["gpu_hours_p90"]
+    assert d["total_usd_p10"] < d["total_usd"] < d["total_usd_p90"]
