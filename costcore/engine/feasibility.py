@@ -8,25 +8,9 @@ the app shows the sentence in place of the total.
 """
 from __future__ import annotations
 
-import math
-
 from costcore.scenario.schema import CATALOG, STAGE_LABELS, effective_value
 
 TRAINING_STAGES = ("pretrain", "cpt", "sft", "dpo", "rl")
-
-
-def max_data_parallel_gpus(global_batch_tokens: float, seq_len_tokens: float, micro_batch: float,
-                           tp: float, pp: float) -> float:
-    """Most GPUs a global batch can keep busy: replicas = global batch / (micro-batch x sequence), x TP x PP.
-
-    Each data-parallel replica (TP x PP GPUs) needs at least one micro-batch of ``micro_batch``
-    sequences of ``seq_len_tokens`` per optimizer step (Narayanan et al. 2021, "Efficient
-    Large-Scale Language Model Training on GPU Clusters", Sec. 2: B = b x d x m with m >= 1).
-
-    Returns GPUs (at least one replica, TP x PP).
-    """
-    replicas = math.floor(global_batch_tokens / max(seq_len_tokens * micro_batch, 1.0))
-    return max(1.0, replicas) * tp * pp
 
 
 def infeasible(res) -> list[str]:
@@ -56,18 +40,22 @@ def infeasible(res) -> list[str]:
 
 
 def batch_warnings(res) -> list[str]:
-    """Stages given more GPUs than their global batch can use (the time assumes they all work)."""
+    """Stages whose best plan leaves GPUs idle (the global batch or the layout cannot use them all),
+    and FP8 asked of a GPU without FP8 tensor cores."""
     scn = res.scenario
     out = []
     for s in res.stages:
-        if s not in TRAINING_STAGES:
+        if s not in TRAINING_STAGES or res.stat(s, "fits") < 0.5:
             continue
         g = res.stat(s, "num_gpus")
-        gbt, seq, mb, tp, pp = (float(effective_value(scn, f"stages.{s}.{k}")) for k in
-                                ("global_batch_tokens", "seq_len", "micro_batch", "tp", "pp"))
-        most = max_data_parallel_gpus(gbt, seq, mb, tp, pp)
-        if g > most:
-            out.append(f"{STAGE_LABELS[s]}: {g:,.0f} GPUs are more than a global batch of {gbt:,.0f} tokens "
-                       f"can use ({most:,.0f} at micro-batch {mb:,.0f} x {seq:,.0f} tokens, TP x PP "
-                       f"{tp * pp:,.0f}); the time shown assumes every GPU works.")
+        used = res.stat(s, "plan_tp") * res.stat(s, "plan_pp") * res.stat(s, "plan_dp") * res.stat(s, "plan_cp")
+        if 0 < used < g:
+            gb = res.stat(s, "global_batch")
+            out.append(f"{STAGE_LABELS[s]}: the best plan uses {used:,.0f} of the {g:,.0f} GPUs (a global batch of "
+                       f"{gb:,.0f} sequences and the layout leave the rest idle); they are billed all the same.")
+    gpu = effective_value(scn, "hardware.gpu")
+    if effective_value(scn, "hardware.precision") == "fp8" and \
+            float(effective_value(scn, "hardware.fp8_peak_tflops")) <= float(effective_value(scn, "hardware.peak_tflops")):
+        out.append(f"FP8 was chosen, but the {CATALOG[gpu].get('label', gpu)} has no FP8 tensor cores: "
+                   "step times are the BF16 ones.")
     return out
