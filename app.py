@@ -10,6 +10,7 @@ PAGES = {
     "Plan": [
         st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True, url_path="overview"),
         st.Page("pages/pretraining.py", title="Pre-training and CPT", icon=":material/foundation:", url_path="pretraining"),
+        st.Page("pages/job-layout.py", title="Job layout", icon=":material/view_module:", url_path="job-layout"),
         st.Page("pages/post-training.py", title="Post-training", icon=":material/tune:", url_path="post-training"),
         st.Page("pages/fine-tuning.py", title="Fine-tuning methods", icon=":material/compare:", url_path="fine-tuning"),
         st.Page("pages/checkpoints.py", title="Checkpoints and reliability", icon=":material/save:", url_path="checkpoints"),

@@ -19,7 +19,6 @@ from costcore.analysis import explain
 from costcore.scenario import schema
 from costcore.scenario import share
 from costcore.scenario.schema import BY_PATH, RESOURCES, STAGE_LABELS, STAGES, ScenarioError
-from costcore.analysis.sensitivity import mfu_band
 from costcore.scenario.yamlio import MAX_YAML_BYTES, dump_yaml
 
 DEFAULT_PRESET = "pipeline-70b"
@@ -340,10 +339,10 @@ def frame(title: str, intro: str) -> api.Result:
         cols[3].metric("Elastic cost", fmt.usd(res.elastic_usd), help="scales with GPU time, tokens and samples: "
                        + fmt.usd_exact(res.elastic_usd))
         cols[4].metric("Peak GPUs", f"{res.peak_gpus:,}")
-    band = mfu_band(ss.scenario, res=res) if res.feasible else None
-    if band:
-        st.caption(f"If the default MFU errs as it has on published runs: {fmt.usd(band[0])} to {fmt.usd(band[1])} "
-                   "(P10 to P90; the Sensitivity page has the full Monte Carlo, the Validation page the record).")
+    if res.feasible and res.total_usd_p90 > res.total_usd_p10:
+        st.caption(f"P10–P90: {fmt.usd(res.total_usd_p10)} – {fmt.usd(res.total_usd_p90)}, the step model's "
+                   "out-of-sample error on public runs (the Validation page has the record, the Sensitivity page "
+                   "the Monte Carlo).")
     for w in res.warnings:
         st.warning(md_escape(w), icon="⚠️")
     budget_header(res)

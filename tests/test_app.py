@@ -52,7 +52,11 @@ def _move(at: AppTest, path: str, value):
     assert not at.exception, [e.value for e in at.exception]
 
 
-@pytest.mark.parametrize("page", PAGES)
+# every page of app.py's navigation (shared.PAGES may not list the newest yet)
+ALL_PAGES = PAGES + [p for p in ("pages/job-layout.py",) if p not in PAGES]
+
+
+@pytest.mark.parametrize("page", ALL_PAGES)
 def test_every_page_runs(page):
     at = _app(page)
     assert at.title, "page has a title"
@@ -75,6 +79,60 @@ def test_overview_model_size_slider_raises_total():
     assert _total(at) > before
     assert _metric(at, "Total cost") != shown
     assert at.query_params["model.params_b"] == "140"
+
+
+def test_overview_shows_the_p10_p90_band():
+    at = _app(p="pipeline-70b")
+    res = costcore.estimate(at.session_state["scenario"])
+    lines = [m.value.replace("\\$", "$") for m in list(at.markdown) + list(at.caption) if "P10–P90" in m.value]
+    assert lines and fmt.usd(res.total_usd_p10) in lines[0] and fmt.usd(res.total_usd_p90) in lines[0], lines
+
+
+def _plan_text(at: AppTest) -> str:
+    lines = [m.value for m in at.markdown if m.value.startswith("**Plan:**")]
+    assert len(lines) == 1, [m.value for m in at.markdown]
+    return lines[0]
+
+
+def test_job_layout_shows_the_plan_and_pinning_tp_changes_it():
+    at = _app("pages/job-layout.py", p="pipeline-70b")
+    assert at.title[0].value == "Job layout"
+    res = costcore.estimate(at.session_state["scenario"])
+    plan = res.plan("pretrain")
+    shown = _plan_text(at)
+    assert f"TP {plan['tp']} × PP {plan['pp']} × DP {plan['dp']} × CP {plan['cp']}" in shown, shown
+    assert f"micro-batch {plan['micro_batch']}" in shown and "BF16" in shown
+    assert _metric(at, "Step time") == f"{fmt.num(plan['step_time_s'])} s"
+    assert len(at.get("vega_lite_chart")) == 2  # memory by kind, step time by part
+    band = res.band[costcore.STAGES.index("pretrain")]
+    captions = [c.value.replace("\\$", "$") for c in at.caption]
+    assert f"P10–P90: {fmt.usd(band[2])} – {fmt.usd(band[3])}" in captions, captions
+    top = at.dataframe[0].value
+    assert 1 <= len(top) <= 10
+    assert {"TP", "PP", "DP", "CP", "Micro-batch", "Recompute", "ZeRO", "Step time", "MFU",
+            "Memory per GPU"} <= set(top.columns)
+    assert top["Step time"].iloc[0] == f"{fmt.num(plan['step_time_s'])} s"
+
+    _move(at, "stages.pretrain.tp", 4)
+    assert at.session_state["scenario"]["stages"]["pretrain"]["tp"] == 4
+    assert at.query_params["stages.pretrain.tp"] == "4"  # the share link carries the pin
+    pinned = _plan_text(at)
+    assert pinned != shown and pinned.startswith("**Plan:** TP 4 ×"), pinned
+    assert (at.dataframe[0].value["TP"] == 4).all()
+    assert costcore.estimate(at.session_state["scenario"]).plan("pretrain")["tp"] == 4
+
+
+def test_job_layout_shows_why_a_pinned_plan_does_not_fit():
+    at = _app("pages/job-layout.py", p="pipeline-70b")
+    at.selectbox(key="job-layout:stage").set_value("sft")
+    at.run()
+    for path, value in (("stages.sft.tp", 1), ("stages.sft.pp", 1), ("stages.sft.zero_stage", 0)):
+        _move(at, path, value)
+    res = costcore.estimate(at.session_state["scenario"])
+    assert not res.feasible
+    errors = [e.value for e in at.error]
+    assert any(res.infeasible[0] in e and "Choose Searched" in e for e in errors), errors
+    assert not at.get("vega_lite_chart")  # no charts for a plan that does not fit
 
 
 def test_pretraining_tokens_slider_raises_pretrain_cost():

@@ -31,6 +31,7 @@ VIEWPORT = {"width": 1400, "height": 900}
 PAGES = {
     "": "Overview",
     "pretraining": "Pre-training and CPT",
+    "job-layout": "Job layout",
     "post-training": "Post-training",
     "fine-tuning": "Fine-tuning methods",
     "checkpoints": "Checkpoints and reliability",

@@ -264,6 +264,7 @@ def _fill_hw(x, w):
 @njit(cache=True)
 def _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, j, pins):
     """The layout's job array (layout.JOB_FIELDS) and the stage's pinned plan fields (0 / -1 = search)."""
+    ctx = max(ctx, 1.0)
     j[lay.J_SEQ] = ctx
     gb = x[b + S_GLOBAL_BATCH]
     if gb <= 0.0:
@@ -511,6 +512,24 @@ def _rl_scoring_flops(x, n_act, L, d, ctx, tokens, method, n_lora, deq, upd):
     return train_flops, infer_flops, fpt
 
 
+@njit(cache=True)
+def _rl_colocated_params(x, shape):
+    """BF16-weight equivalents of the models an RL stage holds besides the policy, count.
+
+    Live reference and reward model: frozen copies (2 bytes per parameter); a PPO critic trains,
+    so its 16 bytes per parameter (weights, gradients, Adam states) count as 8 BF16 copies.
+    Colocated with the policy on the stage's GPUs (OpenRLHF / veRL hybrid engine).
+    """
+    n = 0.0
+    if x[RL_REFERENCE] == RL_REFERENCE_LIVE:
+        n += shape[0]
+    if x[RL_REWARD] == RL_REWARD_MODEL:
+        n += x[RL_REWARD_B] * 1e9 if x[RL_REWARD_B] > 0.0 else shape[2]
+    if x[RL_ALGO] == RL_PPO:
+        n += 8.0 * (x[RL_CRITIC_B] * 1e9 if x[RL_CRITIC_B] > 0.0 else shape[2])
+    return n
+
+
 @njit(cache=True, inline='always')
 def _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     """RL (PPO/GRPO): rollout generation (decode roofline + prefill), scoring passes, policy updates."""
@@ -532,7 +551,8 @@ def _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     upd = x[RL_UPDATE_EPOCHS]
     train_flops, infer_flops, fpt = _rl_scoring_flops(x, n_act, L, d, ctx, tokens, method, n_lora,
                                                  x[b + S_QLORA_DEQ], upd)
-    mem, min_g, mfu = _stage_layout(x, b, s, G, shape, method, n_lora, ctx, 1.0, 0.0, fpt, st, sc, plans, reuse)
+    mem, min_g, mfu = _stage_layout(x, b, s, G, shape, method, n_lora, ctx, 1.0, _rl_colocated_params(x, shape),
+                                    fpt, st, sc, plans, reuse)
     train_h = _train_hours(x, b, tokens * upd, train_flops, mfu)
     infer_h = gpu_hours_for_flops(infer_flops, peak, x[E_INFER_MFU])
     prod_h = rollout_h + train_h + infer_h
@@ -967,7 +987,9 @@ def warm_up() -> None:
     from costcore.scenario.schema import DEFAULT_VECTOR, IX
     x = DEFAULT_VECTOR.copy()
     evaluate_vector(x)
-    stage_plans(x, PRETRAIN, 2)
+    y = x.copy()
+    y[STAGE_BASE[PRETRAIN] + S_ENABLED] = 1.0  # a stage to search (no stage is on by default)
+    stage_plans(y, PRETRAIN, 2)
     idx = np.array([IX["model.params_b"]])
     for n in (2, SERIAL_BELOW + 1):
         cols = np.full((1, n), 7.0)

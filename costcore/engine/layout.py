@@ -391,13 +391,17 @@ def _fill_plan(plan, tp, pp, dp, cp, ep, mb, rc, zero, v, sp):
 
 @njit(cache=True)
 def _insert(top, n_kept, row):
-    """Keep ``top`` (k x NROW) sorted by step time, fastest first; returns the new count."""
+    """Keep ``top`` (k x NROW) sorted fastest first; returns the new count.
+
+    Fastest = most tokens per GPU-second: plans round the global batch to whole micro-batches
+    differently, so their steps hold different numbers of tokens and step time alone misranks them.
+    """
     k = top.shape[0]
-    step = row[T_STEP]
-    if n_kept == k and step >= top[k - 1, T_STEP]:
+    rate = row[T_TOKS]
+    if n_kept == k and rate <= top[k - 1, T_TOKS]:
         return n_kept
     i = min(n_kept, k - 1)
-    while i > 0 and top[i - 1, T_STEP] > step:
+    while i > 0 and top[i - 1, T_TOKS] < rate:
         for c in range(NROW):
             top[i, c] = top[i - 1, c]
         i -= 1
@@ -436,11 +440,11 @@ def search(model, hw, job, pins, top, row):
     ep_max = max(1.0, model[M_E])
     for itp in range(TP_CHOICES.shape[0] + 1):
         tp = _cand(TP_CHOICES, itp, pins[P_TP])
-        if tp < 0.0 or tp > G or (model[M_A] % tp != 0.0 and pins[P_TP] <= 0.0):
+        if tp < 0.0 or tp > G or tp > model[M_A] or (model[M_A] % tp != 0.0 and pins[P_TP] <= 0.0):
             continue
-        for ipp in range(1, PP_MAX + 1):
+        for ipp in range(1, max(PP_MAX, int(pins[P_PP])) + 1):
             pp = float(ipp)
-            if not _degree_ok(pp, pins[P_PP]) or tp * pp > G or not (_pp_ok(ipp, L) or pp == pins[P_PP]):
+            if not _degree_ok(pp, pins[P_PP]) or tp * pp > G or pp > L or not (_pp_ok(ipp, L) or pp == pins[P_PP]):
                 continue
             for icp in range(CP_CHOICES.shape[0] + 1):
                 cp = _cand(CP_CHOICES, icp, pins[P_CP])
@@ -520,11 +524,11 @@ def min_gpus(model, hw, job, pins, row):
     mb = pins[P_MB] if pins[P_MB] > 0.0 else 1.0
     for itp in range(TP_CHOICES.shape[0] + 1):
         tp = _cand(TP_CHOICES, itp, pins[P_TP])
-        if tp < 0.0 or (model[M_A] % tp != 0.0 and pins[P_TP] <= 0.0):
+        if tp < 0.0 or tp > model[M_A] or (model[M_A] % tp != 0.0 and pins[P_TP] <= 0.0):
             continue
-        for ipp in range(1, PP_MAX + 1):
+        for ipp in range(1, max(PP_MAX, int(pins[P_PP])) + 1):
             pp = float(ipp)
-            if not _degree_ok(pp, pins[P_PP]) or not (_pp_ok(ipp, L) or pp == pins[P_PP]):
+            if not _degree_ok(pp, pins[P_PP]) or pp > L or not (_pp_ok(ipp, L) or pp == pins[P_PP]):
                 continue
             for icp in range(CP_CHOICES.shape[0] + 1):
                 cp = _cand(CP_CHOICES, icp, pins[P_CP])

@@ -1,0 +1,233 @@
+"""Job layout: how a training stage is split over its GPUs, its memory per GPU and its step time."""
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from costcore import api, fmt
+from costcore.scenario import schema
+from costcore.scenario.schema import STAGE_LABELS, STAGES, ScenarioError
+from costcore.scenario.yamlio import dump_yaml
+from pages import common
+
+res = common.frame(
+    "Job layout",
+    "How a training stage is laid out on its GPUs: tensor (TP), pipeline (PP), data (DP) and context (CP) "
+    "parallelism, the micro-batch, ZeRO sharding and activation recompute. The planner searches every layout "
+    "that fits in GPU memory and keeps the fastest; pin any part of it below to see what it costs.")
+
+MEMORY_KINDS = {"weights": "Weights", "grads": "Gradients", "optimizer": "Optimizer states",
+                "activations": "Activations", "buffers": "Buffers"}
+MEMORY_COLORS = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#9D755D"]
+TIME_KINDS = {"compute": "Compute", "communication": "Communication", "bubble": "Pipeline bubble",
+              "recompute": "Recompute", "optimizer": "Optimizer step"}
+TIME_COLORS = ["#4C78A8", "#72B7B2", "#EECA3B", "#B279A2", "#9D755D"]
+RECOMPUTE_WORDS = {"auto": "Searched", "none": "None", "selective": "Selective", "full": "Full"}
+ZERO_WORDS = {-1: "Searched", 0: "Off", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3 (FSDP)"}
+PRECISION_WORDS = {"bf16": "BF16", "fp8": "FP8"}
+POWERS = [1, 2, 4, 8, 16, 32, 64]
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _top_plans(scenario_yaml: str, stage: str, _scn) -> list[dict]:
+    """api.plans once per scenario and stage (keyed by the scenario's YAML; ``_scn`` is not hashed)."""
+    return api.plans(_scn, stage, top=10)
+
+
+def pin(path: str, label: str, options: list, words, help: str) -> None:
+    """A selectbox bound to one scenario path, its choices shown in words (common.apply on change)."""
+    ss = common.state()
+    cur = schema.effective_value(ss.scenario, path)
+    if cur not in options:  # a value pinned elsewhere (the link, a file) stays selectable
+        options = sorted(options + [cur], key=lambda v: (not isinstance(v, (int, float)), v))
+    key = f"k:{path}:{ss.rev}"
+
+    def changed():
+        common.apply(path, st.session_state[key])
+
+    st.selectbox(label, options, index=options.index(cur), key=key, on_change=changed, help=help,
+                 format_func=words)
+
+
+def _count(v: int) -> str:
+    return "Searched" if v == 0 else f"{v:,}"
+
+
+def plan_words(plan: dict, precision: str) -> str:
+    """The plan in one line, e.g. TP 8 × PP 4 × DP 64 × CP 1, micro-batch 2, ZeRO-1, selective recompute, BF16."""
+    dims = f"TP {plan['tp']} × PP {plan['pp']} × DP {plan['dp']} × CP {plan['cp']}"
+    if plan["ep"] > 1:
+        dims += f" (EP {plan['ep']})"
+    parts = [dims, f"micro-batch {plan['micro_batch']}",
+             f"ZeRO-{plan['zero']}" if plan["zero"] > 0 else "no ZeRO"]
+    if plan["interleave"] > 1:
+        parts.append(f"interleaved pipeline ({plan['interleave']} chunks per stage)")
+    if plan["sequence_parallel"]:
+        parts.append("sequence parallel")
+    parts.append("no recompute" if plan["recompute"] == "none" else f"{plan['recompute']} recompute")
+    parts.append(PRECISION_WORDS.get(precision, precision.upper()))
+    return ", ".join(parts)
+
+
+def _same_layout(a: dict, b: dict) -> bool:
+    keys = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sequence_parallel")
+    return all(a[k] == b[k] for k in keys)
+
+
+def _pct(v: float) -> str:
+    return f"{fmt.num(v * 100)}%"
+
+
+def memory_chart(plan: dict, usable_gb: float) -> alt.Chart:
+    df = pd.DataFrame([{"kind": MEMORY_KINDS[k], "gb": float(plan["memory_gb"][k]),
+                        "shown": fmt.gb(float(plan["memory_gb"][k])), "row": "per GPU", "order": i}
+                       for i, k in enumerate(MEMORY_KINDS)])
+    top = max(usable_gb, float(plan["memory_per_gpu_gb"])) * 1.08
+    bars = alt.Chart(df).mark_bar(height=46).encode(
+        x=alt.X("gb:Q", stack=True, title="Memory per GPU (GB)", scale=alt.Scale(domain=[0, top], nice=False)),
+        y=alt.Y("row:N", title=None, axis=None),
+        color=alt.Color("kind:N", title="Kind", sort=list(MEMORY_KINDS.values()),
+                        scale=alt.Scale(domain=list(MEMORY_KINDS.values()), range=MEMORY_COLORS),
+                        legend=alt.Legend(orient="right")),
+        order=alt.Order("order:Q"),
+        tooltip=[alt.Tooltip("kind:N", title="kind"), alt.Tooltip("shown:N", title="memory")])
+    limit = pd.DataFrame({"gb": [usable_gb], "label": [f"usable: {fmt.gb(usable_gb)}"]})
+    rule = alt.Chart(limit).mark_rule(color="#B22222", strokeDash=[6, 3], strokeWidth=2.5).encode(
+        x="gb:Q", tooltip=[alt.Tooltip("label:N", title="GPU memory a plan may use")])
+    text = alt.Chart(limit.assign(row="per GPU")).mark_text(
+        align="right", baseline="bottom", dx=-4, dy=-27, fontSize=12, color="#B22222").encode(
+        x="gb:Q", y=alt.Y("row:N", axis=None), text="label:N")
+    return (bars + rule + text).properties(height=150)
+
+
+def time_chart(plan: dict) -> alt.Chart:
+    df = pd.DataFrame([{"kind": TIME_KINDS[k], "s": float(plan["time_s"][k]),
+                        "shown": f"{fmt.num(float(plan['time_s'][k]))} s", "row": "per step", "order": i}
+                       for i, k in enumerate(TIME_KINDS)])
+    bars = alt.Chart(df).mark_bar(height=46).encode(
+        x=alt.X("s:Q", stack=True, title="Step time (seconds)", axis=alt.Axis(tickCount=8)),
+        y=alt.Y("row:N", title=None, axis=None),
+        color=alt.Color("kind:N", title="Part of the step", sort=list(TIME_KINDS.values()),
+                        scale=alt.Scale(domain=list(TIME_KINDS.values()), range=TIME_COLORS),
+                        legend=alt.Legend(orient="right")),
+        order=alt.Order("order:Q"),
+        tooltip=[alt.Tooltip("kind:N", title="part"), alt.Tooltip("shown:N", title="time")])
+    return bars.properties(height=150)
+
+
+def plans_table(rows: list[dict], chosen: dict) -> pd.DataFrame:
+    df = pd.DataFrame([{
+        "Rank": f"{i + 1} ✓" if _same_layout(p, chosen) else str(i + 1),
+        "Step time": f"{fmt.num(p['step_time_s'])} s",
+        "MFU": _pct(p["mfu"]),
+        "Memory per GPU": fmt.gb(p["memory_per_gpu_gb"]),
+        "TP": p["tp"], "PP": p["pp"], "DP": p["dp"], "CP": p["cp"], "EP": p["ep"],
+        "Micro-batch": p["micro_batch"],
+        "Micro-batches": fmt.num(p["micro_batches"]),
+        "Recompute": p["recompute"].capitalize(),
+        "ZeRO": ZERO_WORDS[p["zero"]],
+        "Chunks": p["interleave"],
+        "SP": "on" if p["sequence_parallel"] else "off",
+    } for i, p in enumerate(rows)])
+    if (df["EP"] == 1).all():  # expert parallelism only means something for a mixture of experts
+        df = df.drop(columns="EP")
+    return df
+
+
+training = [s for s in res.stages if s in api.TRAINING_STAGES]
+if not training:
+    st.info("This scenario has no training stage (pre-training, CPT, SFT, DPO or RL), so there is no job "
+            "layout to show. Switch one on in the Pre-training or Post-training pages.")
+    st.stop()
+
+misfits = [s for s in training if res.stat(s, "fits") < 0.5]  # open on a stage that does not fit, if one does not
+stage = st.selectbox("Training stage", training, index=training.index(misfits[0]) if misfits else 0,
+                     format_func=lambda s: STAGE_LABELS[s], key="job-layout:stage")
+p = f"stages.{stage}."
+st.subheader(f"Pin the layout of {STAGE_LABELS[stage].lower()}")
+st.caption("Searched = the planner picks the fastest value that fits. Precision applies to every stage.")
+cols = st.columns(6)
+with cols[0]:
+    pin(p + "tp", "Tensor parallel (TP)", [0] + POWERS, _count,
+        "GPUs that split every layer's matrices (Megatron-LM); best kept inside one node.")
+with cols[1]:
+    pin(p + "pp", "Pipeline parallel (PP)", [0] + POWERS, _count,
+        "Groups of consecutive layers on different GPUs; costs a pipeline bubble.")
+with cols[2]:
+    pin(p + "micro_batch", "Micro-batch", [0] + POWERS, _count,
+        "Sequences each GPU processes at once; more uses the GPU better but holds more activations.")
+with cols[3]:
+    pin(p + "recompute", "Recompute", list(RECOMPUTE_WORDS), RECOMPUTE_WORDS.get,
+        "Activation recompute: recompute activations in the backward pass instead of storing them; selective "
+        "recomputes only attention (Korthikanti et al. 2022), full every layer.")
+with cols[4]:
+    pin(p + "zero_stage", "ZeRO stage", list(ZERO_WORDS), lambda v: ZERO_WORDS.get(v, f"ZeRO-{v}"),
+        "Shard model states across data-parallel GPUs: optimizer states (ZeRO-1), gradients too (ZeRO-2), "
+        "weights too (ZeRO-3 / FSDP); Off = plain data parallel (Rajbhandari et al. 2020).")
+with cols[5]:
+    pin("hardware.precision", "Precision", list(PRECISION_WORDS), PRECISION_WORDS.get,
+        "Precision of the training matmuls; FP8 uses the GPU's FP8 peak where it has one.")
+
+scn = common.current()  # the pins above changed it (if they did) before this rerun began
+i = STAGES.index(stage)
+plan = res.plan(stage)
+precision = str(schema.effective_value(res.scenario, "hardware.precision"))
+
+st.subheader(STAGE_LABELS[stage])
+st.markdown(f"**Plan:** {plan_words(plan, precision)}")
+if not res.uses_layout(stage):
+    st.info("This stage's speed is set by hand (an MFU, a throughput or TFLOP/s per GPU in its settings), so "
+            "its hours do not come from this layout; the layout still decides whether it fits in memory.",
+            icon=":material/info:")
+
+band = res.band[i]
+c = st.columns(5)
+c[0].metric("Step time", f"{fmt.num(plan['step_time_s'])} s", help=f"{plan['micro_batches']:,} micro-batches "
+            "per optimizer step")
+c[1].metric("MFU", _pct(plan["mfu"]), help=(
+    f"the MFU the stage's hours use: the layout's own ({_pct(plan['benchmark_mfu'])}) times the share a "
+    "production run sustains" if res.uses_layout(stage) else "the MFU the stage's hours use (set by hand)"))
+c[2].metric("Memory per GPU", fmt.gb(plan["memory_per_gpu_gb"]),
+            help=f"of {fmt.gb(res.stat(stage, 'usable_memory_gb'))} usable; "
+                 f"{plan['plans_fitting']:,} plans fit")
+with c[3]:
+    st.metric("GPU-hours (billed)", fmt.gpu_hours(res.stat(stage, "gpu_hours")).replace(" GPU-h", ""),
+              help=f"{res.stat(stage, 'gpu_hours'):,.0f} GPU-hours on {res.stat(stage, 'num_gpus'):,.0f} GPUs")
+    st.caption(f"P10–P90: {fmt.gpu_hours(band[0])} – {fmt.gpu_hours(band[1])}")
+with c[4]:
+    st.metric("Stage cost", fmt.usd(res.stat(stage, "usd_total")),
+              help=f"{STAGE_LABELS[stage]}: {fmt.usd_exact(res.stat(stage, 'usd_total'))}")
+    st.caption(f"P10–P90: {common.md_escape(fmt.usd(band[2]))} – {common.md_escape(fmt.usd(band[3]))}")
+
+if res.stat(stage, "fits") < 0.5:
+    label = STAGE_LABELS[stage]
+    reasons = [x for x in res.infeasible if x.startswith(label)] or res.infeasible
+    st.error("\n".join(f"- {common.md_escape(x)}" for x in reasons) +
+             "\n\nChoose Searched for a setting pinned above and the planner looks for a layout that fits.",
+             icon=":material/block:")
+else:
+    st.markdown("**Memory per GPU, by kind**")
+    st.altair_chart(memory_chart(plan, res.stat(stage, "usable_memory_gb")), width="stretch")
+    st.markdown("**One optimizer step, by part**")
+    st.altair_chart(time_chart(plan), width="stretch")
+
+st.subheader("Fastest plans that fit")
+try:
+    top = _top_plans(dump_yaml(common.state().scenario), stage, scn)
+except ScenarioError as err:
+    top = []
+    st.warning(common.md_escape(str(err)), icon="⚠️")
+if top:
+    st.caption("The ten fastest layouts that fit in memory with the settings pinned above, fastest first; "
+               "✓ marks the one the estimate uses. Chunks: model chunks per pipeline stage (interleaved "
+               "schedule); SP: sequence parallelism.")
+    table = plans_table(top, plan)
+    helps = {"Micro-batches": "micro-batches per optimizer step",
+             "Chunks": "model chunks per pipeline stage (interleaved 1F1B; 1 = not interleaved)",
+             "SP": "sequence parallelism (with tensor parallelism)",
+             "MFU": "model FLOPs utilization the stage's hours use",
+             "TP": "tensor parallel", "PP": "pipeline parallel", "DP": "data parallel", "CP": "context parallel",
+             "EP": "expert parallel"}
+    st.dataframe(table, hide_index=True, width="stretch",
+                 column_config={k: st.column_config.Column(k, help=h) for k, h in helps.items()})
+else:
+    st.info("No layout fits in memory with the settings pinned above.")
