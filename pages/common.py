@@ -135,7 +135,10 @@ def share_url() -> str:
 def apply(path: str, value) -> bool:
     """Set one value; on bad input keep the last good scenario and say why."""
     ss = st.session_state
-    cand = schema.set_path(ss.scenario, path, value)
+    if path == "model.params_b":  # a new size takes the shape of that size, not the old one's
+        cand = schema.resize_model(ss.scenario, value)
+    else:
+        cand = schema.set_path(ss.scenario, path, value)
     try:
         ss.scenario = schema.validate(cand)
         return True

@@ -116,3 +116,16 @@ def test_json_contract_keys():
                 "memory_per_gpu_gb"} <= set(st["plan"])
         assert st["gpu_hours_p10"] < st["gpu_hours"] < st["gpu_hours_p90"]
     assert d["total_usd_p10"] < d["total_usd"] < d["total_usd_p90"]
+
+
+def test_resizing_the_model_takes_the_new_sizes_shape():
+    """The size slider (pages/common.apply -> schema.resize_model): a 7B on the 70B preset costs what a 7B costs."""
+    from costcore.scenario import schema
+    big = api.load_preset("pipeline-70b")
+    small = schema.validate(schema.resize_model(big, 7.0))
+    r = api.estimate(small)
+    assert (r.stat("pretrain", "model_layers"), r.stat("pretrain", "model_hidden")) == (32.0, 4096.0)
+    fresh = dict(small, model={"params_b": 7.0, "vocab": big["model"]["vocab"]})
+    assert r.stat("pretrain", "flops") == pytest.approx(api.estimate(fresh).stat("pretrain", "flops"))
+    moe = schema.validate(schema.resize_model(api.load_preset("moe-deepseek-v3"), 335.5))
+    assert moe["model"]["active_params_b"] == pytest.approx(18.5)

@@ -540,6 +540,25 @@ def _resolve_hf_config(out: dict) -> None:
     out["model"] = model
 
 
+SHAPE_KEYS = ("layers", "hidden", "heads", "kv_heads", "ffn", "moe_ffn", "hf_config")
+
+
+def resize_model(scn: dict, params_b) -> dict:
+    """A copy of ``scn`` whose model has ``params_b`` parameters and the shape of that size.
+
+    The explicit shape (layers, hidden, heads, KV heads, FFN, expert width, a Hugging Face config)
+    belongs to the old size, so it is dropped and the core derives the new one
+    (formulas.model_shape); a MoE's active parameters keep their share of the total. What the
+    size slider does: without it a "7B" on a 70B preset kept the 70B's 80 x 8192 shape.
+    """
+    model = {k: v for k, v in (scn.get("model") or {}).items() if k not in SHAPE_KEYS}
+    old = float(effective_value(scn, "model.params_b"))
+    if model.get("active_params_b") and old > 0 and _is_real(params_b):
+        model["active_params_b"] = round(float(model["active_params_b"]) * float(params_b) / old, 4)
+    model["params_b"] = params_b
+    return dict(scn, model=model)
+
+
 def check_depth(data, limit: int = MAX_DEPTH, what: str = "scenario") -> None:
     """Refuse structures nested deeper than ``limit`` or holding themselves, without recursion."""
     stack = [(data, 1, frozenset())]
