@@ -425,7 +425,7 @@ def _expand_columns(columns: Mapping[str, Any]) -> tuple[list[int], list[np.ndar
 
 
 def batch(scenario: Mapping | str | Path, columns: Mapping[str, Any], full: bool = False,
-          vector: np.ndarray | None = None, fits: bool = False):
+          vector: np.ndarray | None = None, fits: bool = False, replan: bool = True):
     """Evaluate many variants of one scenario in one call of the parallel kernel.
 
     Parameters
@@ -439,6 +439,10 @@ def batch(scenario: Mapping | str | Path, columns: Mapping[str, Any], full: bool
         resources + [gpu_hours, productive_gpu_hours, wall_days, fits]).
     fits : with ``full=False``, return ``(totals, feasible)`` where
         ``feasible`` (n,) is True where every enabled stage fits in GPU memory.
+    replan : True (default): every variant gets the plan its own estimate would (each distinct
+        combination of the inputs the plan search reads is searched once); False: every variant
+        keeps the base scenario's plans, re-timed and re-checked for memory with its own inputs
+        (the Monte Carlo: the layout is decided, the inputs are uncertain).
 
     Raises
     ------
@@ -446,6 +450,7 @@ def batch(scenario: Mapping | str | Path, columns: Mapping[str, Any], full: bool
         for any bad scenario, setting name, value, shape or row count.
     """
     full, fits = checks.flag("full", full), checks.flag("fits", fits)
+    replan = checks.flag("replan", replan)
     if vector is not None:
         base = vector
     elif isinstance(scenario, Scenario):
@@ -458,7 +463,8 @@ def batch(scenario: Mapping | str | Path, columns: Mapping[str, Any], full: bool
     mat = np.empty((len(cols), len(cols[0])))
     for j, c in enumerate(cols):
         mat[j] = c
-    out = kernel.evaluate_batch(base, np.array(idx, dtype=np.int64), mat, full=full, fits=fits and not full)
+    out = kernel.evaluate_batch(base, np.array(idx, dtype=np.int64), mat, full=full, fits=fits and not full,
+                                replan=replan)
     if full:
         return out
     if fits:

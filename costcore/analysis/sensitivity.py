@@ -336,7 +336,7 @@ def monte_carlo(scenario, n: int = 100_000, seed: int = 0, dists: Mapping[str, D
     for p, c in zip(paths, cur):
         cols[p] = api.clip_to_field(p, dists[p].sample(rng, c, n))
     if cols:
-        out, fits = api.batch(scn, cols, vector=x, fits=True)
+        out, fits = api.batch(scn, cols, vector=x, fits=True, replan=False)
     else:
         out = np.tile(np.array([res.stat(s, "usd_total") for s in STAGES]), (n, 1))
         fits = np.full(n, res.feasible)

@@ -825,26 +825,34 @@ def _write_row(out, i, items, stats):
 
 
 @njit(cache=True)
-def _batch_range(base, idx, cols, out, start, stop, base_plans, reuse):
+def _batch_range(base, idx, cols, out, start, stop, row_plans, row_plan):
     """Rows start..stop-1: row i sets base[idx[j]] = cols[j, i] for every j, then evaluates.
 
-    reuse = 1: no varied input is read by the plan search, so every row takes the base's plans.
+    row_plan[i] >= 0: row i takes the plans row_plans[row_plan[i]] (searched once for every row
+    with the same inputs the search reads: the base's, or one combination of them); -1: the row
+    searches its own (or keeps the given plans when the caller froze them).
     """
     x = base.copy()
     items = np.empty((NS, NI))
     stats = np.empty((NS, NK))
     sc = np.zeros((SCRATCH_ROWS, NSCRATCH))
-    plans = base_plans.copy()
+    plans = np.zeros((NS, lay.NP + 1))
     k = idx.shape[0]
     for i in range(start, stop):
         for j in range(k):
             x[idx[j]] = cols[j, i]
+        reuse = 0.0
+        if row_plan[i] >= 0:
+            reuse = 1.0
+            for r in range(NS):
+                for c in range(lay.NP + 1):
+                    plans[r, c] = row_plans[row_plan[i], r, c]
         _eval_one(x, items, stats, sc, plans, reuse)
         _write_row(out, i, items, stats)
 
 
 @njit(cache=True, parallel=True)
-def _batch_kernel(base, idx, cols, out, base_plans, reuse):
+def _batch_kernel(base, idx, cols, out, row_plans, row_plan):
     """Evaluate ``base`` with column i of ``cols`` written at ``idx``, for every i, in parallel chunks.
 
     cols: (k, n), one contiguous row per varied input (so callers fill it without a transpose).
@@ -854,13 +862,13 @@ def _batch_kernel(base, idx, cols, out, base_plans, reuse):
     n = cols.shape[1]
     nchunks = (n + _CHUNK - 1) // _CHUNK
     for c in prange(nchunks):
-        _batch_range(base, idx, cols, out, c * _CHUNK, min(n, (c + 1) * _CHUNK), base_plans, reuse)
+        _batch_range(base, idx, cols, out, c * _CHUNK, min(n, (c + 1) * _CHUNK), row_plans, row_plan)
 
 
 @njit(cache=True)
-def _batch_serial(base, idx, cols, out, base_plans, reuse):
+def _batch_serial(base, idx, cols, out, row_plans, row_plan):
     """Same as _batch_kernel on one thread: small batches skip the thread-pool launch."""
-    _batch_range(base, idx, cols, out, 0, cols.shape[1], base_plans, reuse)
+    _batch_range(base, idx, cols, out, 0, cols.shape[1], row_plans, row_plan)
 
 
 @njit(cache=True)
@@ -955,8 +963,37 @@ def _plan_free_mask() -> np.ndarray:
 PLAN_FREE = _plan_free_mask()
 
 
+def _row_plans(base, idx, cols, replan: bool):
+    """(plans per distinct combination, index per row) for a batch: each combination of the varied
+    inputs the plan search reads is searched once (the base's always); with ``replan=False`` every
+    row keeps the base's plans (Monte Carlo: the layout is a decision, not an uncertain input)."""
+    n = cols.shape[1]
+    _, _, base_plans = _single(base)
+    rel = ~PLAN_FREE[idx]
+    if not replan or not rel.any():
+        return base_plans[None], np.zeros(n, dtype=np.int64)
+    rel_idx = idx[rel]
+    vals = cols[rel]
+    row_plan = np.zeros(n, dtype=np.int64)  # 0: the base's plans
+    other = ~np.all(vals == base[rel_idx][:, None], axis=0)
+    if not other.any():
+        return base_plans[None], row_plan
+    keys, inverse = np.unique(vals[:, other].T, axis=0, return_inverse=True)
+    if len(keys) > max(64, n // 4):  # mostly distinct: those rows search their own
+        row_plan[other] = -1
+        return base_plans[None], row_plan
+    out = np.empty((len(keys) + 1, NS, lay.NP + 1))
+    out[0] = base_plans
+    x = base.copy()
+    for u, key in enumerate(keys):
+        x[rel_idx] = key
+        out[u + 1] = _single(x)[2]
+    row_plan[other] = inverse.reshape(-1) + 1
+    return out, row_plan
+
+
 def evaluate_batch(base: np.ndarray, idx: np.ndarray, cols: np.ndarray, full: bool = False,
-                   fits: bool = False) -> np.ndarray:
+                   fits: bool = False, replan: bool = True) -> np.ndarray:
     """Evaluate many variants of ``base``: variant i sets ``base[idx[j]] = cols[j, i]``.
 
     ``cols`` is (len(idx), n). Returns (n, NS, 1) stage totals ($); with
@@ -972,13 +1009,12 @@ def evaluate_batch(base: np.ndarray, idx: np.ndarray, cols: np.ndarray, full: bo
         raise ValueError("cols must be (len(idx), n)")
     n = cols.shape[1]
     out = np.empty((n, NS, NBATCH_FULL if full else (2 if fits else 1)))
-    _, _, base_plans = _single(base)
-    reuse = 1.0 if bool(np.all(PLAN_FREE[idx])) else 0.0
+    row_plans, row_plan = _row_plans(base, idx, cols, replan)
     if n <= SERIAL_BELOW:
-        _batch_serial(base, idx, cols, out, base_plans, reuse)
+        _batch_serial(base, idx, cols, out, row_plans, row_plan)
     else:
         with config.PARALLEL_LOCK:
-            _batch_kernel(base, idx, cols, out, base_plans, reuse)
+            _batch_kernel(base, idx, cols, out, row_plans, row_plan)
     return out
 
 
