@@ -60,7 +60,8 @@ QLORA_PPO_MODEL = {
 }
 
 MOE_BIG_CLUSTER = {
-    "name": "MoE 671B/37B on 16k GPUs (cluster term, auto recompute), weights checkpoints with milestones",
+    "name": "MoE 671B/37B known by its sizes only (derived fine-grained experts) on 16k GPUs, weights checkpoints "
+            "with milestones",
     "model": {"params_b": 671.0, "active_params_b": 37.0, "vocab": 129280},
     "hardware": {"gpu": "h800", "num_gpus": 16384},
     "reliability": {"failures_per_gpu_hour": 0.00005, "restart_hours": 0.5},
@@ -93,8 +94,8 @@ MEASURED_THROUGHPUT = {
 SMALL_MODEL_ZERO_STAGES = {
     "name": "125M model on A100-40GB: ZeRO 0/1/2/3, no recompute, big micro-batch, stage GPU counts",
     "model": {"params_b": 0.125, "vocab": 50257},
-    "hardware": {"gpu": "a100-40gb", "num_gpus": 4, "size_exponent": 0.1},
-    "efficiency": {"small_model_b": 0.5},
+    "hardware": {"gpu": "a100-40gb", "num_gpus": 4, "gemm_efficiency": 0.7},
+    "efficiency": {"gemm_half_dim": 500, "memory_traffic": 3.0, "grad_reduce_bytes": 4},
     "stages": {
         "pretrain": {"tokens_b": 50, "zero_stage": 0, "recompute": "none", "micro_batch": 16, "seq_len": 1024},
         "cpt": {"tokens_b": 5, "zero_stage": 1, "recompute": "selective", "micro_batch": 8, "num_gpus": 2,
@@ -139,7 +140,8 @@ EXPENSIVE_RELIABILITY = {
     "hardware": {"gpu": "mi300x", "num_gpus": 2048},
     "reliability": {"failures_per_gpu_hour": 0.005, "ckpt_write_gbps_per_gpu": 0.0005, "restart_hours": 2,
                     "idle_fraction": 0.3, "failed_run_fraction": 1.5},
-    "efficiency": {"mfu_min": 0.2},
+    "efficiency": {"sustained_fraction": 0.5, "overlap_contention": 0.3, "dp_overlap": 0.5,
+                   "collective_efficiency": 0.5, "comm_buffer_gb": 3.0},
     "stages": {
         "pretrain": {"tokens_b": 2000, "experiments": 5, "experiment_size": 0.1},
         "cpt": {"ckpt_interval_h": 0.001},
@@ -152,12 +154,40 @@ TPU_SWEEP = {
     "name": "TPU v4, explicit specs and prices, eval-heavy with synthetic data",
     "model": {"params_b": 540.0},
     "hardware": {"gpu": "tpu-v4", "num_gpus": 6144, "usd_per_gpu_hour": 1.5, "peak_tflops": 275,
-                 "mem_bandwidth_tbs": 1.2, "mfu_base": 0.5},
+                 "mem_bandwidth_tbs": 1.2, "gemm_efficiency": 0.6, "intra_node_gbs": 50, "inter_node_gbs": 25,
+                 "gpus_per_node": 4},
     "data": {"usd_per_m_synthetic_tokens": 10, "review_fraction": 1.0},
     "stages": {
         "pretrain": {"tokens_b": 780, "seq_len": 2048, "tp": 12, "pp": 12, "labels": 1000, "usd_per_label": 20},
         "eval": {"runs": 1000, "benchmark_tokens_m": 500, "generated_tokens_m": 50, "synthetic_tokens_m": 1000,
                  "decode_efficiency": 0.2, "human_samples": 1000},
+    },
+}
+
+FP8_MOE_PINNED_LAYOUT = {
+    "name": "Mixtral-like MoE with its experts given, FP8 on H100, every plan field pinned somewhere",
+    "model": {"params_b": 46.7, "active_params_b": 12.9, "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
+              "ffn": 14336, "experts": 8, "experts_active": 2, "moe_ffn": 14336},
+    "hardware": {"gpu": "h100-80gb", "num_gpus": 128, "precision": "fp8", "fp8_peak_tflops": 1900},
+    "efficiency": {"fp8_gemm_efficiency": 0.7},
+    "stages": {
+        "pretrain": {"tokens_b": 100, "seq_len": 32768, "tp": 4, "pp": 2, "cp": 2, "ep": 8, "interleave": 2,
+                     "sequence_parallel": "off", "recompute": "selective", "micro_batch": 1, "zero_stage": 1},
+        "cpt": {"tokens_b": 10, "seq_len": 8192, "sequence_parallel": "on", "recompute": "auto"},
+        "sft": {"method": "full", "global_batch": 64, "dp": 4, "zero_stage": 3, "recompute": "none",
+                "num_gpus": 32},
+        "dpo": {"method": "lora", "reference": "live", "pairs": 20000},
+    },
+}
+
+GELU_CONFIG_LORA = {
+    "name": "GPT-2 from its shipped Hugging Face config (GELU MLP), LoRA on all linear layers, one GPU",
+    "model": {"hf_config": "gpt2"},
+    "hardware": {"gpu": "l40s", "num_gpus": 1},
+    "stages": {
+        "pretrain": {"tokens_b": 10, "seq_len": 1024, "global_batch_tokens": 524288},
+        "sft": {"method": "lora", "lora_targets": "all", "lora_rank": 8, "tokens_per_sample": 1024},
+        "rl": {"method": "lora", "reference": "live", "algorithm": "grpo", "steps": 20},
     },
 }
 
@@ -177,4 +207,6 @@ HAND_BUILT = {
     "no_failures_no_retention": NO_FAILURES_NO_RETENTION,
     "expensive_reliability": EXPENSIVE_RELIABILITY,
     "tpu_sweep": TPU_SWEEP,
+    "fp8_moe_pinned_layout": FP8_MOE_PINNED_LAYOUT,
+    "gelu_config_lora": GELU_CONFIG_LORA,
 }

@@ -1,21 +1,31 @@
 """Slow, plain-Python reference implementation of the whole cost model.
 
 Written from the documentation (``costcore/data/schema.yaml`` field docs and
-the docstrings of ``costcore/formulas.py``), not from the kernel's code: no
-vector, no numba, no index constants. Every quantity is a named local
-variable, enums are compared as their text, and the checkpoint bookkeeping is
-done by brute force (walking over the checkpoints one by one) instead of the
-closed forms the core uses. The test-suite checks the fast kernel against
-this file (stumpy's ``naive.py`` pattern).
+the docstrings of ``costcore/engine/formulas.py`` and ``costcore/engine/layout.py``),
+not from the kernel's code: no vector, no numba, no index constants. Every
+quantity is a named local variable, enums are compared as their text, and the
+checkpoint bookkeeping is done by brute force (walking over the checkpoints one
+by one) instead of the closed forms the core uses. The test-suite checks the
+fast kernel against this file (stumpy's ``naive.py`` pattern).
 
 Only the *defaults* and the GPU catalog come from :mod:`costcore.schema`
 (``effective_value``), so nothing here re-types a default number. The few
 documented physical constants (730 h per month, NF4 bytes ...) are imported
 from :mod:`costcore.formulas` by name.
 
-``reference_estimate(scenario) -> {stage: {line item key: $, stat: value}}``
+``reference_estimate(scenario, plans) -> {stage: {line item key: $, stat: value}}``
 for every enabled stage. Line item keys are those of ``kernel.LINE_ITEMS``;
 stat names are those of ``kernel.STATS``.
+
+The job layout: the reference does not search. ``plans`` gives each training
+stage's plan (tp, pp, dp, cp, ep, micro-batch, recompute, ZeRO stage, interleave,
+sequence parallelism) and the fewest GPUs any plan fits on -- the kernel's
+choice, read by :func:`kernel_plans` -- and the reference re-derives that plan's
+step time (every named term), memory per GPU by kind and MFU from
+``layout.plan_terms`` / ``layout._memory``'s docstrings. Whether the kernel's
+choice is the fastest plan that fits, and whether its GPU minimum is the true
+one, is checked separately by enumeration and brute force
+(``tests/test_layout_reference.py``).
 
 Where no docstring or schema doc says how the pieces compose, this model
 takes the product decisions of the core as given (they are choices, not
@@ -27,9 +37,12 @@ derivations) and writes them out plainly:
   for ``setup_months`` + the billed GPU time on the stage's GPUs.
 - A measured ``tokens_per_gpu_s`` replaces the *training* part only (DPO's
   reference forward passes, RL rollouts and scoring are still added).
-- LoRA/QLoRA memory: frozen base weights (bf16 / NF4, sharded by ZeRO-3),
-  adapter states at formulas.LORA_/QLORA_TRAINABLE_BYTES; a live DPO
-  reference is a second bf16 copy only with full fine-tuning.
+- The stage's MFU: its own, else its measured TFLOP/s (6/8 of them with full
+  recompute), else the plan's MFU x efficiency.sustained_fraction; productive
+  GPU-hours are FLOPs / (peak x MFU) on all the stage's GPUs.
+- A live DPO reference is a second bf16 copy only with full fine-tuning; an RL
+  stage holds its live reference, reward model (bf16) and PPO critic (16 bytes
+  per parameter) next to the policy.
 - RL and eval must hold one inference replica (``inference_tp`` GPUs) to fit.
 - In-run checkpoint storage: see the switch below.
 """
@@ -63,25 +76,42 @@ HOURS_PER_DAY = 24.0
 # Model shape
 # ---------------------------------------------------------------------------
 def model_shape(shape_params: float, layers: float, hidden: float, heads: float, kv_heads: float,
-                ffn: float) -> dict:
+                ffn: float, gated: bool = True) -> dict:
     """Transformer shape (Kaplan et al. 2020: N ~ 12 L d^2, aspect ratio d = 128 L).
 
-    12 L d^2 = N with d = 128 L  =>  L^3 = N / (12 * 128^2), L rounded to the
-    nearest whole layer (at least 1); d = sqrt(N / (12 L)); heads of 128;
-    kv heads = heads; FFN = 4 d. A given (non-zero) value is used as is.
+    12 L d^2 = N with d = 128 L  =>  L^3 = N / (12 * 128^2), L rounded to the nearest whole
+    layer (at least 1) and, above 16 layers, to the nearest multiple of 8; d = sqrt(N / (12 L))
+    rounded to the nearest multiple of 128 (of 1024 from 4096 up; at least one step); heads of
+    128 (the nearest whole number); kv heads = heads; FFN = 4 d, or 8 d / 3 for a gated MLP
+    (kernel._model: the same 8 d^2 parameters). A given (non-zero) value is used as is.
     """
     if layers > 0:
         L = float(layers)
     else:
         exact = (shape_params / (12.0 * 128.0 ** 2)) ** (1.0 / 3.0)
-        L = float(max(1, math.floor(exact + 0.5)))
-    d = float(hidden) if hidden > 0 else math.sqrt(shape_params / (12.0 * L))
-    a = float(heads) if heads > 0 else max(1.0, d / 128.0)
+        L = float(max(1, round_half_up(exact)))
+        if L > 16:
+            L = 8.0 * round_half_up(L / 8.0)
+    if hidden > 0:
+        d = float(hidden)
+    else:
+        exact_d = math.sqrt(shape_params / (12.0 * L))
+        step = 1024.0 if exact_d >= 4096.0 else 128.0
+        d = step * max(1, round_half_up(exact_d / step))
+    a = float(heads) if heads > 0 else float(max(1, round_half_up(d / 128.0)))
     kv = float(kv_heads) if kv_heads > 0 else a
-    f = float(ffn) if ffn > 0 else 4.0 * d
+    if ffn > 0:
+        f = float(ffn)
+    else:
+        f = 8.0 * d / 3.0 if gated else 4.0 * d
     head_dim = d / a
     return {"L": L, "d": d, "heads": a, "kv_heads": kv, "ffn": f, "head_dim": head_dim,
             "kv_dim": kv * head_dim}
+
+
+def round_half_up(x: float) -> int:
+    """Nearest whole number, halves up (floor(x + 1/2))."""
+    return math.floor(x + 0.5)
 
 
 def lora_params(shape: dict, rank: float, targets: str) -> float:
@@ -123,110 +153,305 @@ def forward_flops_per_token(n: float, shape: dict, ctx: float) -> float:
     return 2.0 * n + 4.0 * shape["L"] * shape["d"] * ctx
 
 
-def default_mfu(mfu_base, n_active_b, gpus, size_exponent, small_model_b, cluster_ref, cluster_slope,
-                mfu_min) -> float:
-    n_b = max(n_active_b, 0.001)
-    mfu = mfu_base
-    mfu = mfu * (n_b / 10.0) ** (-size_exponent)
-    mfu = mfu * (n_b / (n_b + small_model_b))
-    if gpus > cluster_ref:
-        doublings = math.log2(gpus / cluster_ref)
-        mfu = mfu * max(0.2, 1.0 - cluster_slope * doublings)
-    # "Clipped to [mfu_min, 0.75]" with np.clip semantics: the 0.75 ceiling wins
-    # if a user sets mfu_min above it (the schema allows mfu_min up to 1).
-    mfu = max(mfu, mfu_min)
-    mfu = min(mfu, 0.75)
-    return mfu
+# ---------------------------------------------------------------------------
+# The job layout (costcore/engine/layout.py), re-derived from its docstrings
+# ---------------------------------------------------------------------------
+# One *plan* is a dict: tp, pp, dp, cp, ep, micro_batch, recompute ("none" / "selective" /
+# "full"), zero (0-3), interleave, sp (sequence parallelism, True / False). The reference
+# evaluates a plan it is given (the one the kernel chose, or one it enumerates itself in
+# tests/test_layout_reference.py); it does not search. Everything is per GPU, in bytes, seconds,
+# FLOPs and bytes/s.
+RECOMPUTE_NAMES = ("none", "selective", "full")
+
+
+def layout_model(v, shape: dict, n_total: float, n_act: float, method: str, n_lora: float) -> dict:
+    """The transformer as the layout sees it: shape, experts, parameter counts.
+
+    Experts (data/schema.yaml model.experts ...; kernel ``_fill_model``): top-k defaults to 2;
+    a model given only by total and active size (total > 1.05 x active) is a fine-grained
+    DeepSeek-style MoE with top-8 of 8 x round(total / active) experts. An expert's inner size
+    is model.moe_ffn, or (total - active) / ((experts - top-k) x L x matrices x d)
+    (formulas.moe_expert_ffn), or the dense FFN when that is not positive. The routed experts
+    hold experts x L x matrices x d x f parameters, at most 98% of the model.
+    """
+    gated = bool(v("model.gated"))
+    matrices = 3.0 if gated else 2.0
+    L, d = shape["L"], shape["d"]
+    experts = float(v("model.experts"))
+    top_k = float(v("model.experts_active")) if float(v("model.experts_active")) > 0 else 2.0
+    if experts <= 0 and n_total > 1.05 * n_act:
+        top_k = 8.0
+        experts = 8.0 * math.floor(n_total / n_act + 0.5)
+    moe = experts > 0
+    expert_ffn = 0.0
+    routed_params = 0.0
+    if moe:
+        expert_ffn = float(v("model.moe_ffn"))
+        if expert_ffn <= 0:
+            unused_experts = experts - top_k
+            if unused_experts > 0 and n_total > n_act:
+                expert_ffn = (n_total - n_act) / (unused_experts * L * matrices * d)
+            else:
+                expert_ffn = shape["ffn"]
+        routed_params = min(0.98 * n_total, experts * L * matrices * d * expert_ffn)
+    return {"L": L, "h": d, "heads": shape["heads"], "kv_heads": shape["kv_heads"], "head_dim": shape["head_dim"],
+            "ffn": shape["ffn"], "V": float(v("model.vocab")), "matrices": matrices, "moe": moe,
+            "experts": experts, "top_k": top_k if moe else 0.0,
+            "shared": float(v("model.shared_experts")) if moe else 0.0, "expert_ffn": expert_ffn,
+            "n_total": n_total, "n_routed": routed_params, "n_dense": n_total - routed_params,
+            "n_trainable": n_total if method == "full" else n_lora}
+
+
+def layer_parameter_counts(model: dict) -> tuple[float, float, float]:
+    """(attention, dense MLP, one expert) parameters of a layer: q, o are h x (heads d_head), k, v are
+    h x (kv heads d_head); an MLP is 3 (gated) or 2 matrices of h x its inner size."""
+    h = model["h"]
+    q_width = model["heads"] * model["head_dim"]
+    kv_width = model["kv_heads"] * model["head_dim"]
+    attention = 2.0 * h * q_width + 2.0 * h * kv_width
+    return attention, model["matrices"] * h * model["ffn"], model["matrices"] * h * model["expert_ffn"]
+
+
+def layout_hardware(f) -> dict:
+    """The accelerator and the step model's knobs (hardware.yaml, schema.yaml efficiency), SI units."""
+    return {"peak": f("hardware.peak_tflops") * 1e12, "fp8_peak": f("hardware.fp8_peak_tflops") * 1e12,
+            "capacity": f("hardware.memory_gb") * 1e9 * f("efficiency.usable_memory_fraction"),
+            "hbm": f("hardware.mem_bandwidth_tbs") * 1e12, "intra": f("hardware.intra_node_gbs") * 1e9,
+            "inter": f("hardware.inter_node_gbs") * 1e9, "gpus_per_node": f("hardware.gpus_per_node"),
+            "gemm": f("hardware.gemm_efficiency"), "attention": f("hardware.attn_efficiency"),
+            "collective": f("efficiency.collective_efficiency"), "half_dim": f("efficiency.gemm_half_dim"),
+            "traffic": f("efficiency.memory_traffic"), "dp_overlap": f("efficiency.dp_overlap"),
+            "buffers": f("efficiency.comm_buffer_gb") * 1e9, "fp8_gemm": f("efficiency.fp8_gemm_efficiency"),
+            "grad_bytes": f("efficiency.grad_reduce_bytes"), "contention": f("efficiency.overlap_contention")}
+
+
+def gemm_efficiency(m: float, n: float, k: float, best: float, half_dim: float) -> float:
+    """best / (1 + half_dim (1/m + 1/n + 1/k)); a degenerate matrix gets the best."""
+    if min(m, n, k) <= 0:
+        return best
+    return best / (1.0 + half_dim * (1.0 / m + 1.0 / n + 1.0 / k))
+
+
+def ring_collective_s(buffer_bytes: float, ranks: float, link_bytes_s: float, efficiency: float) -> float:
+    """A ring reduce-scatter or all-gather: (n - 1)/n of the buffer crosses each link."""
+    if ranks <= 1:
+        return 0.0
+    return buffer_bytes * (ranks - 1.0) / ranks / (link_bytes_s * efficiency)
+
+
+def exposed_s(comm_s: float, window_s: float, contention: float) -> float:
+    """What a collective behind window_s of compute adds: the part sticking out, plus contention x the hidden part."""
+    hidden = min(comm_s, max(0.0, window_s))
+    return (comm_s - hidden) + contention * hidden
+
+
+def link_bytes_s(hw: dict, ranks: float, spacing: float) -> float:
+    """NVLink when the group's ranks (spaced ``spacing`` GPUs apart) sit in one node, else the network."""
+    return hw["intra"] if ranks * spacing <= hw["gpus_per_node"] else hw["inter"]
+
+
+def plan_memory(model: dict, hw: dict, job: dict, plan: dict) -> dict:
+    """Bytes per GPU by kind (weights, grads, optimizer, activations, buffers, total) of one plan.
+
+    layout._memory's docstring: mixed-precision AdamW 2 + (2 + 4) + 12 bytes per parameter held
+    (1/(tp pp) of the dense, 1/(tp pp ep) of the experts'), ZeRO-1/2/3 sharding optimizer /
+    fp32 gradients / everything over dp x cp; LoRA: frozen base 2 bytes (1 in FP8, NF4 for QLoRA)
+    plus LORA_/QLORA_TRAINABLE_BYTES per adapter parameter (2 of them the bf16 gradient);
+    frozen extra models 2 bytes (sharded by ZeRO-3). Activations per layer and micro-batch
+    (Korthikanti et al. 2022 Table 2): 34 s b h / t with SP (s b h (10 + 24/t) without), the
+    MLP's 19 scaled by its width / 4h, 7 bytes fewer in FP8; no recompute adds 5 a s^2 b / t;
+    full keeps 2 s b h / t per layer plus one layer. The first stage holds min(p, m)
+    micro-batches of ceil(L/p) layers, x (1 + (p-1)/(p v)) interleaved. Buffers: fp32 logits
+    4 s b V / t, the communication buffers, and with ZeRO-3 two prefetched bf16 layers.
+    """
+    tp, pp, dp, cp, ep = plan["tp"], plan["pp"], plan["dp"], plan["cp"], plan["ep"]
+    zero = plan["zero"]
+    replicas = dp * cp
+    held_params = model["n_dense"] / (tp * pp) + model["n_routed"] / (tp * pp * ep)
+    if job["method"] == "full":
+        weights = 2.0 * held_params
+        bf16_grads, fp32_grads, optimizer = 2.0 * held_params, 4.0 * held_params, 12.0 * held_params
+        if zero >= 1:
+            optimizer = optimizer / replicas
+        if zero >= 2:
+            fp32_grads = fp32_grads / replicas
+        if zero >= 3:
+            weights = weights / replicas
+            bf16_grads = 0.0
+        grads = bf16_grads + fp32_grads
+    else:
+        if job["method"] == "qlora":
+            base_bytes = NF4_BYTES_PER_PARAM
+        else:
+            base_bytes = 1.0 if job["fp8"] else 2.0
+        weights = base_bytes * held_params
+        if zero >= 3:
+            weights = weights / replicas
+        adapters = model["n_trainable"] / (tp * pp)
+        per_adapter = QLORA_TRAINABLE_BYTES if job["method"] == "qlora" else LORA_TRAINABLE_BYTES
+        grads = 2.0 * adapters
+        optimizer = (per_adapter - 2.0) * adapters
+    if job["extra_params"] > 0:
+        frozen = 2.0 * job["extra_params"] / (tp * pp)
+        weights += frozen / replicas if zero >= 3 else frozen
+    s = job["seq"] / cp
+    b = plan["micro_batch"] * job["seqs_per_sample"]
+    h = model["h"]
+    sbh = s * b * h
+    width = model["ffn"] if not model["moe"] else (model["top_k"] + model["shared"]) * model["expert_ffn"]
+    mlp_bytes = 19.0 * width / (4.0 * h)
+    fp8_saving = 7.0 if job["fp8"] else 0.0
+    if plan["sp"] or tp <= 1:
+        layer = sbh * (34.0 - 19.0 + mlp_bytes - fp8_saving) / tp
+    else:
+        layer = sbh * 10.0 + sbh * (24.0 - 19.0 + mlp_bytes - fp8_saving) / tp
+    if plan["recompute"] == "none":
+        layer += 5.0 * model["heads"] * s * s * b / tp
+    stage_layers = math.ceil(model["L"] / pp)
+    micro_batches = math.ceil(job["global_batch"] / (dp * plan["micro_batch"]))
+    in_flight = float(min(pp, micro_batches))
+    if plan["interleave"] > 1:
+        in_flight = in_flight * (1.0 + (pp - 1.0) / (pp * plan["interleave"]))
+    if plan["recompute"] == "full":
+        activations = in_flight * stage_layers * (2.0 * sbh / tp) + layer
+    else:
+        activations = in_flight * stage_layers * layer
+    buffers = 4.0 * s * b * model["V"] / tp + hw["buffers"]
+    if zero >= 3 and job["method"] == "full":
+        attention, mlp, expert = layer_parameter_counts(model)
+        buffers += 2.0 * 2.0 * (attention + max(mlp, expert)) / tp
+    out = {"weights": weights, "grads": grads, "optimizer": optimizer, "activations": activations,
+           "buffers": buffers}
+    out["total"] = sum(out.values())
+    return out
+
+
+def layer_forward_s(model: dict, hw: dict, job: dict, plan: dict) -> dict:
+    """Forward seconds of one layer and micro-batch by kind (layout._layer_forward's docstring)."""
+    tp, cp, ep = plan["tp"], plan["cp"], plan["ep"]
+    h = model["h"]
+    tokens = job["seq"] / cp * plan["micro_batch"] * job["seqs_per_sample"]
+    attention_p, mlp_p, expert_p = layer_parameter_counts(model)
+    fp8 = job["fp8"] and hw["fp8_peak"] > hw["peak"]
+    linear_peak = hw["fp8_peak"] if fp8 else hw["peak"]
+    best = hw["gemm"] * hw["fp8_gemm"] if fp8 else hw["gemm"]
+
+    def matmul_s(params, m, n):  # 2 FLOPs per parameter per token over tp GPUs
+        return 2.0 * tokens * params / tp / (linear_peak * gemm_efficiency(m, n, h, best, hw["half_dim"]))
+
+    q_width = model["heads"] * model["head_dim"]
+    linear = matmul_s(attention_p, tokens, q_width / tp)
+    if model["moe"]:
+        linear += matmul_s(model["shared"] * expert_p, tokens, model["expert_ffn"] / tp)
+        tokens_per_expert = tokens * ep * model["top_k"] / model["experts"]
+        linear += matmul_s(model["top_k"] * expert_p, tokens_per_expert, model["expert_ffn"] / tp)
+    else:
+        linear += matmul_s(mlp_p, tokens, model["ffn"] / tp)
+    if job["method"] == "qlora":
+        linear = linear * (1.0 + job["dequant"])
+    # causal FlashAttention: 2 s d_head a FLOPs per token, BF16, at the attention efficiency
+    attention = 2.0 * tokens * job["seq"] * q_width / tp / (hw["peak"] * hw["attention"] * hw["gemm"])
+    norm_shard = tp if (plan["sp"] or tp <= 1) else 1.0
+    memory_bound = hw["traffic"] * tokens * h * (24.0 / tp + 10.0 / norm_shard) / hw["hbm"]
+    coll = hw["collective"]
+    # 2 all-gathers + 2 reduce-scatters of s b h bf16 values
+    tensor_parallel = 4.0 * ring_collective_s(2.0 * tokens * h, tp, link_bytes_s(hw, tp, 1.0), coll)
+    expert_parallel = 0.0
+    if model["moe"] and ep > 1:
+        dispatched = 2.0 * tokens * model["top_k"] * h / tp
+        expert_parallel = 2.0 * dispatched * (ep - 1.0) / ep / (link_bytes_s(hw, ep, tp) * coll)
+    context_parallel = 0.0
+    if cp > 1:
+        kv = 2.0 * 2.0 * tokens * model["kv_heads"] * model["head_dim"] / tp
+        context_parallel = max(0.0, kv * (cp - 1.0) / (link_bytes_s(hw, cp, tp) * coll) - attention)
+    return {"linear": linear, "attention": attention, "memory": memory_bound, "tp": tensor_parallel,
+            "ep": expert_parallel, "cp": context_parallel}
+
+
+def plan_step(model: dict, hw: dict, job: dict, plan: dict) -> dict:
+    """One optimizer step of a plan by named term, its memory and MFU (layout.plan_terms' docstring)."""
+    tp, pp, dp, cp, ep, v = plan["tp"], plan["pp"], plan["dp"], plan["cp"], plan["ep"], plan["interleave"]
+    mem = plan_memory(model, hw, job, plan)
+    fwd = layer_forward_s(model, hw, job, plan)
+    linear_backward = 2.0 if job["method"] == "full" else 1.0  # a frozen base: input gradients only
+    layer_compute = fwd["linear"] * (1.0 + linear_backward) + 3.0 * fwd["attention"] + 3.0 * fwd["memory"]
+    layer_comm = 2.0 * fwd["tp"] + 2.0 * fwd["ep"] + 3.0 * fwd["cp"]
+    if plan["recompute"] == "full":
+        layer_recompute = sum(fwd.values())
+    elif plan["recompute"] == "selective":
+        layer_recompute = fwd["attention"]
+    else:
+        layer_recompute = 0.0
+    layers = math.ceil(model["L"] / pp)
+    tokens = job["seq"] / cp * plan["micro_batch"] * job["seqs_per_sample"]
+    h, V = model["h"], model["V"]
+    lm_head = 3.0 * 2.0 * tokens * h * V / tp / (hw["peak"] * gemm_efficiency(tokens, V / tp, h, hw["gemm"],
+                                                                               hw["half_dim"]))
+    p2p = 0.0
+    if pp > 1:
+        p2p = 2.0 * v * (2.0 * tokens * h / tp) / (hw["inter"] * hw["collective"])
+    compute = layers * layer_compute + lm_head
+    comm = layers * layer_comm + p2p
+    recompute = layers * layer_recompute
+    micro_batch_s = compute + comm + recompute
+    m = math.ceil(job["global_batch"] / (dp * plan["micro_batch"]))
+    bubble = (pp - 1.0) / v * micro_batch_s
+    if job["method"] == "full":
+        held = model["n_dense"] / (tp * pp) + model["n_routed"] / (tp * pp * ep)
+    else:
+        held = model["n_trainable"] / (tp * pp)
+    replicas = dp * cp
+    dp_link = link_bytes_s(hw, replicas, tp * pp)
+    grad_reduce = 2.0 * ring_collective_s(hw["grad_bytes"] * held, replicas, dp_link, hw["collective"])
+    last_backward = layers * (fwd["linear"] * linear_backward + 2.0 * fwd["attention"] + 2.0 * fwd["memory"])
+    dp_exposed = exposed_s(grad_reduce, hw["dp_overlap"] * last_backward, hw["contention"])
+    zero_exposed = 0.0
+    if plan["zero"] >= 3 and job["method"] == "full":
+        gathers = 2.0 * ring_collective_s(2.0 * held, replicas, dp_link, hw["collective"])
+        zero_exposed = m * exposed_s(gathers, compute, hw["contention"])
+    optimizer_bytes = 16.0 * held / (replicas if plan["zero"] >= 1 else 1.0)
+    optimizer = 2.0 * optimizer_bytes / hw["hbm"]
+    step = m * micro_batch_s + bubble + dp_exposed + zero_exposed + optimizer
+    step_tokens = m * dp * plan["micro_batch"] * job["tokens_per_sample"]
+    return {"step_time_s": step, "compute_s": m * compute, "communication_s": m * comm + dp_exposed + zero_exposed,
+            "bubble_s": bubble, "recompute_s": m * recompute, "optimizer_s": optimizer,
+            "micro_batches": float(m), "memory": mem,
+            "fits": mem["total"] <= hw["capacity"] and plan_runs(model, job, plan),
+            "gpus_used": tp * pp * dp * cp,
+            "mfu": job["flops_per_token"] * step_tokens / (step * job["gpus"] * hw["peak"]),
+            "tokens_per_gpu_s": step_tokens / (step * job["gpus"])}
+
+
+def plan_runs(model: dict, job: dict, plan: dict) -> bool:
+    """A plan a job can run (layout.search's docstring): no more GPUs than the job has (tp x pp x cp x dp
+    <= G), no more tensor-parallel ranks than heads nor pipeline stages than layers, and an
+    expert-parallel degree that divides the experts (a dense model has one "expert") and the dp x cp ranks."""
+    if plan["tp"] * plan["pp"] * plan["cp"] * plan["dp"] > job["gpus"]:
+        return False
+    if plan["tp"] > model["heads"] or plan["pp"] > model["L"]:
+        return False
+    ep = plan["ep"]
+    experts = max(1.0, model["experts"])
+    return ep == 1 or (experts % ep == 0 and (plan["dp"] * plan["cp"]) % ep == 0)
+
+
+def stage_job(v, stage: str, gpus: float, method: str, ctx: float, seqs_per_sample: float, extra_params: float,
+              flops_per_token: float) -> dict:
+    """What one training stage asks of its layout: context, global batch (sequences), GPUs, method, precision."""
+    ctx = max(ctx, 1.0)
+    global_batch = float(v(f"stages.{stage}.global_batch"))
+    if global_batch <= 0:
+        global_batch = max(1.0, math.floor(float(v(f"stages.{stage}.global_batch_tokens")) / (ctx * seqs_per_sample)))
+    return {"seq": ctx, "global_batch": global_batch, "gpus": gpus, "method": method,
+            "dequant": float(v(f"stages.{stage}.qlora_dequant_overhead")) if method == "qlora" else 0.0,
+            "seqs_per_sample": seqs_per_sample, "extra_params": extra_params,
+            "fp8": v("hardware.precision") == "fp8", "flops_per_token": flops_per_token,
+            "tokens_per_sample": ctx * seqs_per_sample}
 
 
 def hours_at(flops: float, peak_tflops: float, utilization: float) -> float:
     achieved_flops_per_second = peak_tflops * 1e12 * utilization
     return flops / achieved_flops_per_second / SECONDS_PER_HOUR
-
-
-# ---------------------------------------------------------------------------
-# Memory
-# ---------------------------------------------------------------------------
-def zero_model_state_bytes(n: float, zero: int, dp: float) -> float:
-    """Mixed-precision AdamW states of one model replica's shard before model parallelism.
-
-    Returned as (replicated bytes, bytes divided over data parallelism); the
-    DeepSpeed estimators for ZeRO-2 (4N + 16N/dp) and ZeRO-3 (18N/dp + 4
-    largest layer, the largest layer added by the caller).
-    """
-    if zero == 0:
-        return 20.0 * n, 0.0
-    if zero == 1:
-        return 8.0 * n, 12.0 * n
-    if zero == 2:
-        return 4.0 * n, 16.0 * n
-    return 0.0, 18.0 * n
-
-
-def korthikanti_activation_bytes(shape: dict, seq: float, micro_batch: float, vocab: float, mode: str,
-                                 tp: float) -> float:
-    """Korthikanti et al. 2022 Table 2, with sequence parallelism (everything / tp)."""
-    s, b, d, a, L = seq, micro_batch, shape["d"], shape["heads"], shape["L"]
-    selective_layer = s * b * d * 34.0
-    if mode == "none":
-        layers = L * s * b * d * (34.0 + 5.0 * a * s / d)
-    elif mode == "selective":
-        layers = L * selective_layer
-    else:  # full: every layer keeps its input (2 s b d), one layer at a time is recomputed
-        layers = L * 2.0 * s * b * d + selective_layer
-    logits = 4.0 * s * b * vocab  # fp32 logits
-    return (layers + logits) / tp
-
-
-def training_memory(v, stage: str, shape: dict, n_total: float, n_lora: float, method: str, gpus: float,
-                    seqs_per_micro_batch: float, reference_copy_params: float, mode: str):
-    """(bytes per GPU, fewest GPUs that fit or 0) of a training stage with a recompute mode."""
-    tp = float(v(f"stages.{stage}.tp"))
-    pp = float(v(f"stages.{stage}.pp"))
-    zero = int(v(f"stages.{stage}.zero_stage"))
-    mp = tp * pp
-    dp = max(1.0, math.floor(gpus / mp))
-    vocab = float(v("model.vocab"))
-    largest_layer = max(vocab * shape["d"], shape["ffn"] * shape["d"])
-
-    replicated = 0.0  # bytes per GPU whatever the data-parallel degree
-    divisible = 0.0   # bytes per GPU before division by dp
-    if method == "full":
-        rep, div = zero_model_state_bytes(n_total, zero, dp)
-        if zero == 3:
-            rep += 4.0 * largest_layer
-        replicated += rep / mp
-        divisible += div / mp
-    else:
-        bytes_per_base_param = NF4_BYTES_PER_PARAM if method == "qlora" else 2.0
-        base_weights = bytes_per_base_param * n_total / mp
-        # adapters: LoRA fp32 weights + grads + Adam m, v (16 B); QLoRA bf16 weights + grads with
-        # the Adam states paged to CPU (4 B) -- formulas.LORA_/QLORA_TRAINABLE_BYTES
-        per_adapter_param = QLORA_TRAINABLE_BYTES if method == "qlora" else LORA_TRAINABLE_BYTES
-        adapters = per_adapter_param * n_lora / mp
-        replicated += adapters
-        if zero == 3:
-            divisible += base_weights
-        else:
-            replicated += base_weights
-    if reference_copy_params > 0:
-        ref = 2.0 * reference_copy_params / mp  # frozen bf16 reference model
-        if zero == 3:
-            divisible += ref
-        else:
-            replicated += ref
-    replicated += korthikanti_activation_bytes(shape, float(v(f"stages.{stage}.seq_len")),
-                                               float(v(f"stages.{stage}.micro_batch")) * seqs_per_micro_batch,
-                                               vocab, mode, tp)
-    per_gpu = replicated + divisible / dp
-    capacity = float(v("hardware.memory_gb")) * 1e9 * float(v("efficiency.usable_memory_fraction"))
-    if replicated >= capacity:
-        fewest = 0.0
-    elif divisible <= 0:
-        fewest = mp
-    else:
-        fewest = math.ceil(divisible / (capacity - replicated)) * mp
-    return per_gpu, fewest
 
 
 # ---------------------------------------------------------------------------
@@ -340,8 +565,14 @@ def _stage_enabled(scn: dict, stage: str) -> bool:
     return stage in sdata and sdata[stage].get("enabled", True) is not False
 
 
-def reference_estimate(scenario: dict) -> dict:
-    """{stage: {line item: $, stat: value}} for every enabled stage (see module doc)."""
+def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None = None) -> dict:
+    """{stage: {line item: $, stat: value}} for every enabled stage (see module doc).
+
+    plans: {training stage: plan dict (see the job-layout section) + "min_gpus"}, the layout the
+    stage runs (the kernel's search result, :func:`kernel_plans`); the reference times it, sizes
+    its memory and builds everything else from it. layout_inputs, when given, receives
+    {training stage: (model, hardware, job)}: what any other plan of the stage would be timed with.
+    """
     scn = validate(scenario)
 
     def v(path):
@@ -354,7 +585,8 @@ def reference_estimate(scenario: dict) -> dict:
     active_b = f("model.active_params_b") if f("model.active_params_b") > 0 else f("model.params_b")
     n_act = active_b * 1e9
     shape = model_shape(n_act, f("model.layers"), f("model.hidden"), f("model.heads"), f("model.kv_heads"),
-                        f("model.ffn"))
+                        f("model.ffn"), bool(v("model.gated")))
+    hw = layout_hardware(f)
     kv_tok = kv_bytes_per_token(shape)
     peak = f("hardware.peak_tflops")
     hbm_gb = f("hardware.memory_gb")
@@ -388,49 +620,43 @@ def reference_estimate(scenario: dict) -> dict:
         rollout_h = 0.0
         replica_gpus = 0.0  # GPUs of one inference replica (RL rollouts, eval decoding)
 
-        def resolve_memory(seqs_per_mb, reference_copy, stage=stage, n_lora=n_lora, method=method, gpus=gpus):
-            """Recompute 'auto' = selective if that fits in usable memory, else full."""
-            wanted = sv("recompute")
-            m = "selective" if wanted == "auto" else wanted
-            mem_, fewest_ = training_memory(v, stage, shape, n_total, n_lora, method, gpus, seqs_per_mb,
-                                            reference_copy, m)
-            if wanted == "auto" and mem_ > usable:
-                m = "full"
-                mem_, fewest_ = training_memory(v, stage, shape, n_total, n_lora, method, gpus, seqs_per_mb,
-                                                reference_copy, m)
-            return mem_, fewest_, m
+        layout = {}  # the plan's step terms and memory (training stages)
 
-        def training_mfu(m, ctx, method=method, gpus=gpus, sf=sf):
-            given = sf("mfu")
-            if given > 0:
-                return given
-            measured_tflops = sf("tflops_per_gpu")
-            if measured_tflops > 0:
-                # Megatron/BLOOM report hardware FLOP/s: with full recompute a token costs
-                # 8N instead of 6N hardware FLOPs, so model FLOP/s are 6/8 of them.
-                hardware_utilization = measured_tflops / peak
-                if m == "full":
-                    return hardware_utilization * 6.0 / 8.0
-                return hardware_utilization
-            u = default_mfu(f("hardware.mfu_base"), active_b, gpus, f("hardware.size_exponent"),
-                            f("efficiency.small_model_b"), f("efficiency.cluster_ref_gpus"),
-                            f("efficiency.cluster_slope"), f("efficiency.mfu_min"))
-            # attention (12 L d s of 6N + 12 L d s FLOPs per token) runs at attn_efficiency of matmul speed
-            attention = 12.0 * shape["L"] * shape["d"] * ctx
-            share = attention / (6.0 * n_act + attention)
-            u /= (1.0 - share) + share / f("hardware.attn_efficiency")
-            u *= {"none": 1.0, "selective": f("efficiency.recompute_selective_factor"),
-                  "full": f("efficiency.recompute_full_factor")}[m]
-            if method != "full":
-                u *= f("efficiency.peft_mfu_factor")
-            return u
+        def resolve_layout(ctx, seqs_per_sample, extra_params, flops_per_token, stage=stage, method=method,
+                           n_lora=n_lora, gpus=gpus, sf=sf):
+            """(bytes per GPU, fewest GPUs, MFU, recompute mode) of the stage's given plan.
+
+            The MFU is the stage's own, else its measured hardware TFLOP/s (x 6/8 with full
+            recompute: 8N instead of 6N hardware FLOPs per token), else the plan's MFU at the
+            share of the modelled step rate a production run sustains.
+            """
+            given = plans[stage]
+            plan = {k: given[k] for k in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero",
+                                          "interleave", "sp")}
+            model = layout_model(v, shape, n_total, n_act, method, n_lora)
+            job = stage_job(v, stage, gpus, method, ctx, seqs_per_sample, extra_params, flops_per_token)
+            layout.update(plan_step(model, hw, job, plan), plan=plan, global_batch=job["global_batch"])
+            if layout_inputs is not None:
+                layout_inputs[stage] = (model, hw, job)
+            if sf("mfu") > 0:
+                u = sf("mfu")
+            elif sf("tflops_per_gpu") > 0:
+                u = sf("tflops_per_gpu") / peak
+                if plan["recompute"] == "full":
+                    u = u * 6.0 / 8.0
+            else:
+                u = layout["mfu"] * f("efficiency.sustained_fraction")
+            needed = layout["memory"]["total"]
+            if not layout["fits"]:  # a plan that does not run is never reported as fitting (kernel._stage_layout)
+                needed = max(needed, hw["capacity"] * 1.0000001)
+            return needed, float(given["min_gpus"]), u, plan["recompute"]
 
         if stage in ("pretrain", "cpt"):
             tokens = sf("tokens_b") * 1e9
             unique_tokens = tokens / sf("epochs")
-            flops = tokens * train_flops_per_token(n_act, shape, seq)
-            mem, fewest, mode = resolve_memory(1.0, 0.0)
-            mfu = training_mfu(mode, seq)
+            fpt = train_flops_per_token(n_act, shape, seq)
+            flops = tokens * fpt
+            mem, fewest, mfu, mode = resolve_layout(seq, 1.0, 0.0, fpt)
             productive_h = tokens / tps / SECONDS_PER_HOUR if tps > 0 else hours_at(flops, peak, mfu)
 
         elif stage == "sft":
@@ -438,9 +664,9 @@ def reference_estimate(scenario: dict) -> dict:
             unique_tokens = sf("samples") * per_sample
             tokens = unique_tokens * sf("epochs")
             ctx = min(seq, per_sample)  # a sample never attends past its own length
-            flops = tokens * train_flops_per_token(n_act, shape, ctx, method, n_lora, dequant)
-            mem, fewest, mode = resolve_memory(1.0, 0.0)
-            mfu = training_mfu(mode, ctx)
+            fpt = train_flops_per_token(n_act, shape, ctx, method, n_lora, dequant)
+            flops = tokens * fpt
+            mem, fewest, mfu, mode = resolve_layout(ctx, 1.0, 0.0, fpt)
             productive_h = tokens / tps / SECONDS_PER_HOUR if tps > 0 else hours_at(flops, peak, mfu)
 
         elif stage == "dpo":
@@ -448,7 +674,8 @@ def reference_estimate(scenario: dict) -> dict:
             unique_tokens = sf("pairs") * (chosen + rejected)
             tokens = unique_tokens * sf("epochs")
             ctx = min(seq, max(chosen, rejected))
-            policy_flops = tokens * train_flops_per_token(n_act, shape, ctx, method, n_lora, dequant)
+            fpt = train_flops_per_token(n_act, shape, ctx, method, n_lora, dequant)
+            policy_flops = tokens * fpt
             precomputed = sv("reference") == "precomputed"
             reference_passes = 1.0 if precomputed else sf("epochs")
             reference_flops = unique_tokens * reference_passes * forward_flops_per_token(n_act, shape, ctx)
@@ -456,8 +683,7 @@ def reference_estimate(scenario: dict) -> dict:
             # a live reference with full fine-tuning is a second (frozen) model in memory;
             # with LoRA the reference is the base with adapters off (no copy)
             reference_copy = n_total if (not precomputed and method == "full") else 0.0
-            mem, fewest, mode = resolve_memory(2.0, reference_copy)  # chosen + rejected per micro-batch
-            mfu = training_mfu(mode, ctx)
+            mem, fewest, mfu, mode = resolve_layout(ctx, 2.0, reference_copy, fpt)  # chosen + rejected per sample
             policy_h = tokens / tps / SECONDS_PER_HOUR if tps > 0 else hours_at(policy_flops, peak, mfu)
             productive_h = policy_h + hours_at(reference_flops, peak, infer_mfu)
 
@@ -488,14 +714,23 @@ def reference_estimate(scenario: dict) -> dict:
             else:
                 items["compute.verifier"] = completions * sf("verifier_usd_per_sample")
             passes = sf("update_epochs")
-            learn_flops = tokens * passes * train_flops_per_token(n_act, shape, ctx, method, n_lora, dequant)
+            fpt = train_flops_per_token(n_act, shape, ctx, method, n_lora, dequant)
+            learn_flops = tokens * passes * fpt
             if sv("algorithm") == "ppo":
                 n_critic = sf("critic_params_b") * 1e9 if sf("critic_params_b") > 0 else n_act
                 scoring_flops += tokens * forward_flops_per_token(n_critic, shape, ctx)
                 learn_flops += tokens * passes * train_flops_per_token(n_critic, shape, ctx)
             flops = learn_flops + scoring_flops
-            mem, fewest, mode = resolve_memory(1.0, 0.0)
-            mfu = training_mfu(mode, ctx)
+            # the policy's GPUs also hold the live reference and reward model (frozen bf16 copies) and a
+            # PPO critic (trains: 16 bytes per parameter = 8 bf16 copies), colocated (kernel._rl_colocated_params)
+            colocated = 0.0
+            if sv("reference") == "live":
+                colocated += n_total
+            if sv("reward") == "model":
+                colocated += sf("reward_params_b") * 1e9 if sf("reward_params_b") > 0 else n_act
+            if sv("algorithm") == "ppo":
+                colocated += 8.0 * (sf("critic_params_b") * 1e9 if sf("critic_params_b") > 0 else n_act)
+            mem, fewest, mfu, mode = resolve_layout(ctx, 1.0, colocated, fpt)
             if tps > 0:
                 learn_h = tokens * passes / tps / SECONDS_PER_HOUR
             else:
@@ -631,9 +866,120 @@ def reference_estimate(scenario: dict) -> dict:
             "trainable_params_b": saved_params / 1e9,
             "usd_total": sum(items.values()),
             "fixed_usd": sum(items[k] for k in FIXED_ITEM_KEYS),
-            "recompute_mode": {"none": 0.0, "selective": 1.0, "full": 2.0}[mode],
+            "recompute_mode": float(RECOMPUTE_NAMES.index(mode)),
         })
+        row.update(layout_stats(layout))
         out[stage] = row
+    return out
+
+
+def layout_stats(layout: dict) -> dict:
+    """The plan and its step terms as kernel.STATS names them (all 0 for a stage without a layout)."""
+    if not layout:
+        return {k: 0.0 for k in LAYOUT_STAT_KEYS}
+    plan, mem = layout["plan"], layout["memory"]
+    out = {f"plan_{k}": float(plan[k]) for k in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "zero", "interleave")}
+    out["plan_sp"] = 1.0 if plan["sp"] else 0.0
+    out["step_time_s"] = layout["step_time_s"]
+    for k in ("compute", "communication", "bubble", "recompute", "optimizer"):
+        out[f"step_{k}_s"] = layout[f"{k}_s"]
+    for k in ("weights", "grads", "optimizer", "activations", "buffers"):
+        out[f"mem_{k}_gb"] = mem[k] / 1e9
+    out["micro_batches"] = layout["micro_batches"]
+    out["global_batch"] = layout["global_batch"]
+    out["plan_mfu"] = layout["mfu"]
+    out["plan_tokens_per_gpu_s"] = layout["tokens_per_gpu_s"]
+    return out
+
+
+def stage_pins(scenario: dict, stage: str) -> dict:
+    """The plan fields a stage's scenario pins ({field: value}; a field searched is absent)."""
+    scn = validate(scenario)
+
+    def sv(key):
+        return effective_value(scn, f"stages.{stage}.{key}")
+    pins = {k: float(sv(k)) for k in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "interleave") if float(sv(k)) > 0}
+    if sv("recompute") != "auto":
+        pins["recompute"] = sv("recompute")
+    if int(sv("zero_stage")) >= 0:
+        pins["zero"] = int(sv("zero_stage"))
+    if sv("sequence_parallel") != "auto":
+        pins["sp"] = sv("sequence_parallel") == "on"
+    return pins
+
+
+def candidate_plans(model: dict, job: dict, pins: dict, choices) -> list[dict]:
+    """Every plan layout.search tries for a job, as its docstring (and _pp_ok's) describe it.
+
+    tp from the candidate degrees, dividing the heads; pp every divisor of L up to PP_MAX and the
+    powers of two below L; cp with chunks of at least MIN_CP_TOKENS; each micro-batch (none above
+    the sequences one replica gets); dp the most the GPUs and the global batch allow; ep powers of
+    two dividing the experts and dp x cp; every recompute mode; ZeRO 0-3 (above 0 only with more
+    than one replica); interleaving that divides the layers of a stage; SP on with tp > 1. A pinned
+    field is tried at its pinned value only. No plan uses more GPUs than the job has.
+    ``choices``: the module holding the candidate lists (costcore.engine.layout: data, not code).
+    """
+    G, L = job["gpus"], model["L"]
+
+    def options(name, default):
+        return [pins[name]] if name in pins else list(default)
+    out = []
+    tps = options("tp", [t for t in choices.TP_CHOICES if model["heads"] % t == 0])
+    pps = options("pp", [p for p in range(1, choices.PP_MAX + 1) if p <= L and (L % p == 0 or (p & (p - 1)) == 0)])
+    cps = options("cp", [c for c in choices.CP_CHOICES if c == 1 or job["seq"] / c >= choices.MIN_CP_TOKENS])
+    for tp in tps:
+        if tp > G or tp > model["heads"]:
+            continue
+        for pp in pps:
+            if tp * pp > G or pp > L:
+                continue
+            for cp in cps:
+                if tp * pp * cp > G:
+                    continue
+                most = math.floor(G / (tp * pp * cp))
+                for mb in options("micro_batch", choices.MB_CHOICES):
+                    dp = pins.get("dp", min(most, max(1.0, math.floor(job["global_batch"] / mb))))
+                    if dp > most or ("micro_batch" not in pins and mb > 1 and mb > job["global_batch"] / dp):
+                        continue
+                    out += _inner_candidates(model, pins, options, choices, dict(tp=tp, pp=pp, cp=cp, dp=dp, micro_batch=mb))
+    return out
+
+
+def _inner_candidates(model, pins, options, choices, outer) -> list[dict]:
+    out = []
+    experts = max(1.0, model["experts"])
+    eps = options("ep", [2.0 ** i for i in range(0, 64) if 2.0 ** i <= experts])
+    replicas = outer["dp"] * outer["cp"]
+    for ep in eps:
+        if not (ep == 1 or (replicas % ep == 0 and experts % ep == 0)):
+            continue
+        for rc in options("recompute", RECOMPUTE_NAMES):
+            for zero in options("zero", [z for z in range(4) if z == 0 or replicas > 1]):
+                for v in options("interleave", choices.V_CHOICES):
+                    if "interleave" not in pins and v > 1 and (outer["pp"] <= 1 or math.ceil(model["L"] / outer["pp"]) % v):
+                        continue
+                    out.append(dict(outer, ep=ep, recompute=rc, zero=zero, interleave=v,
+                                    sp=pins.get("sp", outer["tp"] > 1)))
+    return out
+
+
+def kernel_plans(scenario: dict) -> dict:
+    """{training stage: plan dict + min_gpus}: the layouts the kernel's search chose (its only input from the kernel).
+
+    From ``kernel._single``'s third result, one row per stage: layout.PLAN_FIELDS then the fewest
+    GPUs any plan fits on (before the RL/eval inference-replica minimum the reference adds itself).
+    """
+    from costcore.engine import kernel, layout
+    from costcore.scenario.schema import to_vector
+    x = to_vector(validate(scenario))
+    _, _, rows = kernel._single(x)
+    out = {}
+    for i, stage in enumerate(STAGES):
+        g = dict(zip(layout.PLAN_FIELDS + ("min_gpus",), (float(c) for c in rows[i])))
+        out[stage] = {"tp": g["tp"], "pp": g["pp"], "dp": g["dp"], "cp": g["cp"], "ep": g["ep"],
+                      "micro_batch": g["micro_batch"], "recompute": RECOMPUTE_NAMES[int(g["recompute"])],
+                      "zero": int(g["zero"]), "interleave": g["interleave"], "sp": g["sp"] > 0.5,
+                      "min_gpus": g["min_gpus"]}
     return out
 
 
@@ -650,3 +996,8 @@ STAT_KEYS = ("num_gpus", "productive_gpu_hours", "gpu_hours", "wall_days", "mont
              "interruptions", "ckpt_interval_h", "young_daly_h", "ckpt_count", "ckpt_gb", "ckpt_write_s",
              "dataset_gb", "storage_peak_gb", "memory_per_gpu_gb", "fits", "min_gpus", "rollout_gpu_hours",
              "trainable_params_b", "usd_total", "fixed_usd", "recompute_mode")
+LAYOUT_STAT_KEYS = ("plan_tp", "plan_pp", "plan_dp", "plan_cp", "plan_ep", "plan_micro_batch", "plan_zero",
+                    "plan_interleave", "plan_sp", "step_time_s", "step_compute_s", "step_communication_s",
+                    "step_bubble_s", "step_recompute_s", "step_optimizer_s", "mem_weights_gb", "mem_grads_gb",
+                    "mem_optimizer_gb", "mem_activations_gb", "mem_buffers_gb", "micro_batches", "global_batch",
+                    "plan_mfu", "plan_tokens_per_gpu_s")

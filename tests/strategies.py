@@ -8,6 +8,7 @@ subset of the six stages is enabled.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -18,6 +19,8 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 TRAIN_STAGES = ("pretrain", "cpt", "sft", "dpo", "rl")
 PEFT_STAGES = ("sft", "dpo", "rl")
 WIDE = 1000.0  # hi/lo above which values are drawn log-uniformly
+SHIPPED_HF_CONFIGS = tuple(sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "costcore" / "data"
+                                                     / "hf_configs").glob("*.json")))
 
 
 # ---------------------------------------------------------------------------
@@ -29,6 +32,8 @@ def field_values(f: Field, lo: float | None = None, hi: float | None = None) -> 
         return st.sampled_from(f.choices)
     if f.kind == "bool":
         return st.booleans()
+    if f.kind == "str":  # model.hf_config: none, or one of the shipped configs by name
+        return st.sampled_from(("",) + SHIPPED_HF_CONFIGS)
     lo = f.lo if lo is None else max(lo, f.lo)
     hi = f.hi if hi is None else min(hi, f.hi)
     min_nonzero = getattr(f, "min_nonzero", 0.0)
@@ -56,6 +61,7 @@ def _log_uniform(lo: float, hi: float) -> st.SearchStrategy:
 
 
 GLOBAL_FIELDS = [f for f in FIELDS if not f.path.startswith("stages.")]
+NUMERIC_GLOBAL_FIELDS = [f for f in GLOBAL_FIELDS if f.kind != "str"]  # what a batch column can vary
 
 
 def _put(d: dict, dotted: str, value) -> None:

@@ -2,8 +2,10 @@
 
 The numbers in these tests are typed from the papers and tools the
 docstrings cite (PaLM App. B, peft, DeepSpeed's memory estimators,
-Korthikanti et al. 2022, LLNL scr's Young/Daly script), so a change in a
-formula shows up here as a plain arithmetic mismatch.
+Korthikanti et al. 2022, LLNL scr's Young/Daly script, NCCL's ring
+bandwidth), so a change in a formula shows up here as a plain arithmetic
+mismatch. The job layout's memory and step pieces (costcore/engine/layout.py)
+are checked on one hand-built plan at a time.
 
 Every call passes floats, so numba compiles (or loads from its cache) one
 specialization per function. ``test_jit_parity.py`` runs this same file again
@@ -14,11 +16,13 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
 import pytest
 import reference_model as ref
 
 import costcore
 from costcore.engine import formulas as F
+from costcore.engine import layout
 from costcore.engine.kernel import LINE_ITEMS
 
 # LLaMA-7B (Touvron et al. 2023, Table 2): 32 layers, d = 4096, 32 heads, SwiGLU FFN 11008, V = 32000.
@@ -47,39 +51,57 @@ def test_reference_line_item_keys_match_kernel():
 # ---------------------------------------------------------------------------
 def test_model_shape_7b():
     L, d, a, kv, ffn = F.model_shape(7.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    # L^3 = 7e9 / (12 * 128^2) = 7e9 / 196608 = 35603.8  ->  L = 32.89 -> 33
+    # L^3 = 7e9 / (12 * 128^2) = 7e9 / 196608 = 35603.8  ->  L = 32.89 -> 33 -> a multiple of 8 above 16: 32
     assert 7e9 / 196608 == pytest.approx(35603.84, rel=1e-6)
-    assert L == 33.0
-    # d = sqrt(7e9 / (12 * 33)) = sqrt(17,676,767.7) = 4204.37
-    assert d == pytest.approx(math.sqrt(7e9 / 396.0), rel=1e-12)
-    assert d == pytest.approx(4204.375, rel=1e-6)
-    assert 12.0 * L * d * d == pytest.approx(7e9, rel=1e-12)  # N = 12 L d^2
-    assert a == pytest.approx(d / 128.0, rel=1e-12)
-    assert kv == a
-    assert ffn == pytest.approx(4.0 * d, rel=1e-12)
+    assert L == 32.0
+    # d = sqrt(7e9 / (12 * 32)) = 4269.6 -> from 4096 up a multiple of 1024: 4096 (LLaMA-7B: 32 x 4096)
+    assert math.sqrt(7e9 / 384.0) == pytest.approx(4269.6, rel=1e-5)
+    assert d == 4096.0
+    assert a == 32.0 and kv == a  # heads of 128
+    assert ffn == 4.0 * d
 
 
-def test_model_shape_175b_is_gpt3_like():
-    L, d, _a, _kv, _ffn = F.model_shape(175.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    # L^3 = 175e9 / 196608 = 890,096  ->  L = 96.2 -> 96 (GPT-3 has 96 layers)
+def test_model_shape_175b_is_gpt3():
+    L, d, a, _kv, _ffn = F.model_shape(175.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    # L^3 = 175e9 / 196608 = 890,096  ->  L = 96.2 -> 96 = 8 x 12 (GPT-3 has 96 layers)
     assert L == 96.0
-    # d = sqrt(175e9 / 1152) = 12,325 (GPT-3: 12,288)
-    assert d == pytest.approx(math.sqrt(175e9 / 1152.0), rel=1e-12)
-    assert abs(d - 12288.0) / 12288.0 < 0.01
+    # d = sqrt(175e9 / 1152) = 12,325 -> 12 x 1024 = 12,288 (GPT-3's d), 96 heads of 128
+    assert math.sqrt(175e9 / 1152.0) == pytest.approx(12325.2, rel=1e-5)
+    assert d == 12288.0 and a == 96.0
 
 
 def test_model_shape_smallest_model():
     L, d, a, _kv, _ffn = F.model_shape(0.01, 0.0, 0.0, 0.0, 0.0, 0.0)
-    # L^3 = 1e7 / 196608 = 50.86 -> L = 3.70 -> 4 ; d = sqrt(1e7 / 48) = 456.4
+    # L^3 = 1e7 / 196608 = 50.86 -> L = 3.70 -> 4 (not rounded to 8 below 17 layers);
+    # d = sqrt(1e7 / 48) = 456.4 -> the nearest multiple of 128: 512, 4 heads
     assert L == 4.0
-    assert d == pytest.approx(math.sqrt(1e7 / 48.0), rel=1e-12)
-    assert a == pytest.approx(d / 128.0, rel=1e-12)
+    assert math.sqrt(1e7 / 48.0) == pytest.approx(456.44, rel=1e-4)
+    assert d == 512.0 and a == 4.0
 
 
 def test_model_shape_given_values_are_kept():
     assert F.model_shape(7.0, L7, D7, A7, 8.0, FFN7) == (L7, D7, A7, 8.0, FFN7)
-    L, d, _a, _kv, _ffn = F.model_shape(7.0, 40.0, 0.0, 0.0, 0.0, 0.0)
-    assert L == 40.0 and d == pytest.approx(math.sqrt(7e9 / (12 * 40)), rel=1e-12)
+    L, d, a, _kv, _ffn = F.model_shape(7.0, 40.0, 0.0, 0.0, 0.0, 0.0)
+    # d = sqrt(7e9 / 480) = 3818.8 -> below 4096 a multiple of 128: 30 x 128 = 3840, 30 heads
+    assert L == 40.0 and d == 3840.0 and a == 30.0
+    assert F.model_shape(7.0, 0.0, 5000.0, 0.0, 0.0, 0.0)[2] == 39.0  # 5000 / 128 = 39.06 heads -> 39
+
+
+def test_model_shape_matches_reference():
+    for b in (0.01, 0.125, 0.5, 1.1, 7.0, 13.0, 34.0, 70.0, 175.0, 405.0, 1000.0):
+        L, d, a, kv, ffn = F.model_shape(b, 0.0, 0.0, 0.0, 0.0, 0.0)
+        want = ref.model_shape(b * 1e9, 0, 0, 0, 0, 0, gated=False)
+        assert (L, d, a, kv, ffn) == (want["L"], want["d"], want["heads"], want["kv_heads"], want["ffn"]), b
+
+
+def test_moe_expert_ffn():
+    # DeepSeek-V3: 671B total, 37B active, 256 routed experts top-8, 61 layers, d 7168, SwiGLU (3 matrices):
+    # the 248 experts a token skips hold 634e9 parameters: f = 634e9 / (248 x 61 x 3 x 7168) = 1949 (config: 2048)
+    f = F.moe_expert_ffn(671e9, 37e9, 256.0, 8.0, 61.0, 7168.0, 3.0, 18432.0)
+    assert f == pytest.approx(634e9 / (248 * 61 * 3 * 7168), rel=1e-14)
+    assert abs(f - 2048) / 2048 < 0.05
+    assert F.moe_expert_ffn(7e9, 7e9, 8.0, 2.0, 32.0, 4096.0, 3.0, 11008.0) == 11008.0  # not MoE: the dense FFN
+    assert F.moe_expert_ffn(47e9, 13e9, 2.0, 2.0, 32.0, 4096.0, 3.0, 14336.0) == 14336.0  # no expert left unused
 
 
 # ---------------------------------------------------------------------------
@@ -148,38 +170,6 @@ def test_gpu_hours_for_flops():
     # 1e21 FLOPs at 40% of 989 TFLOP/s: 1e21 / 395.6e12 s = 2,527,805.9 s = 702.17 h
     assert F.gpu_hours_for_flops(1e21, 989.0, 0.4) == pytest.approx(1e21 / (989e12 * 0.4) / 3600, rel=1e-15)
     assert F.gpu_hours_for_flops(1e21, 989.0, 0.4) == pytest.approx(702.168, rel=1e-5)
-
-
-# ---------------------------------------------------------------------------
-# Default MFU
-# ---------------------------------------------------------------------------
-def test_default_mfu_reference_point():
-    # a 10B model: size term (10/10)^-0.045 = 1, small-model term 10 / 10.3
-    assert F.default_mfu(0.5, 10.0, 8.0, 0.045, 0.3, 4096.0, 0.015, 0.05) == pytest.approx(0.5 * 10 / 10.3,
-                                                                                          rel=1e-14)
-
-
-def test_default_mfu_7b():
-    expected = 0.5 * (7.0 / 10.0) ** -0.045 * 7.0 / 7.3  # = 0.4872
-    assert F.default_mfu(0.5, 7.0, 8.0, 0.045, 0.3, 4096.0, 0.015, 0.05) == pytest.approx(expected, rel=1e-14)
-    assert expected == pytest.approx(0.48721, abs=1e-5)
-    # x 0.97 selective recompute = 0.4726, the MFU a default 7B pre-training run reports
-    assert expected * 0.97 == pytest.approx(0.47259, abs=1e-5)
-
-
-def test_default_mfu_cluster_term():
-    base = F.default_mfu(0.5, 70.0, 4096.0, 0.045, 0.3, 4096.0, 0.015, 0.05)
-    # 16,384 GPUs = 2 doublings above 4,096: x (1 - 0.015 x 2) = x 0.97
-    big = F.default_mfu(0.5, 70.0, 16384.0, 0.045, 0.3, 4096.0, 0.015, 0.05)
-    assert big == pytest.approx(base * 0.97, rel=1e-14)
-    # the term never goes below x 0.2: 10 doublings at 0.5 per doubling
-    huge = F.default_mfu(0.5, 70.0, 4096.0 * 1024, 0.045, 0.3, 4096.0, 0.5, 0.001)
-    assert huge == pytest.approx(base * 0.2, rel=1e-14)
-
-
-def test_default_mfu_clipped():
-    assert F.default_mfu(1.0, 10.0, 8.0, 0.0, 0.0, 4096.0, 0.0, 0.05) == 0.75
-    assert F.default_mfu(0.01, 0.001, 8.0, 0.045, 100.0, 4096.0, 0.0, 0.05) == 0.05
 
 
 # ---------------------------------------------------------------------------
@@ -333,8 +323,43 @@ def test_reference_checkpoint_counts_grouped_equal_loop():
 
 
 # ---------------------------------------------------------------------------
-# Memory: ZeRO model states (DeepSpeed estimators) and activations (Korthikanti)
+# The job layout's memory (layout._memory): ZeRO model states (DeepSpeed estimators) and
+# activations (Korthikanti et al. 2022 Table 2), on one plan at a time
 # ---------------------------------------------------------------------------
+def _arr(fields, **values):
+    """A layout input array (layout.MODEL_FIELDS / HW_FIELDS / JOB_FIELDS / PLAN_FIELDS) by field name."""
+    out = np.zeros(len(fields))
+    for k, v in values.items():
+        out[fields.index(k)] = v
+    return out
+
+
+def gpt_model(n_params, L=32.0, h=4096.0, a=32.0, V=32000.0, ffn=None, method_full=True):
+    """A GPT-style layer (4h GELU MLP: Korthikanti's 34 bytes), n_params parameters, all dense."""
+    return _arr(layout.MODEL_FIELDS, layers=L, hidden=h, heads=a, kv_heads=a, head_dim=h / a,
+                ffn=4.0 * h if ffn is None else ffn, vocab=V, gated=0.0, n_total=n_params, n_active=n_params,
+                n_trainable=n_params)
+
+
+NO_BUFFERS = _arr(layout.HW_FIELDS, memory_bytes=1e15)
+
+
+def memory(model, plan, seq=2048.0, global_batch=1.0, method=0.0, fp8=0.0, extra=0.0, hw=NO_BUFFERS):
+    job = _arr(layout.JOB_FIELDS, seq=seq, global_batch=global_batch, gpus=1.0, method=method, mbs_mult=1.0,
+               fp8=fp8, extra_weights=extra, tokens_per_seq=seq)
+    out = np.zeros(layout.NROW)
+    total = layout._memory(model, hw, job, plan, out)
+    kinds = ("mem_weights", "mem_grads", "mem_optimizer", "mem_activations", "mem_buffers")
+    got = {k[4:]: out[layout.NP + layout.TERM_FIELDS.index(k)] for k in kinds}
+    assert total == pytest.approx(sum(got.values()), rel=1e-15)
+    return got
+
+
+def plan(tp=1.0, pp=1.0, dp=1.0, cp=1.0, ep=1.0, mb=1.0, rc=1.0, zero=0.0, v=1.0, sp=None):
+    return _arr(layout.PLAN_FIELDS, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=mb, recompute=rc, zero=zero,
+                interleave=v, sp=(1.0 if tp > 1 else 0.0) if sp is None else sp)
+
+
 def deepspeed_zero2_gpu_mem(total_params, total_gpus):
     """deepspeed/runtime/zero/stage_1_and_2.py estimate_zero2_model_states_mem_needs, cpu_offload=False."""
     return 4 * total_params + int(16 * total_params / total_gpus)
@@ -349,47 +374,115 @@ def deepspeed_zero3_gpu_mem(total_params, largest_layer_params, total_gpus):
 @pytest.mark.parametrize("N", [125e6, 7e9, 70e9, 671e9])
 @pytest.mark.parametrize("gpus", [1, 8, 64, 1024])
 def test_zero2_zero3_equal_deepspeed_estimators(N, gpus):
-    largest = 32000.0 * 4096.0  # the embedding of LLaMA-7B: 131,072,000 parameters
-    z2 = F.model_state_bytes_per_gpu(N, 2.0, float(gpus), 1.0, largest)
-    z3 = F.model_state_bytes_per_gpu(N, 3.0, float(gpus), 1.0, largest)
-    assert z2 == pytest.approx(deepspeed_zero2_gpu_mem(N, gpus), rel=1e-12, abs=1.0)
-    assert z3 == pytest.approx(deepspeed_zero3_gpu_mem(N, largest, gpus), rel=1e-12, abs=1.0)
+    m = gpt_model(N)
+    states = ("weights", "grads", "optimizer")
+    z2 = memory(m, plan(dp=gpus, zero=2.0))
+    z3 = memory(m, plan(dp=gpus, zero=3.0))
+    assert sum(z2[k] for k in states) == pytest.approx(deepspeed_zero2_gpu_mem(N, gpus), rel=1e-12, abs=1.0)
+    # ZeRO-3's "largest layer" is the two prefetched bf16 layers in the buffers: 4 bytes x one layer's
+    # 12 h^2 parameters (attention 4 h^2 + MLP 8 h^2)
+    layer = 12 * 4096.0 ** 2
+    logits = 4 * 2048 * 32000
+    assert sum(z3[k] for k in states) + z3["buffers"] - logits == pytest.approx(
+        deepspeed_zero3_gpu_mem(N, layer, gpus), rel=1e-12, abs=1.0)
 
 
 def test_model_states_7b_on_8_gpus_by_hand():
-    N, largest = 7e9, 131_072_000.0
-    assert F.model_state_bytes_per_gpu(N, 0.0, 8.0, 1.0, largest) == 140e9  # 20 N, nothing sharded
-    assert F.model_state_bytes_per_gpu(N, 1.0, 8.0, 1.0, largest) == 56e9 + 10.5e9  # 8N + 12N/8
-    assert F.model_state_bytes_per_gpu(N, 2.0, 8.0, 1.0, largest) == 28e9 + 14e9  # 4N + 16N/8
-    assert F.model_state_bytes_per_gpu(N, 3.0, 8.0, 1.0, largest) == 15.75e9 + 524_288_000  # 18N/8 + 4 x 131M
-    # model parallelism tp x pp = 4 divides everything
-    assert F.model_state_bytes_per_gpu(N, 2.0, 8.0, 4.0, largest) == (28e9 + 14e9) / 4
-    # on one GPU every stage is 20 N (+ the gathered largest layer for ZeRO-3)
+    m = gpt_model(7e9)
+    states = ("weights", "grads", "optimizer")
+
+    def st(zero, dp=8.0, **kw):
+        got = memory(m, plan(dp=dp, zero=zero, **kw))
+        return sum(got[k] for k in states)
+    assert st(0.0) == 140e9  # 20 N, nothing sharded
+    assert st(1.0) == pytest.approx(56e9 + 10.5e9)  # 8N + 12N/8
+    assert st(2.0) == pytest.approx(28e9 + 14e9)  # 4N + 16N/8
+    assert st(3.0) == pytest.approx(15.75e9)  # 18N/8
+    # tensor x pipeline parallelism divide the parameters a GPU holds
+    assert st(2.0, tp=2.0, pp=2.0) == pytest.approx((28e9 + 14e9) / 4)
+    # context parallelism shards ZeRO like data parallelism (dp x cp replicas of the model)
+    assert st(3.0, dp=4.0, cp=2.0) == pytest.approx(15.75e9)
+    # on one replica ZeRO-1/2 are 20 N, ZeRO-3 drops the bf16 gradients: 18 N (DeepSpeed's estimators)
     for z in (0.0, 1.0, 2.0):
-        assert F.model_state_bytes_per_gpu(N, z, 1.0, 1.0, largest) == 140e9
-    assert F.model_state_bytes_per_gpu(N, 3.0, 1.0, 1.0, largest) == 126e9 + 524_288_000
+        assert st(z, dp=1.0) == pytest.approx(140e9)
+    assert st(3.0, dp=1.0) == pytest.approx(126e9)
+
+
+def test_lora_and_qlora_states_by_hand():
+    m = gpt_model(7e9)
+    m[layout.MODEL_FIELDS.index("n_trainable")] = 40e6
+    lora = memory(m, plan(), method=F.METHOD_LORA)
+    assert lora["weights"] == 14e9  # frozen bf16 base
+    assert lora["grads"] == 2 * 40e6 and lora["optimizer"] == (F.LORA_TRAINABLE_BYTES - 2) * 40e6
+    q = memory(m, plan(), method=F.METHOD_QLORA)
+    assert q["weights"] == pytest.approx(F.NF4_BYTES_PER_PARAM * 7e9)  # 3.61 GB of NF4
+    assert q["grads"] + q["optimizer"] == F.QLORA_TRAINABLE_BYTES * 40e6
+    assert memory(m, plan(), method=F.METHOD_LORA, fp8=1.0)["weights"] == 7e9  # an FP8 base: 1 byte
+    assert memory(m, plan(dp=4.0, zero=3.0), method=F.METHOD_LORA)["weights"] == 14e9 / 4  # ZeRO-3 shards it
+    # a frozen bf16 copy of another model (DPO live reference), sharded only by ZeRO-3
+    assert memory(m, plan(dp=4.0, zero=2.0), extra=7e9)["weights"] == 14e9 + 14e9
+    assert memory(m, plan(dp=4.0, zero=3.0), extra=7e9)["weights"] == pytest.approx((14e9 + 14e9) / 4)
 
 
 def test_activations_korthikanti_table2():
-    s, b, h, a, L, V = 2048.0, 1.0, 4096.0, 32.0, 32.0, 32000.0
+    s, h, a, L, V = 2048.0, 4096.0, 32.0, 32.0, 32000.0
+    m = gpt_model(7e9, L, h, a, V)
     sbh = 2048 * 4096  # 8,388,608
-    logits = 4 * 2048 * 32000  # fp32 logits: 262,144,000
+    logits = 4 * 2048 * 32000  # fp32 logits: 262,144,000, a buffer
     # no recompute: s b h (34 + 5 a s / h) per layer; 5 x 32 x 2048 / 4096 = 80
-    none = 32 * sbh * (34 + 80) + logits
-    assert none == 30_863_785_984
-    assert F.activation_bytes_per_gpu(L, h, a, s, b, V, 0.0, 1.0) == none
+    none = 32 * sbh * (34 + 80)
+    assert none == 30_601_641_984
+    got = memory(m, plan(rc=F.RECOMPUTE_MODE_NONE))
+    assert got["activations"] == pytest.approx(none, rel=1e-14) and got["buffers"] == logits
     # selective (no s^2 attention scores): 34 s b h per layer
-    selective = 32 * 34 * sbh + logits
-    assert selective == 9_388_949_504
-    assert F.activation_bytes_per_gpu(L, h, a, s, b, V, 1.0, 1.0) == selective
+    assert memory(m, plan(rc=F.RECOMPUTE_MODE_SELECTIVE))["activations"] == pytest.approx(32 * 34 * sbh, rel=1e-14)
     # full: the 2 s b h layer input per layer + one layer (34 s b h) recomputed at a time
-    full = 32 * 2 * sbh + 34 * sbh + logits
-    assert full == 1_084_227_584
-    assert F.activation_bytes_per_gpu(L, h, a, s, b, V, 2.0, 1.0) == full
-    # tensor + sequence parallelism divides everything by t (Table 2, last rows)
-    assert F.activation_bytes_per_gpu(L, h, a, s, b, V, 0.0, 8.0) == none / 8
+    full = 32 * 2 * sbh + 34 * sbh
+    assert memory(m, plan(rc=F.RECOMPUTE_MODE_FULL))["activations"] == pytest.approx(full, rel=1e-14)
+    # tensor + sequence parallelism divides everything by t (Table 2, last rows), logits too
+    tp8 = memory(m, plan(tp=8.0, rc=F.RECOMPUTE_MODE_NONE))
+    assert tp8["activations"] == pytest.approx(none / 8, rel=1e-14) and tp8["buffers"] == logits / 8
+    # without sequence parallelism the 10 s b h of norms and dropout are not split: s b h (10 + 24 / t)
+    no_sp = memory(m, plan(tp=8.0, sp=0.0))["activations"]
+    assert no_sp == pytest.approx(32 * sbh * (10 + 24 / 8), rel=1e-14)
     # micro-batch 4 is four times the memory
-    assert F.activation_bytes_per_gpu(L, h, a, s, 4.0, V, 1.0, 1.0) == 4 * selective
+    assert memory(m, plan(mb=4.0))["activations"] == pytest.approx(4 * 32 * 34 * sbh, rel=1e-14)
+    # FP8 keeps the 14 bytes of linear-layer inputs in one byte: 34 - 7
+    assert memory(m, plan(), fp8=1.0)["activations"] == pytest.approx(32 * 27 * sbh, rel=1e-14)
+
+
+def test_activations_pipeline_in_flight():
+    """1F1B: the first stage holds min(p, m) micro-batches of L/p layers (Narayanan et al. 2021 Sec. 2.2)."""
+    m = gpt_model(7e9)
+    layer = 34 * 2048 * 4096
+    # p = 4, 64 micro-batches per replica: 4 in flight x 8 layers = all 32 layers' worth
+    assert memory(m, plan(pp=4.0), global_batch=64.0)["activations"] == pytest.approx(32 * layer, rel=1e-14)
+    # only 2 micro-batches: 2 x 8 layers
+    assert memory(m, plan(pp=4.0), global_batch=2.0)["activations"] == pytest.approx(16 * layer, rel=1e-14)
+    # interleaving v = 2 adds (p - 1) / (p v) = 3/8
+    assert memory(m, plan(pp=4.0, v=2.0), global_batch=64.0)["activations"] == pytest.approx(
+        32 * layer * (1 + 3 / 8), rel=1e-14)
+
+
+# ---------------------------------------------------------------------------
+# The job layout's step-time pieces
+# ---------------------------------------------------------------------------
+def test_gemm_efficiency_by_hand():
+    # a 4096-cube at half_dim 320: 0.8 / (1 + 320 x 3 / 4096) = 0.8 / 1.234375 = 0.648
+    assert layout.gemm_efficiency(4096.0, 4096.0, 4096.0, 0.8, 320.0) == pytest.approx(0.8 / 1.234375, rel=1e-15)
+    # one small dimension of 320 loses a third of it on its own (the docstring's definition)
+    assert layout.gemm_efficiency(320.0, 1e300, 1e300, 0.9, 320.0) == pytest.approx(0.45, rel=1e-12)
+    assert layout.gemm_efficiency(0.0, 4096.0, 4096.0, 0.8, 320.0) == 0.8
+
+
+def test_ring_and_overlap_by_hand():
+    # all-gather of 1 GB over 8 ranks at 450 GB/s x 0.7: 7/8 GB / 315 GB/s = 2.78 ms
+    assert layout.ring_seconds(1e9, 8.0, 450e9, 0.7) == pytest.approx(0.875e9 / 315e9, rel=1e-15)
+    assert layout.ring_seconds(1e9, 1.0, 450e9, 0.7) == 0.0
+    # 3 s of communication behind a 2 s window: 1 s sticks out, plus 30% of the 2 s hidden
+    assert layout.overlapped_seconds(3.0, 2.0, 0.3) == pytest.approx(1.0 + 0.6)
+    assert layout.overlapped_seconds(1.0, 5.0, 0.0) == 0.0
+    assert layout.overlapped_seconds(1.0, -1.0, 0.5) == 1.0
 
 
 # ---------------------------------------------------------------------------
@@ -421,16 +514,3 @@ def test_sft_lora_tokens_per_gpu_s_by_hand():
     res = costcore.estimate(scn)
     # 1000 x 500 x 2 = 1e6 tokens at 2500 tokens/s/GPU = 400 GPU-s = 0.1111 GPU-h
     assert res.stat("sft", "productive_gpu_hours") == pytest.approx(1e6 / 2500 / 3600, rel=1e-12)
-
-
-def test_attention_mfu_factor_worked_example():
-    # Llama-3-8B shape (L=32, d=4096) at 8K context: attention 12*32*4096*8192 = 1.2885e10 FLOPs
-    # per token against 6N = 4.818e10, so a = 0.21100; at e = 0.45: 1/((1-a) + a/e) = 0.79498
-    attn = 12.0 * 32 * 4096 * 8192
-    a = attn / (6.0 * 8.03e9 + attn)
-    assert a == pytest.approx(0.211003, rel=1e-5)
-    assert F.attention_mfu_factor(8.03e9, 32.0, 4096.0, 8192.0, 0.45) == pytest.approx(
-        1.0 / ((1.0 - a) + a / 0.45), rel=1e-14)
-    assert F.attention_mfu_factor(8.03e9, 32.0, 4096.0, 8192.0, 0.45) == pytest.approx(0.79498, rel=1e-4)
-    assert F.attention_mfu_factor(8.03e9, 32.0, 4096.0, 8192.0, 1.0) == 1.0
-    assert F.attention_mfu_factor(0.0, 0.0, 0.0, 0.0, 0.45) == 1.0

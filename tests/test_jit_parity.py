@@ -123,11 +123,13 @@ ROWS_BIG = getattr(kernel, "SERIAL_BELOW", 4096) + 904
 
 
 def _thread_columns(t: int) -> dict:
+    """Columns of one thread's batch. Model size and GPU count are read by the plan search, which a
+    batch runs once per distinct combination: a few of each keep the searches (not the rows) few."""
     rng = np.random.default_rng(100 + t)
     ROWS = ROWS_SMALL if t % 2 == 0 else ROWS_BIG
     return {
-        "model.params_b": np.exp(rng.uniform(np.log(0.5), np.log(400.0), ROWS)),
-        "hardware.num_gpus": rng.integers(1, 10000, ROWS).astype(float),
+        "model.params_b": rng.choice(np.exp(rng.uniform(np.log(0.5), np.log(400.0), 4)), ROWS),
+        "hardware.num_gpus": rng.choice(rng.integers(1, 10000, 4).astype(float), ROWS),
         ["stages.pretrain.tokens_b", "stages.rl.steps", "stages.sft.samples", "stages.eval.runs"][t % 4]:
             rng.integers(1, 1000, ROWS).astype(float),
     }

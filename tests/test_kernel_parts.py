@@ -14,6 +14,7 @@ import pytest
 
 from costcore.engine import formulas as F
 from costcore.engine import kernel as K
+from costcore.engine import layout as lay
 from costcore.scenario import schema
 from costcore.scenario.schema import IX, NS, STAGE_BASE, STAGES
 
@@ -94,39 +95,70 @@ def test_train_hours_measured_throughput_or_flops():
     assert K._train_hours(x, b, 3.6e9, 1e21, 0.5) == pytest.approx(1e21 / (1000e12 * 0.5) / 3600)  # 555.6
 
 
-def test_stage_mfu_given_and_from_tflops():
-    b = STAGE_BASE[SFT]
-    shape = K._model(vec())
+def scratch():
+    """What _eval_one's callers allocate for the stage parts: scratch rows, per-stage plans, reuse flag."""
+    return np.zeros((K.SCRATCH_ROWS, K.NSCRATCH)), np.zeros((NS, lay.NP + 1)), 0.0
+
+
+def _layout(x, s, method=F.METHOD_FULL, ctx=2048.0, G=8.0):
     _, st = rows()
+    sc, plans, reuse = scratch()
+    shape = K._model(x)
+    fpt = F.train_flops_per_token(shape[2], shape[3], shape[4], ctx, method, 0.0, 0.0)
+    mem, min_g, mfu = K._stage_layout(x, STAGE_BASE[s], s, G, shape, method, 0.0, ctx, 1.0, 0.0, fpt, st, sc,
+                                      plans, reuse)
+    return mem, min_g, mfu, st, plans
+
+
+def test_stage_layout_mfu_given_and_from_tflops():
     x = vec(stages__sft__mfu=0.42)
-    assert K._stage_mfu(x, b, shape, 8.0, F.METHOD_LORA, F.RECOMPUTE_MODE_FULL, 2048.0, st, SFT) == 0.42
-    assert stat(st, SFT, "mfu_core") == 0.0 and stat(st, SFT, "mfu") == 0.42
-    x = vec(stages__sft__mfu=0, stages__sft__tflops_per_gpu=400)
+    _, _, mfu, st, _ = _layout(x, SFT)
+    assert mfu == 0.42 and stat(st, SFT, "mfu") == 0.42
+    assert stat(st, SFT, "plan_mfu") > 0  # the plan is still searched and timed
     # 400 of 1000 TFLOP/s hardware; full recompute does 8N of hardware FLOPs per 6N of model FLOPs
-    assert K._stage_mfu(x, b, shape, 8.0, F.METHOD_FULL, F.RECOMPUTE_MODE_FULL, 2048.0, st, SFT) == \
-        pytest.approx(0.4 * 6 / 8)
-    assert K._stage_mfu(x, b, shape, 8.0, F.METHOD_FULL, F.RECOMPUTE_MODE_SELECTIVE, 2048.0, st, SFT) == \
-        pytest.approx(0.4)
+    x = vec(stages__sft__mfu=0, stages__sft__tflops_per_gpu=400, stages__sft__recompute="full")
+    _, _, mfu, st, _ = _layout(x, SFT)
+    assert stat(st, SFT, "recompute_mode") == F.RECOMPUTE_MODE_FULL and mfu == pytest.approx(0.4 * 6 / 8)
+    x = vec(stages__sft__mfu=0, stages__sft__tflops_per_gpu=400, stages__sft__recompute="selective")
+    _, _, mfu, st, _ = _layout(x, SFT)
+    assert stat(st, SFT, "recompute_mode") == F.RECOMPUTE_MODE_SELECTIVE and mfu == pytest.approx(0.4)
 
 
-def test_stage_mfu_default_factors():
-    b = STAGE_BASE[SFT]
-    x = vec(stages__sft__mfu=0, stages__sft__tflops_per_gpu=0, hardware__mfu_base=0.5,
-            hardware__size_exponent=0, efficiency__small_model_b=0, efficiency__cluster_ref_gpus=1024,
-            efficiency__mfu_min=0.05, hardware__attn_efficiency=0.5,
-            efficiency__recompute_selective_factor=0.97, efficiency__peft_mfu_factor=0.9)
-    _, st = rows()
-    mfu = K._stage_mfu(x, b, K._model(x), 8.0, F.METHOD_LORA, F.RECOMPUTE_MODE_SELECTIVE, 4096.0, st, SFT)
-    # core: 0.5 x (7/10)^0 x 7/(7+0), 8 GPUs below the 1024 reference = 0.5
-    assert stat(st, SFT, "mfu_core") == pytest.approx(0.5)
-    # attention share a = 12 L d s / (6N + 12 L d s) at half the matmul speed: 1 / ((1-a) + a/0.5)
-    attn = 12 * 32 * 4096 * 4096
-    a = attn / (6 * 7e9 + attn)
-    assert a == pytest.approx(0.13300, abs=1e-5)
-    assert stat(st, SFT, "mfu_attention") == pytest.approx(1 / ((1 - a) + a / 0.5))
-    assert stat(st, SFT, "mfu_recompute") == 0.97 and stat(st, SFT, "mfu_peft") == 0.9
-    assert mfu == stat(st, SFT, "mfu") == pytest.approx(0.5 / (1 + a) * 0.97 * 0.9)
-    assert stat(st, SFT, "recompute_mode") == F.RECOMPUTE_MODE_SELECTIVE
+def test_stage_layout_default_mfu_is_the_plan_at_the_sustained_share():
+    x = vec(stages__sft__mfu=0, stages__sft__tflops_per_gpu=0, efficiency__sustained_fraction=0.6)
+    mem, min_g, mfu, st, plans = _layout(x, SFT)
+    assert mfu == stat(st, SFT, "mfu") == pytest.approx(stat(st, SFT, "plan_mfu") * 0.6, rel=1e-15)
+    # the plan's MFU: the stage's model FLOPs of one step over (step x G x peak)
+    tokens = stat(st, SFT, "micro_batches") * stat(st, SFT, "plan_dp") * stat(st, SFT, "plan_micro_batch") * 2048
+    fpt = F.train_flops_per_token(7e9, L7, D7, 2048.0, F.METHOD_FULL, 0.0, 0.0)
+    assert stat(st, SFT, "plan_mfu") == pytest.approx(fpt * tokens / (stat(st, SFT, "step_time_s") * 8 * 1e15))
+    assert stat(st, SFT, "plan_tokens_per_gpu_s") == pytest.approx(tokens / (stat(st, SFT, "step_time_s") * 8))
+    # the step's named terms add up (the optimizer and exposed communication are in the step once)
+    parts = sum(stat(st, SFT, f"step_{k}_s") for k in ("compute", "communication", "bubble", "recompute",
+                                                       "optimizer"))
+    assert parts == pytest.approx(stat(st, SFT, "step_time_s"), rel=1e-12)
+    mem_parts = sum(stat(st, SFT, f"mem_{k}_gb") for k in ("weights", "grads", "optimizer", "activations",
+                                                           "buffers"))
+    assert mem / 1e9 == pytest.approx(mem_parts, rel=1e-12)
+    # the search result is kept for a batch to reuse: the plan fields and the GPU minimum
+    assert plans[SFT, lay.P_TP] == stat(st, SFT, "plan_tp") and plans[SFT, lay.NP] == min_g
+    assert stat(st, SFT, "global_batch") == math.floor(16777216 / 2048)  # global_batch_tokens / context
+
+
+def test_stage_layout_reuse_keeps_the_plan_and_retimes_it():
+    x = vec(stages__sft__mfu=0)
+    _, _, _, st, plans = _layout(x, SFT)
+    y = vec(stages__sft__mfu=0, hardware__peak_tflops=500.0)  # slower GPU, same plan inputs
+    _, st2 = rows()
+    sc, _, _ = scratch()
+    shape = K._model(y)
+    fpt = F.train_flops_per_token(7e9, L7, D7, 2048.0, F.METHOD_FULL, 0.0, 0.0)
+    K._stage_layout(y, STAGE_BASE[SFT], SFT, 8.0, shape, F.METHOD_FULL, 0.0, 2048.0, 1.0, 0.0, fpt, st2, sc,
+                    plans, 1.0)
+    for name in ("plan_tp", "plan_pp", "plan_dp", "plan_micro_batch", "recompute_mode", "plan_zero"):
+        assert stat(st2, SFT, name) == stat(st, SFT, name), name
+    assert stat(st2, SFT, "step_time_s") > stat(st, SFT, "step_time_s")  # re-timed at the new peak
+    assert stat(st2, SFT, "plans_fitting") == 1.0  # one plan checked, not a search
 
 
 # ---------------------------------------------------------------------------
@@ -136,7 +168,7 @@ def test_pretrain_work():
     x = vec(stages__pretrain__tokens_b=1, stages__pretrain__epochs=2, stages__pretrain__seq_len=2048,
             stages__pretrain__mfu=0.5, stages__pretrain__tokens_per_gpu_s=0)
     _, st = rows()
-    prod_h, unique = K._pretrain_work(x, PT, STAGE_BASE[PT], 64.0, K._model(x), st)
+    prod_h, unique = K._pretrain_work(x, PT, STAGE_BASE[PT], 64.0, K._model(x), st, *scratch())
     fpt = 6 * 7e9 + 12 * 32 * 4096 * 2048  # 45.22e9 FLOPs per token
     assert stat(st, PT, "train_flops_per_token") == fpt
     assert stat(st, PT, "flops") == fpt * 1e9
@@ -149,7 +181,7 @@ def test_sft_work_lora_context_is_the_sample():
     x = vec(stages__sft__samples=1000, stages__sft__tokens_per_sample=512, stages__sft__epochs=3,
             stages__sft__seq_len=2048, stages__sft__mfu=0.5, stages__sft__tokens_per_gpu_s=0)
     _, st = rows()
-    prod_h, unique = K._sft_work(x, STAGE_BASE[SFT], 8.0, F.METHOD_LORA, 1e6, K._model(x), st, SFT)
+    prod_h, unique = K._sft_work(x, STAGE_BASE[SFT], 8.0, F.METHOD_LORA, 1e6, K._model(x), st, SFT, *scratch())
     assert unique == 1000 * 512 and stat(st, SFT, "tokens") == 3 * 512000
     assert stat(st, SFT, "ctx_tokens") == 512  # min(seq_len 2048, 512 tokens per sample)
     fpt = 4 * 7e9 + 12 * 32 * 4096 * 512 + 6 * 1e6  # frozen base 4N + attention + 6 N_lora
@@ -162,7 +194,7 @@ def test_dpo_work_live_reference():
             stages__dpo__epochs=2, stages__dpo__seq_len=1024, stages__dpo__reference="live",
             stages__dpo__mfu=0.5, stages__dpo__tokens_per_gpu_s=0, efficiency__inference_mfu=0.25)
     _, st = rows()
-    prod_h, unique = K._dpo_work(x, STAGE_BASE[DPO], 8.0, F.METHOD_FULL, 0.0, K._model(x), st, DPO)
+    prod_h, unique = K._dpo_work(x, STAGE_BASE[DPO], 8.0, F.METHOD_FULL, 0.0, K._model(x), st, DPO, *scratch())
     assert unique == 100 * (300 + 200) and stat(st, DPO, "tokens") == 2 * 50000
     assert stat(st, DPO, "ctx_tokens") == 300  # min(seq_len, the longer response)
     train = (6 * 7e9 + 12 * 32 * 4096 * 300) * 100000
@@ -200,7 +232,7 @@ def test_rl_work_rollouts_and_passes():
     x[IX["stages.rl.reward"]] = schema.BY_PATH["stages.rl.reward"].choices.index("rule")
     shape = K._model(x)
     _, st = rows()
-    prod_h, unique = K._rl_work(x, STAGE_BASE[RL], 64.0, F.METHOD_FULL, 0.0, shape, st, RL)
+    prod_h, unique = K._rl_work(x, STAGE_BASE[RL], 64.0, F.METHOD_FULL, 0.0, shape, st, RL, *scratch())
     q = 4 * 2
     assert stat(st, RL, "tokens") == 10 * q * 1000 and unique == 10 * 4 * 100  # prompts are the data
     assert stat(st, RL, "verifier_samples") == 10 * q
@@ -350,7 +382,6 @@ def test_orchestrator_sums_the_parts():
         i = STAGES.index(s)
         assert res.stat(s, "usd_total") == pytest.approx(res.items[i].sum(), rel=1e-15)
         assert res.stat(s, "months") == res.stat(s, "setup_months") + res.stat(s, "run_months")
-        if res.stat(s, "mfu_core") > 0:
-            assert res.stat(s, "mfu") == res.stat(s, "mfu_core") * res.stat(s, "mfu_attention") * \
-                res.stat(s, "mfu_recompute") * res.stat(s, "mfu_peft")
+        if res.uses_layout(s):  # the stage's MFU is its plan's at the sustained share
+            assert res.stat(s, "mfu") == res.stat(s, "plan_mfu") * res.vector[IX["efficiency.sustained_fraction"]]
     assert math.isfinite(res.total_usd)

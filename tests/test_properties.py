@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 import costcore
 from costcore.engine.kernel import LINE_ITEMS, STATS
 from costcore.scenario.schema import BY_PATH, CATALOG_KEYS, FIELDS, RESOURCES, STAGE_KEYS, STAGES, Field, set_path
-from strategies import (GLOBAL_FIELDS, PEFT_STAGES, SETTINGS, TRAIN_STAGES, _log_uniform,  # noqa: F401
-                        field_values, scenarios)
+from strategies import (GLOBAL_FIELDS, NUMERIC_GLOBAL_FIELDS, PEFT_STAGES, SETTINGS, TRAIN_STAGES,  # noqa: F401
+                        _log_uniform, field_values, scenarios)
 
 def total(res) -> float:
     return float(res.stats[:, STATS.index("usd_total")].sum())
@@ -170,7 +170,7 @@ def test_keep_all_never_cheaper_storage(stage, data):
 # batch(...) equals estimate(...) row by row
 # ---------------------------------------------------------------------------
 def _variable_paths(scn: dict) -> list[str]:
-    paths = [f.path for f in GLOBAL_FIELDS]
+    paths = [f.path for f in NUMERIC_GLOBAL_FIELDS]  # text (model.hf_config) cannot be a batch column
     for s in scn["stages"]:
         paths += [f"stages.{s}.{k}" for k in sorted(STAGE_KEYS[s] - {"enabled"})]
     return paths

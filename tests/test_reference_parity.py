@@ -4,8 +4,13 @@ For every preset in presets/*.yaml (collected when the tests run, so presets
 added later are included) and a set of hand-built scenarios that switch on
 every option (six stages; full / LoRA / QLoRA; PPO / GRPO; reward model /
 rule; live / precomputed / no reference; keep-all / keep-last-K / milestones;
-explicit MFU / auto; measured tokens_per_gpu_s and tflops_per_gpu; ZeRO 0-3; recompute modes),
-each line item and statistic of each enabled stage must agree to rel 1e-9.
+explicit MFU / job layout; measured tokens_per_gpu_s and tflops_per_gpu; ZeRO 0-3;
+recompute modes; TP / PP / CP / EP / interleaving / sequence parallelism, pinned and
+searched; BF16 / FP8; dense / MoE / GELU), each line item and statistic of each
+enabled stage must agree to rel 1e-9. The reference is given the plan the kernel's
+search chose (reference_model.kernel_plans) and re-derives that plan's step time,
+memory and MFU, and everything downstream; the search itself is checked in
+tests/test_layout_reference.py.
 
 One test per (scenario, quantity), so a disagreement names the quantity.
 """
@@ -27,7 +32,8 @@ from costcore.scenario.schema import BY_PATH, STAGES
 
 REL, ABS = 1e-9, 1e-12
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"
-QUANTITIES = ref.ITEM_KEYS + ref.STAT_KEYS
+QUANTITIES = ref.ITEM_KEYS + ref.STAT_KEYS + ref.LAYOUT_STAT_KEYS
+
 
 def preset_names() -> list[str]:
     return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
@@ -57,7 +63,7 @@ def kernel_rows(res) -> dict:
 @functools.cache
 def pair(case: str):
     scn = scenario_of(case)
-    return kernel_rows(costcore.estimate(scn)), ref.reference_estimate(scn)
+    return kernel_rows(costcore.estimate(scn)), ref.reference_estimate(scn, ref.kernel_plans(scn))
 
 
 def mismatches(kern: dict, want: dict, quantity: str) -> list[str]:
@@ -105,9 +111,23 @@ def test_hand_built_scenarios_cover_every_option():
     assert True in seen["milestone_every"] and True in seen["mfu"] and True in seen["tokens_per_gpu_s"]
     assert True in seen["tflops_per_gpu"]
     assert {True, False} <= seen["zero_stage"] and {True, False} <= seen["ckpt_interval_h"]
+    # job-layout pins: every plan field pinned somewhere
+    for key in ("tp", "pp", "dp", "cp", "ep", "interleave", "micro_batch", "global_batch", "global_batch_tokens"):
+        assert True in seen[key], key
+    assert {"on", "off"} <= seen["sequence_parallel"]  # and auto, the default, everywhere else
+    models = [scn.get("model", {}) for scn in HAND_BUILT.values()]
+    hardware = [scn.get("hardware", {}) for scn in HAND_BUILT.values()]
+    assert any(m.get("experts", 0) > 0 for m in models)  # MoE with its experts given
+    assert any(m.get("params_b", 0) > 1.05 * m.get("active_params_b", 1e9) and not m.get("experts") for m in models)
+    assert any(m.get("hf_config") for m in models)  # a shipped config (GELU MLP)
+    assert {"fp8"} <= {h.get("precision") for h in hardware}
     # kernel branches the scenarios must reach
-    modes = {pair(f"hand:{n}")[0][s]["recompute_mode"] for n in HAND_BUILT for s in pair(f"hand:{n}")[0]}
-    assert {0.0, 1.0, 2.0} <= modes
+    stats = [pair(f"hand:{n}")[0][s] for n in HAND_BUILT for s in pair(f"hand:{n}")[0] if s != "eval"]
+    assert {0.0, 1.0, 2.0} <= {st["recompute_mode"] for st in stats}
+    assert {0.0, 1.0, 2.0, 3.0} <= {st["plan_zero"] for st in stats}
+    assert {0.0, 1.0} <= {st["plan_sp"] for st in stats}
+    for key in ("plan_tp", "plan_pp", "plan_cp", "plan_ep", "plan_interleave", "plan_micro_batch"):
+        assert max(st[key] for st in stats) > 1.0, key
     fits = {pair(f"hand:{n}")[0][s]["fits"] for n in HAND_BUILT for s in pair(f"hand:{n}")[0]}
     assert fits == {0.0, 1.0}
 
@@ -119,7 +139,7 @@ def test_hand_built_scenarios_cover_every_option():
 @given(scenarios())
 def test_random_scenarios_match_reference(scn):
     kern = kernel_rows(costcore.estimate(scn))
-    want = ref.reference_estimate(scn)
+    want = ref.reference_estimate(scn, ref.kernel_plans(scn))
     assert sorted(kern) == sorted(want)
     bad = []
     for q in QUANTITIES:

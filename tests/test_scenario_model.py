@@ -39,7 +39,7 @@ def test_with_value_makes_a_new_scenario_and_leaves_the_old_one():
 def test_provenance_preset_link_user_default():
     preset = Scenario.of("llama3-8b")
     assert preset.source_of("model.params_b") == "preset llama3-8b"
-    assert preset.source_of("efficiency.mfu_min") == "default"
+    assert preset.source_of("efficiency.sustained_fraction") == "default"
     link = Scenario.of(dict(preset.to_dict(), name="shared"), origin="the link", base=preset)
     assert link.source_of("name") == "the link" and link.source_of("model.params_b") == "preset llama3-8b"
     mine = link.with_value("hardware.num_gpus", 64, origin="you")
