@@ -236,10 +236,6 @@ def test_expert_parallel_pin_on_a_dense_model():
     assert res.stat("pretrain", "fits") == 1.0 or m == 0 or m > res.stat("pretrain", "num_gpus")
 
 
-@pytest.mark.xfail(strict=True, reason="kernel._stage_top (api.plans, `costcore plan`) leaves out the RL stage's "
-                                       "colocated live reference / reward model / critic that the estimate's "
-                                       "search holds (kernel._rl_colocated_params): the listed plans' memory "
-                                       "and ranking are not the estimate's")
 def test_plans_of_an_rl_stage_hold_what_the_estimate_holds():
     scn = TINY["RL GRPO with a live reference and a reward model"]
     chosen = api.estimate(scn).plan("rl")

@@ -900,6 +900,8 @@ def _stage_top(x, s, top):
     extra = 0.0
     if s == DPO and x[DPO_REFERENCE] != DPO_REF_PRECOMPUTED and method == METHOD_FULL:
         extra = shape[0]
+    if s == RL:  # the models an RL stage holds besides the policy, as its estimate does
+        extra = _rl_colocated_params(x, shape)
     n_lora = stats[s, K_TRAINABLE] if method != METHOD_FULL else 0.0
     _fill_model(x, shape, n_lora, method, sc[R_MODEL])
     _fill_hw(x, sc[R_HW])

@@ -145,6 +145,35 @@ def layer_params(model):
 
 
 @njit(cache=True)
+def _activation_bytes(model, job, plan):
+    """Activation bytes the first pipeline stage holds (Korthikanti et al. 2022 Table 2; see _memory)."""
+    tp, pp, dp, cp = plan[P_TP], plan[P_PP], plan[P_DP], plan[P_CP]
+    mb, rc, v, sp = plan[P_MB], plan[P_RC], plan[P_V], plan[P_SP]
+    h = model[M_H]
+    s = job[J_SEQ] / cp
+    sbh = s * mb * job[J_MBS] * h
+    mlp_width = model[M_FFN] if model[M_E] <= 0.0 else (model[M_K] + model[M_SHARED]) * model[M_MOE_FFN]
+    mlp = 19.0 * mlp_width / (4.0 * h)
+    fp8_save = 7.0 if job[J_FP8] > 0.5 else 0.0
+    if sp > 0.5 or tp <= 1.0:
+        per_layer = sbh * (15.0 + mlp - fp8_save) / tp
+    else:
+        per_layer = sbh * (10.0 + (5.0 + mlp - fp8_save) / tp)
+    if rc == RC_NONE:
+        per_layer += 5.0 * model[M_A] * s * sbh / h / tp
+    layers_local = math.ceil(model[M_L] / pp)
+    m = math.ceil(job[J_GB] / (dp * mb))
+    in_flight = min(pp, m)
+    if v > 1.0:
+        in_flight *= 1.0 + (pp - 1.0) / (pp * v)
+    if rc == RC_FULL:
+        act = in_flight * layers_local * 2.0 * sbh / tp + per_layer
+    else:
+        act = in_flight * layers_local * per_layer
+    return act
+
+
+@njit(cache=True)
 def _memory(model, hw, job, plan, out):
     """Memory per GPU by kind into ``out`` (bytes); returns the total.
 
@@ -195,25 +224,7 @@ def _memory(model, hw, job, plan, out):
         extra = 2.0 * job[J_EXTRA] / (tp * pp)
         w_b += extra / shard if zero >= 2.5 else extra
     s = job[J_SEQ] / cp
-    sbh = s * mb * job[J_MBS] * h
-    mlp_width = model[M_FFN] if model[M_E] <= 0.0 else (model[M_K] + model[M_SHARED]) * model[M_MOE_FFN]
-    mlp = 19.0 * mlp_width / (4.0 * h)
-    fp8_save = 7.0 if job[J_FP8] > 0.5 else 0.0
-    if sp > 0.5 or tp <= 1.0:
-        per_layer = sbh * (15.0 + mlp - fp8_save) / tp
-    else:
-        per_layer = sbh * (10.0 + (5.0 + mlp - fp8_save) / tp)
-    if rc == RC_NONE:
-        per_layer += 5.0 * model[M_A] * s * sbh / h / tp
-    layers_local = math.ceil(L / pp)
-    m = math.ceil(job[J_GB] / (dp * mb))
-    in_flight = min(pp, m)
-    if v > 1.0:
-        in_flight *= 1.0 + (pp - 1.0) / (pp * v)
-    if rc == RC_FULL:
-        act = in_flight * layers_local * 2.0 * sbh / tp + per_layer
-    else:
-        act = in_flight * layers_local * per_layer
+    act = _activation_bytes(model, job, plan)
     buf = 4.0 * s * mb * job[J_MBS] * V / tp + hw[W_BUFFER]
     if zero >= 2.5 and method == METHOD_FULL:
         attn_p, mlp_p, exp_p = layer_params(model)
