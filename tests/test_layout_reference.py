@@ -252,20 +252,56 @@ def test_estimate_plan_breaks_communication_down():
     assert sum(plan["communication_s"].values()) > 0
 
 
+@pytest.mark.xfail(strict=True, reason="FP8 on a GPU without FP8 tensor cores (A100): the step is timed in BF16 (the "
+                                       "warning says so) but layout._memory still stores the linear layers' inputs "
+                                       "in one byte (and a LoRA base in FP8): 11.1 GB of activations instead of 14.9")
+def test_fp8_on_a_gpu_without_fp8_changes_no_memory():
+    def plan(precision):
+        return api.estimate({"model": {"params_b": 7}, "hardware": {"gpu": "a100-80gb", "num_gpus": 8,
+                                                                    "precision": precision},
+                             "stages": {"pretrain": {"tokens_b": 1, "tp": 1, "pp": 1, "micro_batch": 1,
+                                                     "recompute": "selective", "zero_stage": 3}}}).plan("pretrain")
+    bf16, fp8 = plan("bf16"), plan("fp8")
+    assert fp8["step_time_s"] == bf16["step_time_s"]
+    assert fp8["memory_gb"]["activations"] == bf16["memory_gb"]["activations"]
+
+
+@pytest.mark.xfail(strict=True, reason="formulas.lora_trainable_params adapts 3 MLP matrices (gate, up, down) for "
+                                       "lora_targets 'all' even when model.gated is false (a GELU MLP has 2: up, "
+                                       "down), so GPT-2-style models get one MLP matrix of adapters too many")
+def test_lora_all_targets_on_a_gelu_model_adapt_two_mlp_matrices():
+    def trainable(gated):
+        return api.estimate({"model": {"params_b": 1.5, "layers": 24, "hidden": 2048, "heads": 16, "ffn": 8192,
+                                       "gated": gated},
+                             "stages": {"sft": {"method": "lora", "lora_targets": "all", "lora_rank": 8}}}).stat(
+            "sft", "trainable_params")
+    attention = 24 * 8 * (4 * 2048 + 4 * 2048)  # q, k, v, o: r (d_in + d_out) each
+    assert trainable(True) == attention + 24 * 3 * 8 * (2048 + 8192)
+    assert trainable(False) == attention + 24 * 2 * 8 * (2048 + 8192)
+
+
+@pytest.mark.xfail(strict=True, reason="Result.plan('rl')['memory_per_gpu_gb'] is the stage's memory (the larger of "
+                                       "the plan and the rollout inference replica), not the plan's: 71.8 GB next to "
+                                       "a memory_gb breakdown that sums to 60.8 GB (pipeline-70b)")
+def test_rl_plan_memory_is_the_sum_of_its_parts():
+    plan = api.estimate("pipeline-70b").plan("rl")
+    assert plan["memory_per_gpu_gb"] == pytest.approx(sum(plan["memory_gb"].values()), rel=REL)
+
+
 def test_estimate_plan_is_the_first_listed_plan():
     """What the estimate chose is what `costcore plan` lists first (every key the two share but the
-    per-collective breakdown, see the xfail above)."""
+    per-collective breakdown and an RL plan's memory total, see the xfails above)."""
     for name in ("llama3-8b", "pipeline-70b"):
         res = api.estimate(name)
-        for stage in ("pretrain", "sft", "dpo"):
+        for stage in ("pretrain", "cpt", "sft", "dpo", "rl"):
             if stage not in res.stages:
                 continue
             a, b = res.plan(stage), api.plans(name, stage, 1)[0]
             for key in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave",
                         "sequence_parallel", "micro_batches", "gpus_used", "fits"):
                 assert a[key] == b[key], (name, stage, key)
-            for key in ("step_time_s", "benchmark_mfu", "memory_per_gpu_gb"):
-                assert a[key] == pytest.approx(b[key], rel=REL), (name, stage, key)
+            for key in ("step_time_s", "benchmark_mfu") + (("memory_per_gpu_gb",) if stage != "rl" else ()):
+                assert a[key] == pytest.approx(b[key], rel=REL), (name, stage, key)  # rl: see the xfail below
             for group in ("memory_gb", "time_s"):
                 for key in a[group]:
                     assert a[group][key] == pytest.approx(b[group][key], rel=REL, abs=1e-12), (name, stage, key)
