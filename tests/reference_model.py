@@ -81,7 +81,7 @@ def model_shape(shape_params: float, layers: float, hidden: float, heads: float,
 
     12 L d^2 = N with d = 128 L  =>  L^3 = N / (12 * 128^2), L rounded to the nearest whole
     layer (at least 1) and, above 16 layers, to the nearest multiple of 8; d = sqrt(N / (12 L))
-    rounded to the nearest multiple of 128 (of 1024 from 4096 up; at least one step); heads of
+    rounded to the nearest multiple of 128 (of 1024 from 1024 up; at least one step); heads of
     128 (the nearest whole number); kv heads = heads; FFN = 4 d, or 8 d / 3 for a gated MLP
     (kernel._model: the same 8 d^2 parameters). A given (non-zero) value is used as is.
     """
@@ -96,7 +96,7 @@ def model_shape(shape_params: float, layers: float, hidden: float, heads: float,
         d = float(hidden)
     else:
         exact_d = math.sqrt(shape_params / (12.0 * L))
-        step = 1024.0 if exact_d >= 4096.0 else 128.0
+        step = 1024.0 if exact_d >= 1024.0 else 128.0
         d = step * max(1, round_half_up(exact_d / step))
     a = float(heads) if heads > 0 else float(max(1, round_half_up(d / 128.0)))
     kv = float(kv_heads) if kv_heads > 0 else a
@@ -107,6 +107,23 @@ def model_shape(shape_params: float, layers: float, hidden: float, heads: float,
     head_dim = d / a
     return {"L": L, "d": d, "heads": a, "kv_heads": kv, "ffn": f, "head_dim": head_dim,
             "kv_dim": kv * head_dim}
+
+
+def ffn_for_size(n_params: float, shape: dict, vocab: float, gated: bool) -> float:
+    """The MLP width at which a dense shape holds n_params parameters (kernel._model, formulas.dense_ffn).
+
+    Count the layer by its matrices: q (d x heads*head_dim), k and v (d x kv_dim each), o
+    (heads*head_dim x d), then the MLP's 3 (gated) or 2 matrices of d x ffn; plus the input
+    embedding and the untied LM head, vocab x d each. Whatever the attention and embeddings
+    leave of n_params goes to the MLPs; never narrower than d.
+    """
+    d, L = shape["d"], shape["L"]
+    q_dim = shape["heads"] * shape["head_dim"]
+    attention = d * q_dim + d * shape["kv_dim"] + d * shape["kv_dim"] + q_dim * d
+    embeddings = vocab * d + vocab * d
+    left_for_mlps = n_params - embeddings - L * attention
+    matrices = 3 if gated else 2
+    return max(d, left_for_mlps / (L * matrices * d))
 
 
 def round_half_up(x: float) -> int:
@@ -586,6 +603,8 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
     n_act = active_b * 1e9
     shape = model_shape(n_act, f("model.layers"), f("model.hidden"), f("model.heads"), f("model.kv_heads"),
                         f("model.ffn"), bool(v("model.gated")))
+    if f("model.ffn") <= 0 and f("model.experts") <= 0 and n_total <= 1.05 * n_act:
+        shape["ffn"] = ffn_for_size(n_total, shape, f("model.vocab"), bool(v("model.gated")))
     hw = layout_hardware(f)
     kv_tok = kv_bytes_per_token(shape)
     peak = f("hardware.peak_tflops")

@@ -90,10 +90,11 @@ def _on_grid(v: float) -> float:
 def _presses_needed(preset: str, start: float) -> int:
     """Fewest ArrowRight presses (0.1 B each) that change the displayed Total cost."""
     base = api.load_preset(preset)
-    shown = fmt.usd(costcore.estimate(schema.set_path(base, "model.params_b", start)).total_usd)
+    # the size slider resizes the model (pages/common.apply -> schema.resize_model), as here
+    shown = fmt.usd(costcore.estimate(schema.validate(schema.resize_model(base, start))).total_usd)
     for k in range(1, 16):
         v = round(_on_grid(start) + k * SLIDER_STEP, 6)
-        if fmt.usd(costcore.estimate(schema.validate(schema.set_path(base, "model.params_b", v))).total_usd) != shown:
+        if fmt.usd(costcore.estimate(schema.validate(schema.resize_model(base, v))).total_usd) != shown:
             return k
     raise AssertionError(f"{preset} at {start} B: 15 slider steps never change the displayed Total cost; "
                          "pick another scenario for this test")

@@ -24,6 +24,8 @@ import costcore
 from costcore.engine import formulas as F
 from costcore.engine import layout
 from costcore.engine.kernel import LINE_ITEMS
+from costcore import api
+from costcore.scenario import schema
 
 # LLaMA-7B (Touvron et al. 2023, Table 2): 32 layers, d = 4096, 32 heads, SwiGLU FFN 11008, V = 32000.
 L7, D7, A7, FFN7, V7 = 32.0, 4096.0, 32.0, 11008.0, 32000.0
@@ -82,8 +84,11 @@ def test_model_shape_smallest_model():
 def test_model_shape_given_values_are_kept():
     assert F.model_shape(7.0, L7, D7, A7, 8.0, FFN7) == (L7, D7, A7, 8.0, FFN7)
     L, d, a, _kv, _ffn = F.model_shape(7.0, 40.0, 0.0, 0.0, 0.0, 0.0)
-    # d = sqrt(7e9 / 480) = 3818.8 -> below 4096 a multiple of 128: 30 x 128 = 3840, 30 heads
-    assert L == 40.0 and d == 3840.0 and a == 30.0
+    # d = sqrt(7e9 / 480) = 3818.8 -> from 1024 up a multiple of 1024 (heads in eights): 4096, 32 heads
+    assert L == 40.0 and d == 4096.0 and a == 32.0
+    L, d, a, _kv, _ffn = F.model_shape(0.3, 0.0, 0.0, 0.0, 0.0, 0.0)
+    # L^3 = 3e8 / 196608 = 1525.9 -> L = 11.5 -> 12; d = sqrt(3e8 / 144) = 1443.4 -> 1024 x 1.41 -> 1024, 8 heads
+    assert L == 12.0 and d == 1024.0 and a == 8.0
     assert F.model_shape(7.0, 0.0, 5000.0, 0.0, 0.0, 0.0)[2] == 39.0  # 5000 / 128 = 39.06 heads -> 39
 
 
@@ -92,6 +97,31 @@ def test_model_shape_matches_reference():
         L, d, a, kv, ffn = F.model_shape(b, 0.0, 0.0, 0.0, 0.0, 0.0)
         want = ref.model_shape(b * 1e9, 0, 0, 0, 0, 0, gated=False)
         assert (L, d, a, kv, ffn) == (want["L"], want["d"], want["heads"], want["kv_heads"], want["ffn"]), b
+
+
+def test_dense_ffn_llama2_7b():
+    # Llama-2-7B: 6,738,415,616 parameters, 32 x 4096, 32 heads (q, k, v, o all 4096 x 4096), V 32000, SwiGLU.
+    # Attention 4 x 4096^2 = 67,108,864 per layer, x 32 = 2,147,483,648; embeddings 2 x 32000 x 4096 = 262,144,000;
+    # left for the MLPs 4,328,787,968 over 32 x 3 x 4096 = 393,216 -> 11,008.6 (config.json: 11,008)
+    f = F.dense_ffn(6738415616.0, 32.0, 4096.0, 4096.0, 4096.0, 32000.0, 3.0)
+    assert f == pytest.approx(4328787968.0 / 393216.0, rel=1e-12)
+    assert abs(f - 11008.0) < 1.0
+
+
+def test_dense_ffn_never_narrower_than_the_model():
+    # 0.5B with a 128k vocabulary at 24 x 2048: embeddings 2 x 128256 x 2048 = 525M alone exceed 0.5e9 -> floor d
+    assert F.dense_ffn(0.5e9, 24.0, 2048.0, 2048.0, 512.0, 128256.0, 3.0) == 2048.0
+
+
+def test_size_slider_cost_never_falls_as_the_model_grows():
+    # The size slider resizes the shape (schema.resize_model); the FFN absorbs what the coarse layers
+    # and width leave, so a bigger model never costs less on these presets (it did before: a 3.1B
+    # llama3-8b cost 8% less than a 3.0B, heads of 25 blocked tensor parallelism).
+    for preset, start in (("llama3-8b", 1.5), ("llama3-8b", 3.0), ("llama2-7b-pretrain", 6.7), ("scratch-7b", 2.5)):
+        base = api.load_preset(preset)
+        totals = [costcore.estimate(schema.validate(schema.resize_model(base, round(start + 0.1 * k, 6)))).total_usd
+                  for k in range(16)]
+        assert all(b >= a * 0.999 for a, b in zip(totals, totals[1:])), (preset, totals)
 
 
 def test_moe_expert_ffn():

@@ -54,8 +54,10 @@ def model_shape(params_b, layers, hidden, heads, kv_heads, ffn):
     N ~ 12 L d^2 (Kaplan et al. 2020, Eq. 2.1, embeddings excluded) with the
     aspect ratio d/L = 128 of LLaMA-7B/13B and GPT-3 175B, so
     L = (N / (12 * 128^2))^(1/3) (a multiple of 8 above 16) and d = sqrt(N / (12 L)) (a multiple of 128, of
-    1024 from 4096: Llama-3 8B 32 x 4096, 405B 128 x 16384); heads of size 128;
-    FFN 4d (Vaswani et al. 2017).
+    1024 from 1024 up so that the heads of size 128 come in multiples of 8, which tensor
+    parallelism up to 8 divides: Llama-3.2 3B 28 x 3072, Llama-3 8B 32 x 4096, 405B 128 x 16384);
+    FFN 4d (Vaswani et al. 2017). The rounding makes L and d coarse; kernel._model then solves
+    a dense model's FFN for the parameter count (formulas.dense_ffn), so the shape's size follows N.
     """
     n = params_b * 1e9
     L = layers
@@ -64,9 +66,9 @@ def model_shape(params_b, layers, hidden, heads, kv_heads, ffn):
         if L > 16.0:
             L = 8.0 * math.floor(L / 8.0 + 0.5)
     d = hidden
-    if d <= 0.0:  # whole heads of 128, a multiple of 8 heads from 4096 up (tensor parallelism splits heads)
+    if d <= 0.0:  # whole heads of 128, a multiple of 8 heads from 1024 up (tensor parallelism splits heads)
         d = math.sqrt(n / (12.0 * L))
-        step = 1024.0 if d >= 4096.0 else 128.0
+        step = 1024.0 if d >= 1024.0 else 128.0
         d = step * max(1.0, math.floor(d / step + 0.5))
     a = heads
     if a <= 0.0:
@@ -78,6 +80,30 @@ def model_shape(params_b, layers, hidden, heads, kv_heads, ffn):
     if f <= 0.0:
         f = 4.0 * d
     return L, d, a, kv, f
+
+
+@njit(cache=True)
+def dense_ffn(n_params, L, d, q_dim, kv_dim, vocab, n_matrices):
+    """MLP inner size (FFN) that makes a dense shape hold ``n_params`` parameters.
+
+    A Llama-style dense model holds, per layer, q and o (d x q_dim), k and v (d x kv_dim) and an
+    MLP of ``n_matrices`` d x f matrices (3 gated, SwiGLU; 2 GELU), plus untied input and output
+    embeddings 2 V d (Touvron et al. 2023, Llama 2, Table 1 shapes; Hugging Face
+    ``modeling_llama.py``). Solving N = L (2 d q_dim + 2 d kv_dim + n_matrices d f) + 2 V d for f:
+    Llama-2-7B (6.74e9, 32 x 4096, V 32000, gated) gives 11,014 (config: 11,008). The layers and
+    width come from formulas.model_shape in coarse steps; solving for the FFN keeps the shape's
+    parameters, and so its step time, equal to the size the user gave (a 7.5B shape is not a 6.7B
+    one). Floored at d (an MLP no narrower than the model) when the embeddings and attention
+    alone exceed N; the shape then holds more than N.
+
+    Returns
+    -------
+    float
+        FFN inner size, units (not rounded: the step time is continuous in it).
+    """
+    per_layer_fixed = 2.0 * d * q_dim + 2.0 * d * kv_dim
+    f = (n_params - 2.0 * vocab * d - L * per_layer_fixed) / (L * n_matrices * d)
+    return max(d, f)
 
 
 @njit(cache=True)

@@ -30,7 +30,7 @@ from costcore.engine.formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, METHOD_FU
                        checkpoint_storage_usd, dataset_storage_usd,
                        decode_gpu_seconds_per_token, forward_flops_per_token, gpu_hours_for_flops,
                        gpu_time_usd, held_checkpoint_sum, held_checkpoints, kv_cache_bytes_per_token, labeling_usd,
-                       lora_trainable_params, model_shape, moe_expert_ffn, monthly_usd, per_sample_usd,
+                       lora_trainable_params, model_shape, dense_ffn, moe_expert_ffn, monthly_usd, per_sample_usd,
                        per_token_usd, staff_usd_per_month, synthetic_usd, train_flops_per_token, transfer_usd,
                        young_daly_interval_h)
 from costcore.scenario.schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_REVIEW, D_SYNTH_USD_PER_M, DPO_CHOSEN,
@@ -188,15 +188,20 @@ def _model(x):
     """(n_total, act_b, n_act, L, d, a, kv_heads, ffn, vocab, kv_dim, kv_bytes_per_token) of the scenario's model.
 
     n_total: all parameters (count); act_b / n_act: active ones per token (billions / count, MoE);
-    the shape from formulas.model_shape when not given (a gated MLP gets 8d/3 so that it holds
-    the 8 d^2 parameters of a 4d GELU MLP).
+    the shape from formulas.model_shape when not given; a dense model's FFN then from
+    formulas.dense_ffn, so the shape holds the parameters the user gave (a MoE's dense FFN: 8d/3
+    when gated, the 8 d^2 parameters of a 4d GELU MLP).
     """
     n_total = x[M_PARAMS_B] * 1e9
     act_b = x[M_ACTIVE_B] if x[M_ACTIVE_B] > 0.0 else x[M_PARAMS_B]
     L, d, a, kvh, ffn = model_shape(act_b, x[M_LAYERS], x[M_HIDDEN], x[M_HEADS], x[M_KV_HEADS], x[M_FFN])
-    if x[M_FFN] <= 0.0 and x[M_GATED] > 0.5:
-        ffn = 8.0 * d / 3.0
     head_dim = d / a
+    if x[M_FFN] <= 0.0:
+        nmat = 3.0 if x[M_GATED] > 0.5 else 2.0
+        if x[M_EXPERTS] <= 0.0 and n_total <= 1.05 * act_b * 1e9:
+            ffn = dense_ffn(n_total, L, d, a * head_dim, kvh * head_dim, x[M_VOCAB], nmat)
+        elif nmat == 3.0:
+            ffn = 8.0 * d / 3.0
     kv_tok = kv_cache_bytes_per_token(L, kvh, head_dim)
     return n_total, act_b, act_b * 1e9, L, d, a, kvh, ffn, x[M_VOCAB], kvh * head_dim, kv_tok
 
