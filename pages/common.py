@@ -70,6 +70,8 @@ def state():
         ss.scenario, ss.preset, ss.rev = scn, preset, 0
         ss.messages = list(warns)
     ss.setdefault("messages", [])
+    ss.setdefault("handled", {})  # widget key -> the last value applied (_catch_up)
+    _catch_up()
     return ss
 
 
@@ -171,17 +173,53 @@ def _num(v):
     return v if (isinstance(v, (int, float)) and math.isfinite(v)) else 0
 
 
+def _widget_value(f, v):
+    """A widget's value as the scenario stores it (a date as ISO text)."""
+    return v.isoformat() if f.kind == "date" and hasattr(v, "isoformat") else v
+
+
+def _catch_up() -> None:
+    """Before a rerun draws anything, apply the knob values whose on_change callback did not run.
+
+    Keys pressed faster than the reruns finish interrupt them, and an interrupted rerun can lose
+    the callback of the value that interrupted it: the slider then shows 4.2 while the scenario,
+    the numbers and the share link stay at 3.3 (seen in tests/test_concurrency_browser.py). Each
+    widget value is handled once (a refused one is not refused again on every rerun).
+    """
+    ss = st.session_state
+    suffix = f":{ss.rev}"
+    for key in [k for k in ss if isinstance(k, str) and k.startswith("k:") and k.endswith(suffix)]:
+        f = BY_PATH.get(key[2:-len(suffix)])
+        v = ss[key]
+        if f is None or ss.handled.get(key, _UNSEEN) == v:
+            continue
+        ss.handled[key] = v
+        value = _widget_value(f, v)
+        if value != schema.effective_value(ss.scenario, f.path):
+            apply(f.path, value)
+
+
+_UNSEEN = object()
+
+
 def knob(path: str, label: str, lo=None, hi=None, step=None, widget: str = "slider", fmt_str=None,
          help: str | None = None, options=None):
     """A widget bound to one scenario path; its change recomputes everything."""
     ss = state()
+    key = f"k:{path}:{ss.rev}"
+    out = _knob_widget(ss, key, path, label, lo, hi, step, widget, fmt_str, help, options)
+    ss.handled[key] = st.session_state.get(key, _UNSEEN)  # what it shows now is handled (_catch_up)
+    return out
+
+
+def _knob_widget(ss, key, path, label, lo, hi, step, widget, fmt_str, help, options):
     f = BY_PATH[path]
     cur = schema.effective_value(ss.scenario, path)
-    key = f"k:{path}:{ss.rev}"
     tip = help or f"{f.doc} ({f.allowed()}). Source of the default: {f.source}."
 
     def changed():
-        apply(path, st.session_state[key])
+        ss.handled[key] = st.session_state[key]
+        apply(path, _widget_value(f, st.session_state[key]))
 
     if f.kind == "enum":
         choices = list(options or f.choices)
@@ -192,10 +230,7 @@ def knob(path: str, label: str, lo=None, hi=None, step=None, widget: str = "slid
     if f.kind == "date":
         import datetime as _dt
 
-        def date_changed():
-            apply(path, st.session_state[key].isoformat())
-
-        return st.date_input(label, value=_dt.date.fromisoformat(str(cur)), key=key, on_change=date_changed,
+        return st.date_input(label, value=_dt.date.fromisoformat(str(cur)), key=key, on_change=changed,
                              help=tip, min_value=_dt.date(2000, 1, 1), max_value=_dt.date(2100, 12, 31))
     if f.kind == "str":
         return st.text_input(label, value=str(cur), key=key, on_change=changed, help=tip, max_chars=100)

@@ -81,6 +81,24 @@ def test_overview_model_size_slider_raises_total():
     assert at.query_params["model.params_b"] == "140"
 
 
+def test_a_slider_value_whose_callback_was_lost_is_still_applied():
+    """An interrupted rerun can drop a widget's on_change callback (fast key presses); the next
+    rerun applies the value the widget holds, so numbers and share link follow the slider."""
+    at = _app(p="llama3-8b")
+    key = f"k:model.params_b:{at.session_state['rev']}"
+    at.session_state[key] = 4.2  # the widget's value changes without its callback
+    at.run()
+    assert not at.exception
+    assert at.session_state["scenario"]["model"]["params_b"] == 4.2
+    assert at.query_params["model.params_b"] == "4.2"
+    assert _metric(at, "Total cost") == fmt.usd(_total(at))
+    at.session_state[key] = 99999.0  # refused once, then left alone (no message on every rerun)
+    at.run()
+    at.run()
+    assert at.session_state["scenario"]["model"]["params_b"] == 4.2
+    assert sum("model.params_b" in w.value for w in at.warning) <= 1
+
+
 def test_overview_shows_the_p10_p90_band():
     at = _app(p="pipeline-70b")
     res = costcore.estimate(at.session_state["scenario"])
