@@ -139,15 +139,16 @@ class Result:
                  "interleave": "plan_interleave", "sp": "plan_sp", "step_time_s": "step_time_s",
                  "compute_s": "step_compute_s", "communication_s": "step_communication_s",
                  "bubble_s": "step_bubble_s", "recompute_s": "step_recompute_s", "optimizer_s": "step_optimizer_s",
-                 "micro_batches": "micro_batches", "fits": "fits", "mfu": "plan_mfu"}
+                 "micro_batches": "micro_batches", "fits": "fits", "mfu": "plan_mfu",
+                 "tp_comm_s": "step_tp_comm_s", "dp_comm_s": "step_dp_comm_s", "zero_comm_s": "step_zero_comm_s",
+                 "cp_comm_s": "step_cp_comm_s", "ep_comm_s": "step_ep_comm_s", "p2p_s": "step_p2p_s",
+                 "gpus_used": "plan_gpus_used"}
         fields = layout.PLAN_FIELDS + layout.TERM_FIELDS
         for k, stat in names.items():
             row[fields.index(k)] = st[STATS.index(stat)]
         for k in ("weights", "grads", "optimizer", "activations", "buffers"):
             row[fields.index("mem_" + k)] = st[STATS.index(f"mem_{k}_gb")] * 1e9
-        row[fields.index("mem_total")] = st[K_MEM_GB] * 1e9
-        row[fields.index("gpus_used")] = st[STATS.index("plan_tp")] * st[STATS.index("plan_pp")] * \
-            st[STATS.index("plan_dp")] * st[STATS.index("plan_cp")]
+        row[fields.index("mem_total")] = st[STATS.index("plan_memory_gb")] * 1e9
         out = plan_dict(row, 1.0)
         out["mfu"] = float(st[STATS.index("mfu")])
         out["plans_fitting"] = int(st[STATS.index("plans_fitting")])

@@ -131,15 +131,16 @@ def round_half_up(x: float) -> int:
     return math.floor(x + 0.5)
 
 
-def lora_params(shape: dict, rank: float, targets: str) -> float:
-    """LoRA adds A (d_in x r) and B (r x d_out) to every adapted matrix: r (d_in + d_out)."""
+def lora_params(shape: dict, rank: float, targets: str, gated: bool = True) -> float:
+    """LoRA adds A (d_in x r) and B (r x d_out) to every adapted matrix: r (d_in + d_out).
+    A GELU MLP (not gated) has no gate matrix to adapt."""
     d, kv_dim, ffn, L = shape["d"], shape["kv_dim"], shape["ffn"], shape["L"]
     matrices = {  # name: (d_in, d_out)
         "q": (d, d), "k": (d, kv_dim), "v": (d, kv_dim), "o": (d, d),
         "gate": (d, ffn), "up": (d, ffn), "down": (ffn, d),
     }
     adapted = {"qv": ["q", "v"], "attn": ["q", "k", "v", "o"],
-               "all": ["q", "k", "v", "o", "gate", "up", "down"]}[targets]
+               "all": ["q", "k", "v", "o", "gate", "up", "down"] if gated else ["q", "k", "v", "o", "up", "down"]}[targets]
     per_layer = 0.0
     for name in adapted:
         d_in, d_out = matrices[name]
@@ -628,7 +629,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
 
         gpus = sf("num_gpus") if sf("num_gpus") > 0 else f("hardware.num_gpus")
         method = sv("method") if stage in PEFT_STAGES else "full"
-        n_lora = lora_params(shape, sf("lora_rank"), sv("lora_targets")) if method != "full" else 0.0
+        n_lora = lora_params(shape, sf("lora_rank"), sv("lora_targets"), bool(v("model.gated"))) if method != "full" else 0.0
         tps = sf("tokens_per_gpu_s")
         dequant = sf("qlora_dequant_overhead")
         seq = sf("seq_len")

@@ -139,15 +139,15 @@ def test_moe_expert_ffn():
 # ---------------------------------------------------------------------------
 def test_lora_params_llama7b_qv_r16():
     # q: 16 (4096 + 4096) = 131,072 ; v: the same (no GQA) ; 32 layers
-    assert F.lora_trainable_params(L7, D7, D7, FFN7, 16.0, 0.0) == 32 * 2 * 131_072 == 8_388_608
+    assert F.lora_trainable_params(L7, D7, D7, FFN7, 16.0, 0.0, 3.0) == 32 * 2 * 131_072 == 8_388_608
 
 
 def test_lora_params_llama7b_all_linear_r16():
     # attention q,k,v,o: 4 x 131,072 = 524,288
     # MLP gate, up (4096 -> 11008) and down (11008 -> 4096): 3 x 16 x 15,104 = 724,992
     # per layer 1,249,280 ; 32 layers: 39,976,960 (what peft prints for LLaMA-7B, r=16, all linear)
-    assert F.lora_trainable_params(L7, D7, D7, FFN7, 16.0, 2.0) == 39_976_960
-    assert F.lora_trainable_params(L7, D7, D7, FFN7, 16.0, 1.0) == 32 * 524_288
+    assert F.lora_trainable_params(L7, D7, D7, FFN7, 16.0, 2.0, 3.0) == 39_976_960
+    assert F.lora_trainable_params(L7, D7, D7, FFN7, 16.0, 1.0, 3.0) == 32 * 524_288
 
 
 def test_lora_params_gqa_llama2_70b_r8_attn():
@@ -156,8 +156,8 @@ def test_lora_params_gqa_llama2_70b_r8_attn():
     q = r * (d + d)
     k = v = r * (d + kv)
     o = r * (d + d)
-    assert F.lora_trainable_params(80.0, d, kv, 28672.0, r, 1.0) == 80 * (q + k + v + o) == 80 * 409_600
-    assert F.lora_trainable_params(80.0, d, kv, 28672.0, r, 0.0) == 80 * (q + v)
+    assert F.lora_trainable_params(80.0, d, kv, 28672.0, r, 1.0, 3.0) == 80 * (q + k + v + o) == 80 * 409_600
+    assert F.lora_trainable_params(80.0, d, kv, 28672.0, r, 0.0, 3.0) == 80 * (q + v)
 
 
 @pytest.mark.parametrize("rank", [1.0, 8.0, 64.0])
@@ -165,7 +165,7 @@ def test_lora_params_gqa_llama2_70b_r8_attn():
 def test_lora_params_match_reference(rank, targets):
     shape = ref.model_shape(13e9, 0, 0, 0, 0, 0)
     code = {"qv": 0.0, "attn": 1.0, "all": 2.0}[targets]
-    got = F.lora_trainable_params(shape["L"], shape["d"], shape["kv_dim"], shape["ffn"], rank, code)
+    got = F.lora_trainable_params(shape["L"], shape["d"], shape["kv_dim"], shape["ffn"], rank, code, 3.0)
     assert got == pytest.approx(ref.lora_params(shape, rank, targets), rel=1e-14)
 
 

@@ -135,20 +135,17 @@ def fewest_gpus_that_fit(scn: dict, stage: str, limit: int = MAX_BRUTE) -> int:
 
 @st.composite
 def small_jobs(draw):
-    """A training stage that fits on a few dozen GPUs at most, with a random subset of its plan pinned.
-
-    The ZeRO stage is always pinned (searched, ZeRO is never tried on a single replica, which
-    min_gpus does not know: see test_min_gpus_with_one_replica); cp, micro-batch and recompute are
-    pinned at random. Pinned tensor and pipeline degrees, the sequence-parallel pin and tiny global
-    batches break min_gpus and have their own (xfail) tests below.
-    """
+    """A training stage that fits on a few dozen GPUs at most, with a random subset of its plan pinned
+    (tensor and pipeline degrees, context, micro-batch, recompute, ZeRO, sequence parallelism) and at
+    times a small global batch: the cases that broke the old closed-form min_gpus."""
     method = draw(st.sampled_from(["full", "lora", "qlora"]), label="method")
     params_b = draw(st.floats(0.1, 30.0 if method == "full" else 70.0), label="params_b")
     gpu = draw(st.sampled_from(["h100-80gb", "a100-40gb", "l40s", "mi300x"]), label="gpu")
     seq = draw(st.sampled_from([512, 2048, 8192]), label="seq_len")
-    stage = {"method": method, "samples": 100, "tokens_per_sample": seq, "seq_len": seq,
-             "zero_stage": draw(st.sampled_from([0, 1, 2, 3]), label="zero_stage")}
-    for key, values in (("cp", [1, 2]), ("micro_batch", [1, 2, 4]), ("recompute", ["none", "selective", "full"])):
+    stage = {"method": method, "samples": 100, "tokens_per_sample": seq, "seq_len": seq}
+    for key, values in (("cp", [1, 2]), ("micro_batch", [1, 2, 4]), ("recompute", ["none", "selective", "full"]),
+                        ("zero_stage", [0, 1, 2, 3]), ("tp", [1, 2, 4, 8]), ("pp", [1, 2, 3, 4]),
+                        ("sequence_parallel", ["on", "off"]), ("global_batch", [1, 2, 3, 8])):
         if draw(st.booleans(), label=f"pin {key}"):
             stage[key] = draw(st.sampled_from(values), label=key)
     return {"model": {"params_b": params_b}, "hardware": {"gpu": gpu, "num_gpus": 1}, "stages": {"sft": stage}}
@@ -182,28 +179,20 @@ def test_min_gpus_brute_force_examples(params_b, method, gpu):
 
 
 # ---------------------------------------------------------------------------
-# Suspected core bugs (xfail strict: when one is fixed, its test passes and must be unmarked)
+# Core bugs these tests found (once strict xfails; each fixed)
 # ---------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="layout.min_gpus sizes the fixed part of memory at dp = 2^20, where a replica "
-                                       "has fewer micro-batches than pipeline stages in flight, so its closed-form "
-                                       "dp is too small; it then doubles dp instead of stepping: 16 GPUs where 12 fit")
 def test_min_gpus_with_the_pipeline_pinned():
     scn = _sft(17.0, 1, method="full", tp=1, pp=4, recompute="selective", zero_stage=1)
     m = int(costcore.estimate(scn).stat("sft", "min_gpus"))
     assert fewest_gpus_that_fit(scn, "sft", m) == m
 
 
-@pytest.mark.xfail(strict=True, reason="layout.min_gpus lets ZeRO 1-3 shard over a single replica (dp x cp = 1), "
-                                       "which the search never tries unless zero_stage is pinned: 8 GPUs at tp 8 "
-                                       "where the stage first fits on 16")
 def test_min_gpus_with_one_replica():
     scn = _sft(17.0, 1, "l40s", method="full", tp=8, tokens_per_sample=512, seq_len=512)
     m = int(costcore.estimate(scn).stat("sft", "min_gpus"))
     assert fewest_gpus_that_fit(scn, "sft", m) == m
 
 
-@pytest.mark.xfail(strict=True, reason="layout.min_gpus ignores a pinned sequence_parallel 'off' (it sizes "
-                                       "activations with SP on when tp > 1), so it reports fewer GPUs than fit")
 def test_min_gpus_with_sequence_parallelism_pinned_off():
     scn = {"model": {"params_b": 70}, "hardware": {"gpu": "h100-80gb", "num_gpus": 1},
            "stages": {"pretrain": {"tokens_b": 1, "seq_len": 16384, "tp": 8, "pp": 1, "recompute": "selective",
@@ -214,9 +203,6 @@ def test_min_gpus_with_sequence_parallelism_pinned_off():
     assert costcore.estimate(trial).stat("pretrain", "fits") == 1.0, f"min_gpus {m} does not fit"
 
 
-@pytest.mark.xfail(strict=True, reason="layout.min_gpus does not cap data parallelism at the global batch "
-                                       "(the search uses dp <= global batch / micro-batch), so with a small "
-                                       "global batch it names a GPU count on which no plan fits")
 def test_min_gpus_with_a_small_global_batch():
     scn = _sft(13.0, 1, method="full", global_batch=2, tp=1, pp=1, zero_stage=3, tokens_per_sample=1024,
                seq_len=1024)
@@ -226,10 +212,6 @@ def test_min_gpus_with_a_small_global_batch():
     assert (m == 0 and not any(fits)) or fits[0] == 1.0, (m, fits)
 
 
-@pytest.mark.xfail(strict=True, reason="an expert-parallel degree pinned on a dense model (or above the experts) "
-                                       "leaves the search no plan, but layout.min_gpus ignores the ep rule and "
-                                       "reports a count (2) below the stage's 8 GPUs; the sentence then blames "
-                                       "memory (72.0 GB: the usable memory, not a requirement)")
 def test_expert_parallel_pin_on_a_dense_model():
     res = costcore.estimate({"stages": {"pretrain": {"ep": 2}}})
     m = res.stat("pretrain", "min_gpus")
@@ -243,18 +225,12 @@ def test_plans_of_an_rl_stage_hold_what_the_estimate_holds():
     assert listed["memory_gb"]["weights"] == pytest.approx(chosen["memory_gb"]["weights"], rel=REL)
 
 
-@pytest.mark.xfail(strict=True, reason="Result.plan() (and so to_dict()['stages'][s]['plan']) rebuilds the plan "
-                                       "from the stats, which hold no per-collective terms: its communication_s "
-                                       "breakdown is all zeros while time_s['communication'] is not")
 def test_estimate_plan_breaks_communication_down():
     plan = api.estimate("pipeline-70b").plan("pretrain")
     assert plan["time_s"]["communication"] > 0
     assert sum(plan["communication_s"].values()) > 0
 
 
-@pytest.mark.xfail(strict=True, reason="FP8 on a GPU without FP8 tensor cores (A100): the step is timed in BF16 (the "
-                                       "warning says so) but layout._memory still stores the linear layers' inputs "
-                                       "in one byte (and a LoRA base in FP8): 11.1 GB of activations instead of 14.9")
 def test_fp8_on_a_gpu_without_fp8_changes_no_memory():
     def plan(precision):
         return api.estimate({"model": {"params_b": 7}, "hardware": {"gpu": "a100-80gb", "num_gpus": 8,
@@ -266,9 +242,6 @@ def test_fp8_on_a_gpu_without_fp8_changes_no_memory():
     assert fp8["memory_gb"]["activations"] == bf16["memory_gb"]["activations"]
 
 
-@pytest.mark.xfail(strict=True, reason="formulas.lora_trainable_params adapts 3 MLP matrices (gate, up, down) for "
-                                       "lora_targets 'all' even when model.gated is false (a GELU MLP has 2: up, "
-                                       "down), so GPT-2-style models get one MLP matrix of adapters too many")
 def test_lora_all_targets_on_a_gelu_model_adapt_two_mlp_matrices():
     def trainable(gated):
         return api.estimate({"model": {"params_b": 1.5, "layers": 24, "hidden": 2048, "heads": 16, "ffn": 8192,
@@ -280,9 +253,6 @@ def test_lora_all_targets_on_a_gelu_model_adapt_two_mlp_matrices():
     assert trainable(False) == attention + 24 * 2 * 8 * (2048 + 8192)
 
 
-@pytest.mark.xfail(strict=True, reason="Result.plan('rl')['memory_per_gpu_gb'] is the stage's memory (the larger of "
-                                       "the plan and the rollout inference replica), not the plan's: 71.8 GB next to "
-                                       "a memory_gb breakdown that sums to 60.8 GB (pipeline-70b)")
 def test_rl_plan_memory_is_the_sum_of_its_parts():
     plan = api.estimate("pipeline-70b").plan("rl")
     assert plan["memory_per_gpu_gb"] == pytest.approx(sum(plan["memory_gb"].values()), rel=REL)

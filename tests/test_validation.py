@@ -82,11 +82,6 @@ def test_published_throughput_reproduces_published_time():
     assert not bad, bad
 
 
-@pytest.mark.xfail(strict=True, reason="validation_table(throughput=True) (costcore/validation/runs.py scenario_for) "
-                                       "does not pin the full recompute under which BLOOM/OPT/Megatron/BloombergGPT "
-                                       "published hardware TFLOP/s; the searched plan's selective recompute takes them "
-                                       "as model FLOP/s: BLOOM-176B 0.70x, OPT 0.81x, Megatron-GPT 0.82x, "
-                                       "BloombergGPT 0.80x (docs/validation.md section 3)")
 def test_validation_table_throughput_rows_reproduce_published_time():
     df = validation.validation_table(throughput=True)
     runs = df[df.run != "PaLM-540B"]

@@ -122,12 +122,13 @@ def moe_expert_ffn(n_total, n_active, experts, top_k, L, d, n_matrices, dense_ff
 
 
 @njit(cache=True)
-def lora_trainable_params(L, d, kv_dim, ffn, rank, targets):
+def lora_trainable_params(L, d, kv_dim, ffn, rank, targets, mlp_matrices):
     """Trainable LoRA parameters (count).
 
     r * (d_in + d_out) per adapted matrix (peft ``src/peft/tuners/lora/layer.py``:
     A = Linear(in, r), B = Linear(r, out)), times L layers.
-    targets: 0 = q,v; 1 = q,k,v,o; 2 = q,k,v,o + gate, up, down (SwiGLU MLP).
+    targets: 0 = q,v; 1 = q,k,v,o; 2 = q,k,v,o + the MLP's ``mlp_matrices`` (3 for a gated
+    SwiGLU MLP: gate, up, down; 2 for GELU: up, down).
     """
     qv = rank * (d + d) + rank * (d + kv_dim)
     attn = qv + rank * (d + kv_dim) + rank * (d + d)
@@ -135,7 +136,7 @@ def lora_trainable_params(L, d, kv_dim, ffn, rank, targets):
     if targets >= LORA_ATTN:
         per_layer = attn
     if targets >= LORA_ALL:
-        per_layer = attn + 3.0 * rank * (d + ffn)
+        per_layer = attn + mlp_matrices * rank * (d + ffn)
     return L * per_layer
 
 

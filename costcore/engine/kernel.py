@@ -139,7 +139,12 @@ STATS = ("enabled", "num_gpus", "productive_gpu_hours", "gpu_hours", "wall_days"
          "step_optimizer_s",
          # ... memory per GPU by kind (GB), plans searched that fit, the step's shape
          "mem_weights_gb", "mem_grads_gb", "mem_optimizer_gb", "mem_activations_gb", "mem_buffers_gb",
-         "plans_fitting", "micro_batches", "global_batch", "plan_mfu", "plan_tokens_per_gpu_s")
+         "plans_fitting", "micro_batches", "global_batch", "plan_mfu", "plan_tokens_per_gpu_s",
+         # ... the exposed communication by collective (s per step; they sum to step_communication_s)
+         "step_tp_comm_s", "step_dp_comm_s", "step_zero_comm_s", "step_cp_comm_s", "step_ep_comm_s",
+         "step_p2p_s",
+         # ... and the plan's own memory per GPU (memory_per_gpu_gb may be an RL rollout replica's)
+         "plan_memory_gb", "plan_gpus_used")
 NK = len(STATS)
 (K_ENABLED, K_GPUS, K_PROD_H, K_GPU_H, K_WALL_D, K_MONTHS, K_FLOPS, K_MFU, K_TOKENS, K_INTERRUPT,
  K_CKPT_INT, K_YOUNG_DALY, K_CKPT_N, K_CKPT_GB, K_CKPT_WRITE_S, K_DATASET_GB, K_STORAGE_PEAK_GB,
@@ -151,7 +156,8 @@ NK = len(STATS)
  K_PLAN_TP, K_PLAN_PP, K_PLAN_DP, K_PLAN_CP, K_PLAN_EP, K_PLAN_MB, K_PLAN_ZERO, K_PLAN_V, K_PLAN_SP,
  K_STEP, K_STEP_COMPUTE, K_STEP_COMM, K_STEP_BUBBLE, K_STEP_RECOMP, K_STEP_OPT,
  K_MEM_W, K_MEM_G, K_MEM_O, K_MEM_A, K_MEM_B, K_PLANS_FIT, K_MICRO, K_GLOBAL_BATCH, K_PLAN_MFU,
- K_PLAN_TOKS) = range(NK)
+ K_PLAN_TOKS, K_COMM_TP, K_COMM_DP, K_COMM_ZERO, K_COMM_CP, K_COMM_EP, K_COMM_P2P, K_PLAN_MEM,
+ K_PLAN_USED) = range(NK)
 # Scratch rows the callers allocate for _eval_one (it allocates nothing): model, hw, job, pins,
 # one plan row, the best plan; then one row per stage of plans to reuse (batch).
 SCRATCH_ROWS = 6
@@ -280,7 +286,8 @@ def _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, j, pins):
     j[lay.J_DEQ] = x[b + S_QLORA_DEQ] if method == METHOD_QLORA else 0.0
     j[lay.J_MBS] = mbs_mult
     j[lay.J_EXTRA] = extra_w
-    j[lay.J_FP8] = 1.0 if x[H_PRECISION] == PRECISION_FP8 else 0.0
+    # FP8 only where the GPU has FP8 tensor cores (else the job runs, and stores, BF16; a warning says so)
+    j[lay.J_FP8] = 1.0 if (x[H_PRECISION] == PRECISION_FP8 and x[H_FP8_TFLOPS] > x[H_PEAK_TFLOPS]) else 0.0
     j[lay.J_FPT] = fpt
     j[lay.J_TOKSEQ] = ctx * mbs_mult
     pins[lay.P_TP] = x[b + S_TP]
@@ -346,6 +353,14 @@ def _write_plan(st, s, best, fits):
     st[s, K_MICRO] = best[lay.T_MICRO]
     st[s, K_PLAN_MFU] = best[lay.T_MFU]
     st[s, K_PLAN_TOKS] = best[lay.T_TOKS]
+    st[s, K_COMM_TP] = best[lay.T_TP]
+    st[s, K_COMM_DP] = best[lay.T_DP]
+    st[s, K_COMM_ZERO] = best[lay.T_ZERO]
+    st[s, K_COMM_CP] = best[lay.T_CP]
+    st[s, K_COMM_EP] = best[lay.T_EP]
+    st[s, K_COMM_P2P] = best[lay.T_P2P]
+    st[s, K_PLAN_MEM] = best[lay.T_MEM] / 1e9
+    st[s, K_PLAN_USED] = best[lay.T_USED]
 
 
 @njit(cache=True, inline='always')
@@ -784,7 +799,7 @@ def _eval_one(x, items, stats, sc, plans, reuse):
         n_lora = 0.0
         if method != METHOD_FULL:
             n_lora = lora_trainable_params(shape[3], shape[4], shape[9], shape[7], x[b + S_LORA_RANK],
-                                           x[b + S_LORA_TARGETS])
+                                           x[b + S_LORA_TARGETS], 3.0 if x[M_GATED] > 0.5 else 2.0)
         trainable = shape[0] if method == METHOD_FULL else n_lora
         _write_setup(st, s, G, shape, trainable)
         if s == PRETRAIN or s == CPT:

@@ -435,6 +435,71 @@ def _cand(choices, i, pin):
 
 
 @njit(cache=True)
+def _tp_ok(tp, model, pins):
+    """A tensor degree tried: a candidate dividing the heads (a pinned one is taken as given)."""
+    return tp > 0.0 and tp <= model[M_A] and (model[M_A] % tp == 0.0 or pins[P_TP] > 0.0)
+
+
+@njit(cache=True)
+def _pp_try(ipp, model, pins):
+    pp = float(ipp)
+    return _degree_ok(pp, pins[P_PP]) and pp <= model[M_L] and (_pp_ok(ipp, model[M_L]) or pp == pins[P_PP])
+
+
+@njit(cache=True)
+def _cp_ok(cp, job, pins):
+    """A context degree tried: chunks of at least MIN_CP_TOKENS unless pinned."""
+    return cp > 0.0 and not (cp > 1.0 and job[J_SEQ] / cp < MIN_CP_TOKENS and pins[P_CP] <= 0.0)
+
+
+@njit(cache=True)
+def _dp_cap(job, pins, mb):
+    """The most data-parallel ranks a micro-batch size allows: global batch / micro-batch (or the
+    pinned dp); -1 when the micro-batch exceeds the global batch (a searched micro-batch above 1)."""
+    cap = max(1.0, math.floor(job[J_GB] / mb))
+    if pins[P_DP] > 0.0:
+        cap = pins[P_DP]
+    if mb > job[J_GB] / cap and mb > 1.0 and pins[P_MB] <= 0.0:
+        return -1.0
+    return cap
+
+
+@njit(cache=True)
+def _ep_ok(ep, replicas, ep_max):
+    """Expert parallelism splits the experts (ep divides them) over the dp x cp ranks (ep divides those)."""
+    return ep == 1.0 or (replicas % ep == 0.0 and ep_max % ep == 0.0)
+
+
+@njit(cache=True)
+def _zero_ok(zero, replicas, pins):
+    """A searched ZeRO stage above 0 needs more than one replica to shard over."""
+    if pins[P_ZERO] >= 0.0:
+        return zero == pins[P_ZERO]
+    return zero == 0.0 or replicas > 1.0
+
+
+@njit(cache=True)
+def _v_ok(v, pp, model, pins):
+    """Interleaved chunks: v > 1 only with a pipeline whose stages hold a multiple of v layers (unless pinned)."""
+    if v < 0.0:
+        return False
+    return not (v > 1.0 and pins[P_V] <= 0.0 and (pp <= 1.0 or math.ceil(model[M_L] / pp) % v != 0.0))
+
+
+@njit(cache=True)
+def _sp_for(tp, pins):
+    """Sequence parallelism: on with tensor parallelism unless pinned."""
+    if pins[P_SP] >= 0.0:
+        return pins[P_SP]
+    return 1.0 if tp > 1.0 else 0.0
+
+
+@njit(cache=True)
+def _rc_ok(rc, pins):
+    return pins[P_RC] < 0.0 or rc == pins[P_RC]
+
+
+@njit(cache=True)
 def search(model, hw, job, pins, top, row):
     """Every plan of the job that fits, fastest first, into ``top`` (k x NROW); returns how many fit.
 
@@ -442,37 +507,34 @@ def search(model, hw, job, pins, top, row):
     MIN_CP_TOKENS), ep (dividing the experts and the dp x cp ranks), micro-batch, recompute, ZeRO
     stage and interleaving; dp is the most the GPUs and the global batch allow (or the pinned
     value). Pinned fields (``pins`` > 0; recompute, zero and sp >= 0) are kept. No plan uses more
-    GPUs than the job has (tp x pp x cp x dp <= G).
+    GPUs than the job has (tp x pp x cp x dp <= G). :func:`min_gpus` walks the same candidates
+    (the ``_*_ok`` rules below are shared).
     """
     G = job[J_G]
-    L = model[M_L]
     top[:, :] = 0.0
     fits = 0
     ep_max = max(1.0, model[M_E])
     for itp in range(TP_CHOICES.shape[0] + 1):
         tp = _cand(TP_CHOICES, itp, pins[P_TP])
-        if tp < 0.0 or tp > G or tp > model[M_A] or (model[M_A] % tp != 0.0 and pins[P_TP] <= 0.0):
+        if not _tp_ok(tp, model, pins) or tp > G:
             continue
         for ipp in range(1, max(PP_MAX, int(pins[P_PP])) + 1):
             pp = float(ipp)
-            if not _degree_ok(pp, pins[P_PP]) or tp * pp > G or pp > L or not (_pp_ok(ipp, L) or pp == pins[P_PP]):
+            if not _pp_try(ipp, model, pins) or tp * pp > G:
                 continue
             for icp in range(CP_CHOICES.shape[0] + 1):
                 cp = _cand(CP_CHOICES, icp, pins[P_CP])
-                if cp < 0.0 or tp * pp * cp > G:
-                    continue
-                if cp > 1.0 and job[J_SEQ] / cp < MIN_CP_TOKENS and pins[P_CP] <= 0.0:
+                if not _cp_ok(cp, job, pins) or tp * pp * cp > G:
                     continue
                 dp_max = math.floor(G / (tp * pp * cp))
                 for imb in range(MB_CHOICES.shape[0] + 1):
                     mb = _cand(MB_CHOICES, imb, pins[P_MB])
                     if mb < 0.0:
                         continue
-                    dp = min(dp_max, max(1.0, math.floor(job[J_GB] / mb)))
-                    if pins[P_DP] > 0.0:
-                        dp = pins[P_DP]
-                        if dp > dp_max:
-                            continue
+                    cap = _dp_cap(job, pins, mb)
+                    if cap < 0.0 or (pins[P_DP] > 0.0 and cap > dp_max):
+                        continue
+                    dp = min(dp_max, cap)
                     if mb > job[J_GB] / dp and mb > 1.0 and pins[P_MB] <= 0.0:
                         continue
                     fits += _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max)
@@ -488,28 +550,20 @@ def _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max):
         n_kept += 1
     ep = pins[P_EP] if pins[P_EP] > 0.0 else 1.0
     while ep <= ep_max or ep == pins[P_EP]:
-        if ep == 1.0 or ((dp * cp) % ep == 0.0 and ep_max % ep == 0.0):
+        if _ep_ok(ep, dp * cp, ep_max):
             for irc in range(3):
                 rc = float(irc)
-                if pins[P_RC] >= 0.0 and rc != pins[P_RC]:
+                if not _rc_ok(rc, pins):
                     continue
                 for iz in range(4):
                     zero = float(iz)
-                    if pins[P_ZERO] >= 0.0:
-                        if zero != pins[P_ZERO]:
-                            continue
-                    elif zero > 0.0 and dp * cp <= 1.0:
+                    if not _zero_ok(zero, dp * cp, pins):
                         continue
                     for iv in range(V_CHOICES.shape[0] + 1):
                         v = _cand(V_CHOICES, iv, pins[P_V])
-                        if v < 0.0:
+                        if not _v_ok(v, pp, model, pins):
                             continue
-                        if v > 1.0 and pins[P_V] <= 0.0 and (pp <= 1.0 or math.ceil(model[M_L] / pp) % v != 0.0):
-                            continue
-                        sp = 1.0 if tp > 1.0 else 0.0
-                        if pins[P_SP] >= 0.0:
-                            sp = pins[P_SP]
-                        _fill_plan(row, tp, pp, dp, cp, ep, mb, rc, zero, v, sp)
+                        _fill_plan(row, tp, pp, dp, cp, ep, mb, rc, zero, v, _sp_for(tp, pins))
                         if _memory(model, hw, job, row, row) > hw[W_MEM]:
                             continue
                         plan_terms(model, hw, job, row, row)
@@ -522,68 +576,95 @@ def _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max):
 
 
 @njit(cache=True)
-def min_gpus(model, hw, job, pins, row):
-    """The fewest GPUs any plan of the job fits on (0 when none fits on any number).
+def _gcd(a, b):
+    a, b = int(a), int(b)
+    while b:
+        a, b = b, a % b
+    return float(a)
 
-    For each tp x pp x cp x ep x recompute x ZeRO (micro-batch 1 or the pinned one), the memory
-    is fixed + sharded / (dp x cp) with ZeRO; the smallest dp that fits gives tp x pp x cp x dp.
-    Searched up to 2^20 GPUs.
+
+@njit(cache=True)
+def min_gpus(model, hw, job, pins, row):
+    """The fewest GPUs on which :func:`search` finds a plan that fits (0 when none fits on any number).
+
+    The search on G GPUs gives each (tp, pp, cp, micro-batch, ep, recompute, ZeRO, interleave)
+    candidate dp = min(G / (tp pp cp), its cap); so the candidate's fewest GPUs is tp pp cp times
+    the smallest dp in [1, cap] that fits and obeys the dp rules (ep divides dp x cp, ZeRO needs
+    two replicas). Memory never grows with dp (ZeRO shards over more ranks, fewer micro-batches
+    are in flight: see _memory), so that dp is found by bisection over the multiples of
+    ep / gcd(ep, cp). The same candidate rules as the search; equal to estimating on 1, 2, 3, ...
+    GPUs and taking the first that fits (tests/test_layout_reference.py).
     """
     best = math.inf
-    L = model[M_L]
     ep_max = max(1.0, model[M_E])
-    mb = pins[P_MB] if pins[P_MB] > 0.0 else 1.0
+    cap_mem = hw[W_MEM]
     for itp in range(TP_CHOICES.shape[0] + 1):
         tp = _cand(TP_CHOICES, itp, pins[P_TP])
-        if tp < 0.0 or tp > model[M_A] or (model[M_A] % tp != 0.0 and pins[P_TP] <= 0.0):
+        if not _tp_ok(tp, model, pins) or tp >= best:
             continue
         for ipp in range(1, max(PP_MAX, int(pins[P_PP])) + 1):
             pp = float(ipp)
-            if not _degree_ok(pp, pins[P_PP]) or pp > L or not (_pp_ok(ipp, L) or pp == pins[P_PP]):
+            if not _pp_try(ipp, model, pins) or tp * pp >= best:
                 continue
             for icp in range(CP_CHOICES.shape[0] + 1):
                 cp = _cand(CP_CHOICES, icp, pins[P_CP])
-                if cp < 0.0 or (cp > 1.0 and job[J_SEQ] / cp < MIN_CP_TOKENS and pins[P_CP] <= 0.0):
+                if not _cp_ok(cp, job, pins) or tp * pp * cp >= best:
                     continue
-                g = _min_dp_gpus(model, hw, job, pins, row, tp, pp, cp, mb, ep_max)
-                best = min(best, g)
+                for imb in range(MB_CHOICES.shape[0] + 1):
+                    mb = _cand(MB_CHOICES, imb, pins[P_MB])
+                    if mb < 0.0:
+                        continue
+                    cap = _dp_cap(job, pins, mb)
+                    if cap < 0.0:
+                        continue
+                    g = _min_dp_gpus(model, hw, job, pins, row, tp, pp, cp, mb, cap, ep_max, cap_mem, best)
+                    best = min(best, g)
     return best if best < math.inf else 0.0
 
 
 @njit(cache=True)
-def _min_dp_gpus(model, hw, job, pins, row, tp, pp, cp, mb, ep_max):
-    best = math.inf
-    for irc in range(3):
-        rc = float(irc)
-        if pins[P_RC] >= 0.0 and rc != pins[P_RC]:
-            continue
-        for iz in range(4):
-            zero = float(iz)
-            if pins[P_ZERO] >= 0.0 and zero != pins[P_ZERO]:
+def _min_dp_gpus(model, hw, job, pins, row, tp, pp, cp, mb, cap, ep_max, cap_mem, best):
+    """Fewest GPUs of one (tp, pp, cp, micro-batch) over ep x recompute x ZeRO x interleave (inf: none below best)."""
+    tpc = tp * pp * cp
+    ep = pins[P_EP] if pins[P_EP] > 0.0 else 1.0
+    while ep <= ep_max or ep == pins[P_EP]:
+        q = 1.0 if ep == 1.0 else ep / _gcd(ep, cp)  # dp must be a multiple of q for ep to divide dp x cp
+        ep_fine = ep == 1.0 or ep_max % ep == 0.0
+        for irc in range(3):
+            rc = float(irc)
+            if not ep_fine or not _rc_ok(rc, pins):
                 continue
-            ep = pins[P_EP] if pins[P_EP] > 0.0 else 1.0
-            while ep <= ep_max or ep == pins[P_EP]:
-                if True:
-                    # memory at dp -> infinity (sharded part gone) and at dp = 1 bound the fixed part
-                    _fill_plan(row, tp, pp, 1.0, cp, ep, mb, rc, zero, 1.0, 1.0 if tp > 1.0 else 0.0)
-                    m1 = _memory(model, hw, job, row, row)
-                    _fill_plan(row, tp, pp, 1048576.0, cp, ep, mb, rc, zero, 1.0, 1.0 if tp > 1.0 else 0.0)
-                    minf = _memory(model, hw, job, row, row)
-                    cap = hw[W_MEM]
-                    if minf < cap:
-                        # memory(dp) = fixed + sharded / dp: the smallest dp that fits, then checked
-                        dp = 1.0 if m1 <= cap else math.ceil((m1 - minf) / (cap - minf))
-                        dp = max(dp, math.ceil(ep / cp))
-                        if pins[P_DP] > 0.0:
-                            dp = pins[P_DP] if pins[P_DP] >= dp else math.inf
-                        while dp < 1048576.0:
-                            row[P_DP] = dp
-                            if _memory(model, hw, job, row, row) <= cap:
-                                break
-                            dp *= 2.0
-                        if dp < 1048576.0:
-                            best = min(best, tp * pp * cp * dp)
-                if pins[P_EP] > 0.0:
-                    break
-                ep *= 2.0
+            for iz in range(4):
+                zero = float(iz)
+                if pins[P_ZERO] >= 0.0 and zero != pins[P_ZERO]:
+                    continue
+                lo_dp = 2.0 if (zero > 0.0 and pins[P_ZERO] < 0.0 and cp <= 1.0) else 1.0
+                for iv in range(V_CHOICES.shape[0] + 1):
+                    v = _cand(V_CHOICES, iv, pins[P_V])
+                    if not _v_ok(v, pp, model, pins):
+                        continue
+                    if pins[P_DP] > 0.0:  # the one dp allowed
+                        k_lo = cap / q
+                        if k_lo != math.floor(k_lo) or cap < lo_dp:
+                            continue
+                        k_hi = k_lo
+                    else:
+                        k_lo = math.ceil(lo_dp / q)
+                        k_hi = math.floor(cap / q)
+                    if k_lo > k_hi or tpc * q * k_lo >= best:
+                        continue
+                    _fill_plan(row, tp, pp, q * k_hi, cp, ep, mb, rc, zero, v, _sp_for(tp, pins))
+                    if _memory(model, hw, job, row, row) > cap_mem:
+                        continue
+                    while k_lo < k_hi:  # smallest k that fits; memory does not grow with dp
+                        k_mid = math.floor((k_lo + k_hi) / 2.0)
+                        row[P_DP] = q * k_mid
+                        if _memory(model, hw, job, row, row) <= cap_mem:
+                            k_hi = k_mid
+                        else:
+                            k_lo = k_mid + 1.0
+                    best = min(best, tpc * q * k_hi)
+        if pins[P_EP] > 0.0:
+            break
+        ep *= 2.0
     return best

@@ -138,6 +138,11 @@ def scenario_for(row, throughput: bool = False) -> tuple[dict, list[str]]:
             return {}, ["no published throughput"]
         stage[t[0]] = t[1]
         notes.append(f"{t[0]}={t[1]:.4g}")
+        if t[0] == "tflops_per_gpu":
+            # hardware TFLOP/s as BLOOM, OPT, Megatron-LM and BloombergGPT published them count the
+            # forward pass rerun by full activation recompute (Narayanan et al. 2021 Sec. 5.1)
+            stage["recompute"] = "full"
+            notes.append("recompute full (hardware FLOP/s)")
     model = {"params_b": float(row["params_total_b"]), "active_params_b": float(active)}
     for key in MODEL_COLUMNS:  # published shape or experts, where the CSV gives them
         v = row.get(key)
