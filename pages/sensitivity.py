@@ -28,7 +28,7 @@ if not res.stages:
 
 def label(path: str) -> str:
     f = BY_PATH[path]
-    return f"{path} ({f.unit})" if f.unit else path
+    return f"{f.label} ({f.unit})" if f.unit else f.label
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -50,7 +50,7 @@ def tornado_section():
     top = c2.slider("Inputs shown", 5, 60, 25, 1, key="tor_top")
     tor = sens.tornado(scn, rel=rel)
     t = tor.table[tor.table.abs_swing > 0].head(top).copy()
-    t["label"] = t.input
+    t["label"] = [label(p) for p in t.input]
     t["lo_usd"] = np.minimum(t.total_low, t.total_high)
     t["hi_usd"] = np.maximum(t.total_low, t.total_high)
     t["direction"] = np.where(t.swing >= 0, "cost rises with the input", "cost falls as the input rises")

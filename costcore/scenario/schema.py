@@ -66,6 +66,7 @@ class Field:
     source: str = ""
     choices: tuple = field(default_factory=tuple)
     min_nonzero: float = 0.0  # for "0 = auto" fields: the smallest meaningful explicit value
+    label: str = ""  # words for screens and charts ("Pre-training: Tensor parallelism"), never the key
 
     def encode(self, value) -> float:
         if self.index < 0:
@@ -122,7 +123,16 @@ def _make_field(path: str, spec: dict, index: int, default_override=None) -> Fie
                  hi=float(spec.get("max", math.inf)) if kind in ("float", "int") else float(max(len(choices) - 1, 1)),
                  unit=str(spec.get("unit", "")), doc=str(spec.get("doc", "")),
                  source=str(spec.get("source", "")), choices=choices,
-                 min_nonzero=float(spec.get("min_nonzero", 0.0)))
+                 min_nonzero=float(spec.get("min_nonzero", 0.0)), label=_label(path, spec))
+
+
+def _label(path: str, spec: dict) -> str:
+    """A field's words: its schema label, prefixed by the stage's for a stage field."""
+    words = str(spec.get("label", "")) or path
+    parts = path.split(".")
+    if parts[0] == "stages" and len(parts) > 2:
+        return f"{_SCHEMA['stages'][parts[1]]['label']}: {words}"
+    return words
 
 
 def _build_layout():
@@ -137,7 +147,8 @@ def _build_layout():
         stage_base.append(len(fields))
         prefix = f"stages.{stage}."
         fields.append(Field(path=prefix + "enabled", index=len(fields), kind="bool", default=False,
-                            lo=0, hi=1, doc="Stage is part of the plan (present in the file)."))
+                            lo=0, hi=1, doc="Stage is part of the plan (present in the file).",
+                            label=f"{sspec['label']}: Included"))
         accepted = {"enabled"}
         for gname in GROUP_ORDER:
             for key, spec in groups[gname].items():
