@@ -55,12 +55,16 @@ if not li.empty:
     m[0].metric("Fixed", fmt.usd(res.fixed_usd), help="committed: team, platform, bought data, datasets kept")
     m[1].metric("Elastic", fmt.usd(res.elastic_usd), help="scales with GPU time, tokens and samples")
     m[2].metric("Fixed share", f"{res.fixed_usd / max(res.total_usd, 1e-9):.0%}")
-    st.altair_chart(alt.Chart(fe).mark_bar().encode(
-        x=alt.X("stage_short:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title=None,
+    fe["stage_name"] = fe.stage.map(STAGE_LABELS)
+    common.show_chart(alt.Chart(fe).mark_bar().encode(
+        x=alt.X("stage_short:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title="Stage",
                 axis=alt.Axis(labelAngle=0)),
         y=alt.Y("usd:Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
-        color=alt.Color("kind:N", scale=alt.Scale(domain=["fixed", "elastic"], range=["#B279A2", "#4C78A8"])),
-        tooltip=["stage:N", "kind:N", alt.Tooltip("usd:Q", format="$,.0f")]).properties(height=240), width="stretch")
+        color=alt.Color("kind:N", title="Fixed or elastic",
+                        scale=alt.Scale(domain=["fixed", "elastic"], range=["#B279A2", "#4C78A8"])),
+        tooltip=[alt.Tooltip("stage_name:N", title="Stage"), alt.Tooltip("kind:N", title="Fixed or elastic"),
+                 alt.Tooltip("usd:Q", format="$,.0f", title="Cost")]).properties(height=240),
+        "Fixed and elastic cost of each stage")
 
 st.header("Timeline")
 c1, c2, c3 = st.columns(3)
@@ -79,37 +83,41 @@ sched = tl.schedule.copy()
 sched["label"] = [f"{common.STAGE_SHORT[s]}" + (f" #{k}" if k > 1 else "") for s, k in zip(sched.stage, sched.iteration)]
 sched["stage_short"] = sched.stage.map(common.STAGE_SHORT)
 gantt = alt.Chart(sched).mark_bar(cornerRadius=3).encode(
-    x=alt.X("start:T", title=None), x2="end:T",
-    y=alt.Y("stage_short:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title=None),
-    color=alt.Color("stage:N", legend=None, scale=alt.Scale(domain=list(common.STAGE_COLORS),
-                                                            range=list(common.STAGE_COLORS.values()))),
-    tooltip=["label:N", alt.Tooltip("start:T", title="setup starts"), alt.Tooltip("run_start:T", title="run starts"),
-             alt.Tooltip("end:T", title="ends"), alt.Tooltip("gpus:Q", format=",.0f")])
-st.altair_chart(gantt.properties(height=40 + 32 * sched.stage.nunique()), width="stretch")
+    x=alt.X("start:T", title="Date"), x2="end:T",
+    y=alt.Y("stage_short:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title="Stage"),
+    color=alt.Color("stage_short:N", legend=None, scale=alt.Scale(domain=list(common.STAGE_SHORT_COLORS),
+                                                                  range=list(common.STAGE_SHORT_COLORS.values()))),
+    tooltip=[alt.Tooltip("label:N", title="Stage"), alt.Tooltip("start:T", title="setup starts"),
+             alt.Tooltip("run_start:T", title="run starts"),
+             alt.Tooltip("end:T", title="ends"), alt.Tooltip("gpus:Q", format=",.0f", title="GPUs")])
+common.show_chart(gantt.properties(height=40 + 32 * sched.stage.nunique()), "When each stage runs (setup and run)")
 
 mon = tl.monthly.copy()
 if not mon.empty:
     mon["stage_short"] = mon.stage.map(common.STAGE_SHORT)
+    mon["stage_name"] = mon.stage.map(STAGE_LABELS)
     st.subheader("Monthly spend by stage")
-    st.altair_chart(alt.Chart(mon).mark_bar().encode(
-        x=alt.X("yearmonth(month):T", title=None),
+    common.show_chart(alt.Chart(mon).mark_bar().encode(
+        x=alt.X("yearmonth(month):T", title="Month"),
         y=alt.Y("sum(usd):Q", title="Spend per month ($)", axis=alt.Axis(format="$~s")),
-        color=alt.Color("stage:N", scale=alt.Scale(domain=list(common.STAGE_COLORS), range=list(common.STAGE_COLORS.values()))),
-        tooltip=["stage:N", alt.Tooltip("yearmonth(month):T", title="month"), alt.Tooltip("sum(usd):Q", format="$,.0f")]
-    ).properties(height=260), width="stretch")
+        color=alt.Color("stage_name:N", title="Stage", scale=alt.Scale(domain=list(common.STAGE_COLOR_BY_LABEL),
+                                                                       range=list(common.STAGE_COLOR_BY_LABEL.values()))),
+        tooltip=[alt.Tooltip("stage_name:N", title="Stage"), alt.Tooltip("yearmonth(month):T", title="Month"),
+                 alt.Tooltip("sum(usd):Q", format="$,.0f", title="Spend")]
+    ).properties(height=260), "Monthly spend by stage")
     cum = mon.groupby("month", as_index=False).usd.sum().sort_values("month")
     cum["cumulative"] = cum.usd.cumsum()
     layers = [alt.Chart(cum).mark_line(point=True, color="#333").encode(
-        x=alt.X("month:T", title=None), y=alt.Y("cumulative:Q", title="Cumulative spend ($)", axis=alt.Axis(format="$~s")),
-        tooltip=[alt.Tooltip("month:T"), alt.Tooltip("cumulative:Q", format="$,.0f")])]
+        x=alt.X("month:T", title="Month"), y=alt.Y("cumulative:Q", title="Cumulative spend ($)", axis=alt.Axis(format="$~s")),
+        tooltip=[alt.Tooltip("month:T", title="Month"), alt.Tooltip("cumulative:Q", format="$,.0f", title="Cumulative")])]
     total_budget = [r for r in lines.itertuples() if r.scope == "total"] if not lines.empty else []
     if total_budget:
         b = total_budget[0]
         layers.append(alt.Chart(pd.DataFrame({"y": [b.budget_usd, b.warning_usd], "line": ["budget", "warning"]}))
-                      .mark_rule(strokeDash=[6, 3]).encode(y="y:Q", color=alt.Color(
-                          "line:N", scale=alt.Scale(domain=["budget", "warning"], range=["#E45756", "#F58518"]))))
+                      .mark_rule(strokeDash=[6, 3]).encode(y=alt.Y("y:Q", title="Cumulative spend ($)"), color=alt.Color(
+                          "line:N", title="Line", scale=alt.Scale(domain=["budget", "warning"], range=["#E45756", "#F58518"]))))
     st.subheader("Cumulative spend against the budget")
-    st.altair_chart(alt.layer(*layers).properties(height=240), width="stretch")
+    common.show_chart(alt.layer(*layers).properties(height=240), "Cumulative spend against the budget")
     life_n = int(costcore_schema.effective_value(scn, "lifecycle.iterations"))
     st.caption("Spend includes storage kept through the retention period"
                + (f" and the {life_n - 1} further post-training iterations of the lifecycle; the budget lines "
@@ -123,10 +131,12 @@ m[2].metric("Peak storage", fmt.gb(float(tl.usage.storage_gb.max())))
 u = tl.usage.melt(["day", "date"], ["gpus", "storage_gb"], var_name="measure")
 u["measure"] = u.measure.map({"gpus": "GPUs in use", "storage_gb": "Storage held (GB)"})
 st.altair_chart(alt.Chart(u).mark_area(opacity=0.7, interpolate="step-after").encode(
-    x=alt.X("date:T", title=None), y=alt.Y("value:Q", title=None),
+    x=alt.X("date:T", title="Date"), y=alt.Y("value:Q", title="GPUs or GB"),
     color=alt.Color("measure:N", legend=None, scale=alt.Scale(range=["#4C78A8", "#F58518"])),
-    row=alt.Row("measure:N", title=None), tooltip=["measure:N", "date:T", alt.Tooltip("value:Q", format=",.0f")]
-).properties(height=140, width=900).resolve_scale(y="independent"))
+    row=alt.Row("measure:N", title=None), tooltip=[alt.Tooltip("measure:N", title="Measure"),
+                                                  alt.Tooltip("date:T", title="Date"),
+                                                  alt.Tooltip("value:Q", format=",.0f", title="Value")]
+).properties(height=140, width=900, title="GPUs in use and storage held").resolve_scale(y="independent"))
 
 st.header("Iteration lifecycle")
 st.markdown("Post-training is rarely done once: models are refreshed as data and requirements change. "
@@ -146,13 +156,15 @@ m[1].metric("Each further iteration", fmt.usd(life.per_iteration_usd))
 m[2].metric(f"Lifecycle total ({life.iterations} × over {life.horizon_months:g} months)", fmt.usd(life.total_usd))
 if life.iterations > 1 and not life.table.empty:
     t = life.table.copy()
-    st.altair_chart(alt.Chart(t).mark_bar().encode(
+    t["stage_name"] = t.stage.map(STAGE_LABELS)
+    common.show_chart(alt.Chart(t).mark_bar().encode(
         x=alt.X("iteration:O", title="Iteration", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("usd:Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
-        color=alt.Color("stage:N", scale=alt.Scale(domain=list(common.STAGE_COLORS),
-                                                   range=list(common.STAGE_COLORS.values()))),
-        tooltip=["iteration:O", "stage:N", alt.Tooltip("usd:Q", format="$,.0f")]
-    ).properties(height=220), width="stretch")
+        color=alt.Color("stage_name:N", title="Stage", scale=alt.Scale(domain=list(common.STAGE_COLOR_BY_LABEL),
+                                                                       range=list(common.STAGE_COLOR_BY_LABEL.values()))),
+        tooltip=[alt.Tooltip("iteration:O", title="Iteration"), alt.Tooltip("stage_name:N", title="Stage"),
+                 alt.Tooltip("usd:Q", format="$,.0f", title="Cost")]
+    ).properties(height=220), "Cost of each iteration by stage")
 
 st.header("Attribution export")
 c1, c2 = st.columns(2)

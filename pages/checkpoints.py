@@ -63,16 +63,18 @@ base = alt.Chart(curve_long).mark_line().encode(
     x=alt.X("interval_h:Q", scale=alt.Scale(type="log"), title="Checkpoint interval (hours, log scale)"),
     y=alt.Y("usd:Q", title=f"{STAGE_LABELS[stage]} cost ($)", axis=alt.Axis(format="$~s"),
             scale=alt.Scale(zero=False)),
-    color=alt.Color("part:N", scale=alt.Scale(domain=["total", "hidden", "storage"],
-                                              range=["#333333", "#E45756", "#F58518"])),
-    tooltip=[alt.Tooltip("interval_h:Q", format=".2f"), "part:N", alt.Tooltip("usd:Q", format="$,.0f")])
+    color=alt.Color("part:N", title="Cost", scale=alt.Scale(domain=["total", "hidden", "storage"],
+                                                            range=["#333333", "#E45756", "#F58518"])),
+    tooltip=[alt.Tooltip("interval_h:Q", format=".2f", title="Interval (hours)"), alt.Tooltip("part:N", title="Cost"),
+             alt.Tooltip("usd:Q", format="$,.0f", title="Dollars")])
 marks = pd.DataFrame({"interval_h": [max(yd, 1e-4), max(tau, 1e-4)], "what": ["Young/Daly optimum", "current"]})
 rules = alt.Chart(marks).mark_rule(strokeDash=[5, 3]).encode(
-    x="interval_h:Q", color=alt.Color("what:N", scale=alt.Scale(domain=["Young/Daly optimum", "current"],
-                                                               range=["#2ca02c", "#1f77b4"]), title=None),
-    tooltip=["what:N", alt.Tooltip("interval_h:Q", format=".2f")])
-st.altair_chart((base + rules).properties(height=300).resolve_scale(color="independent"),
-                width="stretch")
+    x=alt.X("interval_h:Q", title="Checkpoint interval (hours, log scale)"),
+    color=alt.Color("what:N", scale=alt.Scale(domain=["Young/Daly optimum", "current"],
+                                              range=["#2ca02c", "#1f77b4"]), title="Interval"),
+    tooltip=[alt.Tooltip("what:N", title="Interval"), alt.Tooltip("interval_h:Q", format=".2f", title="Hours")])
+common.show_chart((base + rules).properties(height=300).resolve_scale(color="independent"),
+                  f"{STAGE_LABELS[stage]}: cost against the checkpoint interval")
 
 st.subheader("Retention policies compared")
 policies = {"keep all": {"keep_last": 0, "milestone_every": 0},
@@ -91,7 +93,9 @@ for name, pol in policies.items():
                  "network_usd": r2.stage_usd(stage)["network"], "held_gb": r2.stat(stage, "storage_peak_gb")})
 pol_df = pd.DataFrame(rows)
 pol_df["held at end"] = pol_df.held_gb.map(fmt.gb)
-common.money_table(pol_df[["policy", "storage_usd", "network_usd", "held at end"]], ["storage_usd", "network_usd"])
+common.money_table(pol_df[["policy", "storage_usd", "network_usd", "held at end"]], ["storage_usd", "network_usd"],
+                   {"policy": "Retention policy", "storage_usd": "Storage cost", "network_usd": "Network cost",
+                    "held at end": "Stored after the stage"})
 
 st.subheader("Checkpoint storage held over time")
 # Everything below is the kernel's own numbers (stats): checkpoints written every ckpt_spacing_h,
@@ -113,10 +117,11 @@ after = pd.DataFrame({"day": [end_d, end_d + hot_d, end_d + hot_d, end_d + hot_d
                       "gb": [final, final, final, final],
                       "tier": ["hot (retained)", "hot (retained)", "cold", "cold"]})
 hist = pd.concat([held, after])
-st.altair_chart(alt.Chart(hist).mark_line(interpolate="step-after").encode(
+common.show_chart(alt.Chart(hist).mark_line(interpolate="step-after").encode(
     x=alt.X("day:Q", title="Days from the stage start"), y=alt.Y("gb:Q", title="Checkpoint GB held"),
-    color=alt.Color("tier:N", scale=alt.Scale(domain=["hot (during run)", "hot (retained)", "cold"],
-                                              range=["#F58518", "#d62728", "#4C78A8"])),
-    tooltip=[alt.Tooltip("day:Q", format=".1f"), alt.Tooltip("gb:Q", format=",.0f"), "tier:N"],
-).properties(height=260), width="stretch")
+    color=alt.Color("tier:N", title="Storage tier", scale=alt.Scale(domain=["hot (during run)", "hot (retained)", "cold"],
+                                                                  range=["#F58518", "#d62728", "#4C78A8"])),
+    tooltip=[alt.Tooltip("day:Q", format=".1f", title="Day"), alt.Tooltip("gb:Q", format=",.0f", title="GB held"),
+             alt.Tooltip("tier:N", title="Storage tier")],
+).properties(height=260), f"{STAGE_LABELS[stage]}: checkpoint storage held over time")
 common.how_computed(res, stage)

@@ -442,17 +442,17 @@ def stacked_bar(res: api.Result, stages=None, height: int = 320):
     if stages is not None and len(stages) == 1:  # one stage: its resources side by side
         df = df[df.usd > 0]
         chart = alt.Chart(df).mark_bar().encode(
-            y=alt.Y("resource:N", sort="-x", title=None),
+            y=alt.Y("resource:N", sort="-x", title="Resource"),
             x=alt.X("usd:Q", title=f"{STAGE_LABELS[stages[0]]}: cost by resource ($)", axis=alt.Axis(format="$~s")),
             color=alt.Color("resource:N", legend=None,
                             scale=alt.Scale(domain=list(RESOURCE_COLORS), range=list(RESOURCE_COLORS.values()))),
             tooltip=[alt.Tooltip("resource:N"), alt.Tooltip("exact:N", title="cost")],
         ).properties(height=28 * max(len(df), 1) + 40)
-        st.altair_chart(chart, width="stretch")
+        show_chart(chart, f"{STAGE_LABELS[stages[0]]}: where the money goes")
         return
     order = [STAGE_SHORT[s] for s in STAGES]
     chart = alt.Chart(df).mark_bar().encode(
-        x=alt.X("stage:N", sort=order, title=None, axis=alt.Axis(labelAngle=0)),
+        x=alt.X("stage:N", sort=order, title="Stage", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("sum(usd):Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
         color=alt.Color("resource:N", title="Resource",
                         scale=alt.Scale(domain=list(RESOURCE_COLORS), range=list(RESOURCE_COLORS.values()))),
@@ -460,12 +460,32 @@ def stacked_bar(res: api.Result, stages=None, height: int = 320):
         tooltip=[alt.Tooltip("stage_name:N", title="stage"), alt.Tooltip("resource:N"),
                  alt.Tooltip("exact:N", title="cost")],
     ).properties(height=height)
-    st.altair_chart(chart, width="stretch")
+    show_chart(chart, "Cost of each stage by resource")
 
 
-def money_table(df: pd.DataFrame, money_cols) -> None:
-    cfg = {c: st.column_config.NumberColumn(c, format="dollar") for c in money_cols}
-    st.dataframe(df, hide_index=True, width="stretch", column_config=cfg)
+def show_chart(chart, title: str) -> None:
+    """Every chart with a title in words (tests/test_readability.py checks titles, axes and legends)."""
+    st.altair_chart(chart.properties(title=title), width="stretch")
+
+
+STAGE_COLOR_BY_LABEL = {STAGE_LABELS[s]: c for s, c in STAGE_COLORS.items()}
+STAGE_SHORT_COLORS = {STAGE_SHORT[s]: c for s, c in STAGE_COLORS.items()}
+
+
+def money_table(df: pd.DataFrame, money_cols, headers: dict | None = None) -> None:
+    """A table with money at 3 significant digits ($24.9M); the exact values are in the CSV export
+    and in the column's tooltip note. ``headers``: column -> words."""
+    shown = df.copy()
+    for c in money_cols:
+        shown[c] = [fmt.usd(float(v)) for v in df[c]]
+    headers = dict(headers or {})
+    cfg = {c: st.column_config.TextColumn(headers.get(c, c.capitalize()),
+                                          help="3 significant digits; the CSV export keeps the exact value")
+           for c in money_cols}
+    for c in df.columns:
+        if c not in cfg:
+            cfg[c] = st.column_config.Column(headers.get(c, c.replace("_", " ").capitalize()))
+    st.dataframe(shown, hide_index=True, width="stretch", column_config=cfg)
 
 
 def stage_metrics(res: api.Result, stage: str) -> None:

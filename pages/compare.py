@@ -50,15 +50,17 @@ with right:
     st.subheader("Cost by stage")
     by_stage = costs.groupby("stage", as_index=False)[["A", "B"]].sum().melt("stage", var_name="scenario", value_name="usd")
     by_stage["stage"] = by_stage.stage.map(common.STAGE_SHORT)
-    st.altair_chart(alt.Chart(by_stage).mark_bar().encode(
-        x=alt.X("stage:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title=None, axis=alt.Axis(labelAngle=0)),
+    common.show_chart(alt.Chart(by_stage).mark_bar().encode(
+        x=alt.X("stage:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title="Stage", axis=alt.Axis(labelAngle=0)),
         xOffset="scenario:N",
         y=alt.Y("usd:Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
-        color=alt.Color("scenario:N", scale=alt.Scale(domain=["A", "B"], range=["#4C78A8", "#F58518"])),
-        tooltip=["stage:N", "scenario:N", alt.Tooltip("usd:Q", format="$,.0f")]).properties(height=300), width="stretch")
+        color=alt.Color("scenario:N", title="Scenario", scale=alt.Scale(domain=["A", "B"], range=["#4C78A8", "#F58518"])),
+        tooltip=[alt.Tooltip("stage:N", title="Stage"), alt.Tooltip("scenario:N", title="Scenario"),
+                 alt.Tooltip("usd:Q", format="$,.0f", title="Cost")]).properties(height=300),
+        "Cost of each stage in scenario A and B")
 with st.expander("Costs by stage and resource"):
-    st.dataframe(costs, hide_index=True, width="stretch",
-                 column_config={c: st.column_config.NumberColumn(format="dollar") for c in ("A", "B", "B_minus_A")})
+    common.money_table(costs, ["A", "B", "B_minus_A"], {"B_minus_A": "B minus A", "stage": "Stage",
+                                                        "resource": "Resource"})
 
 st.header("Optimization levers")
 lv = levers.levers(ss.scenario)

@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from costcore.scenario.schema import STAGE_LABELS
+from costcore import fmt
 from pages import common
 
 res = common.frame(
@@ -51,14 +52,15 @@ df = common.resource_frame(res)
 if not df.empty:
     df = df[df.resource.isin(["data", "labor", "ops"])]
     st.subheader("Data, labor and ops by stage")
-    st.altair_chart(alt.Chart(df).mark_bar().encode(
-        x=alt.X("stage:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title=None,
+    common.show_chart(alt.Chart(df).mark_bar().encode(
+        x=alt.X("stage:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title="Stage",
                 axis=alt.Axis(labelAngle=0)),
         y=alt.Y("sum(usd):Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
-        color=alt.Color("resource:N", scale=alt.Scale(domain=["data", "labor", "ops"],
+        color=alt.Color("resource:N", title="Resource", scale=alt.Scale(domain=["data", "labor", "ops"],
                                                       range=[common.RESOURCE_COLORS[r] for r in ("data", "labor", "ops")])),
-        tooltip=[alt.Tooltip("stage_name:N", title="stage"), "resource:N", alt.Tooltip("exact:N", title="cost")],
-    ).properties(height=280), width="stretch")
-    months = pd.DataFrame([{"stage": STAGE_LABELS[s], "months billed": round(res.stat(s, "months"), 2)}
+        tooltip=[alt.Tooltip("stage_name:N", title="Stage"), alt.Tooltip("resource:N", title="Resource"),
+                 alt.Tooltip("exact:N", title="Cost")],
+    ).properties(height=280), "Data, labor and operations cost of each stage")
+    months = pd.DataFrame([{"Stage": STAGE_LABELS[s], "Months billed": fmt.num(res.stat(s, "months"))}
                            for s in res.stages])
     st.dataframe(months, hide_index=True)

@@ -25,10 +25,11 @@ common.knob_columns([("stages.sft.samples", "Samples", 1000, 5_000_000, 1000)],
                     [("stages.sft.num_gpus", "GPUs for SFT (0 = sidebar value)", None, None, 1, "number")])
 scn = common.scenario() if "sft" in common.scenario().get("stages", {}) else scn
 
+METHOD_WORDS = {"full": "Full fine-tuning", "lora": "LoRA", "qlora": "QLoRA"}
 rows = []
 for method in ("full", "lora", "qlora"):
     r = costcore.estimate(schema.set_path(scn, "stages.sft.method", method))
-    rows.append({"method": method, "usd": r.stat("sft", "usd_total"),
+    rows.append({"method": METHOD_WORDS[method], "usd": r.stat("sft", "usd_total"),
                  "compute_usd": r.stage_usd("sft")["compute"] + r.stage_usd("sft")["hidden"],
                  "gpu_hours": r.stat("sft", "gpu_hours"), "wall_days": r.stat("sft", "wall_days"),
                  "checkpoint_gb": r.stat("sft", "ckpt_gb"), "memory_gb": r.stat("sft", "memory_per_gpu_gb"),
@@ -36,7 +37,7 @@ for method in ("full", "lora", "qlora"):
                  "trainable_b": r.stat("sft", "trainable_params_b")})
 df = pd.DataFrame(rows)
 current = schema.effective_value(scn, "stages.sft.method")
-st.markdown(f"Current plan uses **{current}**. GPUs: {int(res.stat('sft', 'num_gpus')) if 'sft' in res.stages else int(schema.effective_value(scn, 'hardware.num_gpus'))} × "
+st.markdown(f"Current plan uses **{METHOD_WORDS.get(current, current)}**. GPUs: {int(res.stat('sft', 'num_gpus')) if 'sft' in res.stages else int(schema.effective_value(scn, 'hardware.num_gpus'))} × "
             f"{schema.CATALOG[schema.effective_value(scn, 'hardware.gpu')]['label']}.")
 show = df.copy()
 show["wall"] = show.wall_days.map(fmt.days)
@@ -44,12 +45,15 @@ show["checkpoint"] = show.checkpoint_gb.map(fmt.gb)
 show["memory per GPU"] = show.memory_gb.map(lambda v: f"{v:,.1f} GB")
 show["min GPUs"] = show.apply(lambda r: f"{r.min_gpus:,}" if r.min_gpus > 0 else "no fit", axis=1)
 show["trainable params"] = show.trainable_b.map(lambda v: f"{v * 1e3:,.1f} M" if v < 1 else f"{v:,.2f} B")
-show = show.rename(columns={"usd": "SFT cost", "compute_usd": "GPU cost", "gpu_hours": "GPU-hours"})
-st.dataframe(show[["method", "SFT cost", "GPU cost", "GPU-hours", "wall", "checkpoint", "memory per GPU",
-                   "fits", "min GPUs", "trainable params"]], hide_index=True, width="stretch",
-             column_config={"SFT cost": st.column_config.NumberColumn(format="dollar"),
-                            "GPU cost": st.column_config.NumberColumn(format="dollar"),
-                            "GPU-hours": st.column_config.NumberColumn(format="localized")})
+show["usd"] = show.usd.map(fmt.usd)
+show["compute_usd"] = show.compute_usd.map(fmt.usd)
+show["gpu_hours"] = show.gpu_hours.map(fmt.gpu_hours)
+show["fits"] = show.fits.map(lambda f: "yes" if f else "no")
+show = show.rename(columns={"method": "Method", "usd": "SFT cost", "compute_usd": "GPU cost", "gpu_hours": "GPU-hours",
+                            "wall": "Wall-clock time", "checkpoint": "Checkpoint", "memory per GPU": "Memory per GPU",
+                            "fits": "Fits", "min GPUs": "Fewest GPUs that fit", "trainable params": "Trainable parameters"})
+st.dataframe(show[["Method", "SFT cost", "GPU cost", "GPU-hours", "Wall-clock time", "Checkpoint", "Memory per GPU",
+                   "Fits", "Fewest GPUs that fit", "Trainable parameters"]], hide_index=True, width="stretch")
 for r in rows:
     if not r["fits"]:
         st.warning(f"{r['method']}: needs {r['memory_gb']:,.1f} GB per GPU and does not fit on this GPU count; "
@@ -60,15 +64,15 @@ def method_bars(col: str, title: str, log: bool = False):
     # a log axis has no zero: bars start from below the smallest value instead
     extra = {"y2": alt.datum(float(df[col][df[col] > 0].min()) / 4)} if log and (df[col] > 0).any() else {}
     return alt.Chart(df).mark_bar().encode(
-        x=alt.X("method:N", title=None, sort=["full", "lora", "qlora"], axis=alt.Axis(labelAngle=0)),
+        x=alt.X("method:N", title="Method", sort=list(METHOD_WORDS.values()), axis=alt.Axis(labelAngle=0)),
         y=alt.Y(f"{col}:Q", title=title, scale=alt.Scale(type="log") if log else alt.Scale()),
         **extra,
-        color=alt.Color("method:N", scale=alt.Scale(domain=["full", "lora", "qlora"],
+        color=alt.Color("method:N", scale=alt.Scale(domain=list(METHOD_WORDS.values()),
                                                     range=["#4C78A8", "#54A24B", "#F58518"]), legend=None),
-        tooltip=["method:N", alt.Tooltip(f"{col}:Q", format=",.1f", title=title)],
+        tooltip=[alt.Tooltip("method:N", title="Method"), alt.Tooltip(f"{col}:Q", format=",.1f", title=title)],
     ).properties(width=230, height=240, title=title)
 
 
 chart = alt.hconcat(method_bars("gpu_hours", "GPU-hours (billed)"), method_bars("memory_gb", "Memory per GPU (GB)"),
                     method_bars("checkpoint_gb", "Checkpoint size (GB, log scale)", log=True))
-st.altair_chart(chart)
+st.altair_chart(chart.properties(title="Full fine-tuning, LoRA and QLoRA side by side"))

@@ -77,25 +77,31 @@ def _pct(v: float) -> str:
     return f"{fmt.num(v * 100)}%"
 
 
+def _one_bar(df: pd.DataFrame, field: str, x_title: str, legend_title: str, words: list, colors: list,
+             row: str, x_scale=None, x_axis=None) -> alt.Chart:
+    """One horizontal bar stacked by kind (memory or step time): the page's two breakdowns."""
+    x = alt.X(f"{field}:Q", stack=True, title=x_title, scale=x_scale or alt.Undefined, axis=x_axis or alt.Undefined)
+    return alt.Chart(df).mark_bar(height=46).encode(
+        x=x, y=alt.Y("row:N", title=row, axis=None),
+        color=alt.Color("kind:N", title=legend_title, sort=words, scale=alt.Scale(domain=words, range=colors),
+                        legend=alt.Legend(orient="right")),
+        order=alt.Order("order:Q"),
+        tooltip=[alt.Tooltip("kind:N", title=legend_title), alt.Tooltip("shown:N", title=x_title)])
+
+
 def memory_chart(plan: dict, usable_gb: float) -> alt.Chart:
     df = pd.DataFrame([{"kind": MEMORY_KINDS[k], "gb": float(plan["memory_gb"][k]),
                         "shown": fmt.gb(float(plan["memory_gb"][k])), "row": "per GPU", "order": i}
                        for i, k in enumerate(MEMORY_KINDS)])
     top = max(usable_gb, float(plan["memory_per_gpu_gb"])) * 1.08
-    bars = alt.Chart(df).mark_bar(height=46).encode(
-        x=alt.X("gb:Q", stack=True, title="Memory per GPU (GB)", scale=alt.Scale(domain=[0, top], nice=False)),
-        y=alt.Y("row:N", title=None, axis=None),
-        color=alt.Color("kind:N", title="Kind", sort=list(MEMORY_KINDS.values()),
-                        scale=alt.Scale(domain=list(MEMORY_KINDS.values()), range=MEMORY_COLORS),
-                        legend=alt.Legend(orient="right")),
-        order=alt.Order("order:Q"),
-        tooltip=[alt.Tooltip("kind:N", title="kind"), alt.Tooltip("shown:N", title="memory")])
+    bars = _one_bar(df, "gb", "Memory per GPU (GB)", "Kind", list(MEMORY_KINDS.values()), MEMORY_COLORS,
+                    "per GPU", x_scale=alt.Scale(domain=[0, top], nice=False))
     limit = pd.DataFrame({"gb": [usable_gb], "label": [f"usable: {fmt.gb(usable_gb)}"]})
     rule = alt.Chart(limit).mark_rule(color="#B22222", strokeDash=[6, 3], strokeWidth=2.5).encode(
-        x="gb:Q", tooltip=[alt.Tooltip("label:N", title="GPU memory a plan may use")])
+        x=alt.X("gb:Q", title="Memory per GPU (GB)"), tooltip=[alt.Tooltip("label:N", title="GPU memory a plan may use")])
     text = alt.Chart(limit.assign(row="per GPU")).mark_text(
         align="right", baseline="bottom", dx=-4, dy=-27, fontSize=12, color="#B22222").encode(
-        x="gb:Q", y=alt.Y("row:N", axis=None), text="label:N")
+        x=alt.X("gb:Q", title="Memory per GPU (GB)"), y=alt.Y("row:N", axis=None), text="label:N")
     return (bars + rule + text).properties(height=150)
 
 
@@ -103,15 +109,8 @@ def time_chart(plan: dict) -> alt.Chart:
     df = pd.DataFrame([{"kind": TIME_KINDS[k], "s": float(plan["time_s"][k]),
                         "shown": f"{fmt.num(float(plan['time_s'][k]))} s", "row": "per step", "order": i}
                        for i, k in enumerate(TIME_KINDS)])
-    bars = alt.Chart(df).mark_bar(height=46).encode(
-        x=alt.X("s:Q", stack=True, title="Step time (seconds)", axis=alt.Axis(tickCount=8)),
-        y=alt.Y("row:N", title=None, axis=None),
-        color=alt.Color("kind:N", title="Part of the step", sort=list(TIME_KINDS.values()),
-                        scale=alt.Scale(domain=list(TIME_KINDS.values()), range=TIME_COLORS),
-                        legend=alt.Legend(orient="right")),
-        order=alt.Order("order:Q"),
-        tooltip=[alt.Tooltip("kind:N", title="part"), alt.Tooltip("shown:N", title="time")])
-    return bars.properties(height=150)
+    return _one_bar(df, "s", "Step time (seconds)", "Part of the step", list(TIME_KINDS.values()), TIME_COLORS,
+                    "per step", x_axis=alt.Axis(tickCount=8)).properties(height=150)
 
 
 def plans_table(rows: list[dict], chosen: dict) -> pd.DataFrame:
@@ -205,10 +204,9 @@ if res.stat(stage, "fits") < 0.5:
              "\n\nChoose Searched for a setting pinned above and the planner looks for a layout that fits.",
              icon=":material/block:")
 else:
-    st.markdown("**Memory per GPU, by kind**")
-    st.altair_chart(memory_chart(plan, res.stat(stage, "usable_memory_gb")), width="stretch")
-    st.markdown("**One optimizer step, by part**")
-    st.altair_chart(time_chart(plan), width="stretch")
+    common.show_chart(memory_chart(plan, res.stat(stage, "usable_memory_gb")),
+                      "Memory per GPU, by kind (red: what a plan may use)")
+    common.show_chart(time_chart(plan), "One optimizer step, by part")
 
 st.subheader("Fastest plans that fit")
 try:

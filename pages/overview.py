@@ -46,10 +46,12 @@ with left:
         top = items[items.usd > 0].sort_values("usd", ascending=False).head(8).copy()
         top["share"] = top.usd / max(res.total_usd, 1e-9)
         top["stage"] = top.stage.map(STAGE_LABELS)
-        st.dataframe(top[["stage", "label", "resource", "kind", "usd", "share"]], hide_index=True,
+        top["cost"] = [fmt.usd(v) for v in top.usd]
+        st.dataframe(top[["stage", "label", "resource", "kind", "cost", "share"]], hide_index=True,
                      width="stretch",
-                     column_config={"usd": st.column_config.NumberColumn("cost", format="dollar"),
-                                    "share": st.column_config.ProgressColumn("share", format="percent",
+                     column_config={"stage": "Stage", "label": "Line item", "resource": "Resource",
+                                    "kind": "Fixed or elastic", "cost": "Cost",
+                                    "share": st.column_config.ProgressColumn("Share of total", format="percent",
                                                                               min_value=0, max_value=1)})
 with right:
     st.subheader("Each stage's share")
@@ -60,20 +62,27 @@ with right:
         shares["label"] = shares.apply(lambda r: f"{r.share:.0%}", axis=1)
         donut = alt.Chart(shares).mark_arc(innerRadius=60).encode(
             theta=alt.Theta("usd:Q", stack=True),
-            color=alt.Color("key:N", title="Stage",
-                            scale=alt.Scale(domain=list(common.STAGE_COLORS), range=list(common.STAGE_COLORS.values())),
-                            legend=alt.Legend(labelExpr="datum.label")),
-            tooltip=["stage:N", "cost:N", alt.Tooltip("share:Q", format=".1%")]).properties(height=260)
-        st.altair_chart(donut, width="stretch")
+            color=alt.Color("stage:N", title="Stage",
+                            scale=alt.Scale(domain=list(common.STAGE_COLOR_BY_LABEL),
+                                            range=list(common.STAGE_COLOR_BY_LABEL.values())),
+                            legend=alt.Legend(labelLimit=220)),
+            tooltip=[alt.Tooltip("stage:N", title="Stage"), alt.Tooltip("cost:N", title="Cost"),
+                     alt.Tooltip("share:Q", format=".1%", title="Share")]).properties(height=260)
+        common.show_chart(donut, "Share of the total by stage")
 
 st.subheader("Stages")
 tbl = res.stage_table()
 if not tbl.empty:
     tbl["stage"] = tbl.stage.map(STAGE_LABELS)
-    common.money_table(tbl, ["compute", "storage", "network", "data", "labor", "ops", "hidden", "total"])
+    tbl["gpu_hours"] = tbl.gpu_hours.map(fmt.gpu_hours)
+    tbl["wall_days"] = tbl.wall_days.map(fmt.days)
+    common.money_table(tbl, ["compute", "storage", "network", "data", "labor", "ops", "hidden", "total"],
+                       {"ops": "Operations", "hidden": "Hidden costs", "gpu_hours": "GPU-hours (billed)",
+                        "wall_days": "Wall-clock time"})
 
 with st.expander("All line items (stage × resource × item, fixed or elastic)"):
     li = res.line_items()
     li["stage"] = li.stage.map(STAGE_LABELS)
-    common.money_table(li, ["usd"])
+    common.money_table(li.drop(columns=["item"]), ["usd"],
+                       {"usd": "Cost", "label": "Line item", "kind": "Fixed or elastic"})
     st.download_button("Download line items (CSV)", fmt.to_csv(li), "line_items.csv", "text/csv")

@@ -47,10 +47,12 @@ for stage in ("pretrain", "cpt"):
         x=alt.X("tokens_b:Q", title="Tokens (billions)",
                 scale=alt.Scale(type="log", domain=[float(xs[0]), float(xs[-1])], nice=False)),
         y=alt.Y("usd:Q", stack=True, title=f"{STAGE_LABELS[stage]} cost ($)", axis=alt.Axis(format="$~s")),
-        color=alt.Color("resource:N", scale=alt.Scale(domain=list(common.RESOURCE_COLORS),
+        color=alt.Color("resource:N", title="Resource", scale=alt.Scale(domain=list(common.RESOURCE_COLORS),
                                                       range=list(common.RESOURCE_COLORS.values()))),
         tooltip=["resource:N", alt.Tooltip("tokens_b:Q", format=",.0f"), alt.Tooltip("usd:Q", format="$,.0f")])
     rule = alt.Chart(pd.DataFrame({"tokens_b": [cur], "label": [f"now: {cur:,.0f}B"]})).mark_rule(
-        color="black", strokeDash=[4, 3]).encode(x="tokens_b:Q", tooltip=["label:N"])
-    st.altair_chart((area + rule).properties(height=280), width="stretch")
+        color="black", strokeDash=[4, 3]).encode(x=alt.X("tokens_b:Q", title="Tokens (billions)"),
+                                                 tooltip=[alt.Tooltip("label:N", title="Current plan")])
+    common.show_chart((area + rule).properties(height=280),
+                      f"{STAGE_LABELS[stage]}: cost as the training tokens change (dashed: the current plan)")
     common.how_computed(res, stage)

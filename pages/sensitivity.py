@@ -56,17 +56,19 @@ def tornado_section():
     t["direction"] = np.where(t.swing >= 0, "cost rises with the input", "cost falls as the input rises")
     order = list(t.label)
     bars = alt.Chart(t).mark_bar().encode(
-        y=alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360, labelOverlap=False, labelFontSize=12)),
+        y=alt.Y("label:N", sort=order, title="Input", axis=alt.Axis(labelLimit=360, labelOverlap=False, labelFontSize=12)),
         x=alt.X("lo_usd:Q", title="Total cost ($)", axis=alt.Axis(format="$~s"), scale=alt.Scale(zero=False)),
         x2="hi_usd:Q",
-        color=alt.Color("direction:N", scale=alt.Scale(range=["#E45756", "#4C78A8"]), title=None,
+        color=alt.Color("direction:N", scale=alt.Scale(range=["#E45756", "#4C78A8"]), title="Direction",
                         legend=alt.Legend(orient="top")),
-        tooltip=["input:N", alt.Tooltip("value:Q", format=",.4g", title="current"),
+        tooltip=[alt.Tooltip("label:N", title="Input"), alt.Tooltip("value:Q", format=",.4g", title="current"),
                  alt.Tooltip("low:Q", format=",.4g"), alt.Tooltip("high:Q", format=",.4g"),
                  alt.Tooltip("total_low:Q", format="$,.0f", title="total at low"),
                  alt.Tooltip("total_high:Q", format="$,.0f", title="total at high")])
-    base_rule = alt.Chart(pd.DataFrame({"x": [tor.base_total]})).mark_rule(color="black").encode(x="x:Q")
-    st.altair_chart((bars + base_rule).properties(height=max(200, 26 * len(t) + 40)), width="stretch")
+    base_rule = alt.Chart(pd.DataFrame({"x": [tor.base_total]})).mark_rule(color="black").encode(
+        x=alt.X("x:Q", title="Total cost ($)"))
+    common.show_chart((bars + base_rule).properties(height=max(200, 26 * len(t) + 40)),
+                      f"Total cost with each input {rel:.0%} lower and higher (black: today's total)")
     st.caption(f"{len(tor.table)} numeric inputs moved; the black line is the current total "
                f"{fmt.usd(tor.base_total)}. \"auto\" MFU and checkpoint intervals are moved around the value the core "
                "resolved.")
@@ -99,20 +101,24 @@ def sweep_section():
         sw["stage"] = sw.stage.map(STAGE_LABELS)
         area = alt.Chart(sw).mark_area().encode(
             x=alt.X("value:Q", title=label(key)), y=alt.Y("usd:Q", stack=True, title="Cost ($)", axis=alt.Axis(format="$~s")),
-            color=alt.Color("stage:N", sort=[STAGE_LABELS[s] for s in costcore.STAGES],
+            color=alt.Color("stage:N", title="Stage", sort=[STAGE_LABELS[s] for s in costcore.STAGES],
                             scale=alt.Scale(domain=[STAGE_LABELS[s] for s in common.STAGE_COLORS],
                                             range=list(common.STAGE_COLORS.values()))),
-            tooltip=["stage:N", alt.Tooltip("value:Q", format=",.4g"), alt.Tooltip("usd:Q", format="$,.0f")])
-        now = alt.Chart(pd.DataFrame({"value": [cur], "what": [f"current: {cur:,.4g}"]})).mark_rule(
-            strokeDash=[4, 3], color="black").encode(x="value:Q", tooltip=["what:N"])
+            tooltip=[alt.Tooltip("stage:N", title="Stage"), alt.Tooltip("value:Q", format=",.4g", title=label(key)),
+                     alt.Tooltip("usd:Q", format="$,.0f", title="Cost")])
+        now = alt.Chart(pd.DataFrame({"value": [cur], "what": [f"current: {fmt.num(cur)}"]})).mark_rule(
+            strokeDash=[4, 3], color="black").encode(x=alt.X("value:Q", title=label(key)),
+                                                     tooltip=[alt.Tooltip("what:N", title="Now")])
         layers = [area, now]
         bad = sw.drop_duplicates("value")
         bad = bad[~bad.feasible]
         if len(bad):  # computed, but marked: a plan there does not fit in GPU memory
             bad = bad.assign(what="does not fit in GPU memory")
             layers.append(alt.Chart(bad).mark_tick(color="#d62728", thickness=3, size=14).encode(
-                x="value:Q", y=alt.value(295), tooltip=["what:N", alt.Tooltip("value:Q", format=",.4g")]))
-        st.altair_chart(alt.layer(*layers).properties(height=300), width="stretch")
+                x=alt.X("value:Q", title=label(key)), y=alt.value(295),
+                tooltip=[alt.Tooltip("what:N", title="Plan"), alt.Tooltip("value:Q", format=",.4g", title=label(key))]))
+        common.show_chart(alt.layer(*layers).properties(height=300),
+                          f"Cost by stage as {BY_PATH[key].label.lower()} changes (dashed: today)")
         if len(bad):
             st.caption(f"Red ticks: {len(bad)} of {sw.value.nunique()} values give a plan that does not fit in GPU "
                        f"memory ({fmt.num(bad.value.min())} to {fmt.num(bad.value.max())}); their cost is drawn "
@@ -164,7 +170,7 @@ def heatmap_section():
             color=alt.Color("usd:Q", title="Total ($)", scale=alt.Scale(type="log", scheme="viridis"),
                             legend=alt.Legend(format="$~s")),
             opacity=alt.condition(alt.datum.fits == "yes", alt.value(1.0), alt.value(0.25)),
-            tooltip=[alt.Tooltip("x:Q", format=",.4g", title=kx), alt.Tooltip("y:Q", format=",.4g", title=ky),
+            tooltip=[alt.Tooltip("x:Q", format=",.4g", title=label(kx)), alt.Tooltip("y:Q", format=",.4g", title=label(ky)),
                      alt.Tooltip("usd:Q", format="$,.0f", title="total"), alt.Tooltip("fits:N", title="fits")])
         layers = [rect]
         # iso-budget contour: for each x, the y where the total crosses the budget
@@ -179,16 +185,21 @@ def heatmap_section():
                 iso.append({"x": xv, "y": ys[j] + w * (ys[j + 1] - ys[j]), "line": f"budget {fmt.usd(budget)}"})
         if iso:
             layers.append(alt.Chart(pd.DataFrame(iso)).mark_line(color="white", strokeWidth=2.5).encode(
-                x="x:Q", y="y:Q", tooltip=["line:N"]))
+                x=alt.X("x:Q", title=label(kx)), y=alt.Y("y:Q", title=label(ky)),
+                tooltip=[alt.Tooltip("line:N", title="Line")]))
         if kx == "model.params_b" and ky.endswith(".tokens_b"):
             co = pd.DataFrame({"x": xs, "y": xs * sens.TOKENS_PER_PARAM})
             co = co[(co.y >= ys[0]) & (co.y <= ys[-1])]
             co["line"] = "compute-optimal: 20 tokens per parameter (Hoffmann et al. 2022)"
             layers.append(alt.Chart(co).mark_line(color="#ff7f0e", strokeDash=[6, 3], strokeWidth=2.5).encode(
-                x="x:Q", y="y:Q", tooltip=["line:N"]))
+                x=alt.X("x:Q", title=label(kx)), y=alt.Y("y:Q", title=label(ky)),
+                tooltip=[alt.Tooltip("line:N", title="Line")]))
         layers.append(alt.Chart(pd.DataFrame({"x": [vx], "y": [vy], "what": ["current plan"]})).mark_point(
-            shape="diamond", size=160, color="red", filled=True).encode(x="x:Q", y="y:Q", tooltip=["what:N"]))
-        st.altair_chart(alt.layer(*layers).properties(height=420), width="stretch")
+            shape="diamond", size=160, color="red", filled=True).encode(
+                x=alt.X("x:Q", title=label(kx)), y=alt.Y("y:Q", title=label(ky)),
+                tooltip=[alt.Tooltip("what:N", title="Point")]))
+        common.show_chart(alt.layer(*layers).properties(height=420),
+                          f"Total cost over {BY_PATH[kx].label.lower()} and {BY_PATH[ky].label.lower()}")
         n_bad = int((~fits).sum())
         st.caption("White: the iso-budget contour (plans costing exactly the budget). Orange dashes: compute-optimal "
                    "tokens = 20 x parameters. Red diamond: the current plan."
@@ -227,14 +238,17 @@ def monte_carlo_section():
     h = alt.Chart(hist).mark_bar(color="#4C78A8").encode(
         x=alt.X("lo:Q", bin="binned", title="Total cost ($)", axis=alt.Axis(format="$~s"), scale=alt.Scale(zero=False)),
         x2="hi:Q",
-        y=alt.Y("count:Q", title="samples"), tooltip=[alt.Tooltip("lo:Q", format="$,.0f"), "count:Q"])
+        y=alt.Y("count:Q", title="Samples"), tooltip=[alt.Tooltip("lo:Q", format="$,.0f", title="From"),
+                                                      alt.Tooltip("count:Q", title="Samples")])
     marks = pd.DataFrame({"x": [p.P10, p.P50, p.P90, mc_budget, mc.deterministic_total],
                           "what": ["P10", "P50", "P90", "budget", "deterministic estimate"]})
     rules = alt.Chart(marks).mark_rule(strokeWidth=2).encode(
-        x="x:Q", color=alt.Color("what:N", scale=alt.Scale(domain=list(marks.what),
-                                                          range=["#999999", "#333333", "#999999", "#E45756", "#2ca02c"]),
-                                 title=None), tooltip=["what:N", alt.Tooltip("x:Q", format="$,.0f")])
-    st.altair_chart((h + rules).properties(height=260), width="stretch")
+        x=alt.X("x:Q", title="Total cost ($)"),
+        color=alt.Color("what:N", scale=alt.Scale(domain=list(marks.what),
+                                                  range=["#999999", "#333333", "#999999", "#E45756", "#2ca02c"]),
+                        title="Line"), tooltip=[alt.Tooltip("what:N", title="Line"),
+                                                alt.Tooltip("x:Q", format="$,.0f", title="Total")])
+    common.show_chart((h + rules).properties(height=260), "Monte Carlo: how the total is spread")
     pct = mc.percentiles.copy()
     pct.index = [STAGE_LABELS.get(i, "Total") for i in pct.index]
     st.dataframe(pct.reset_index(names="stage"), hide_index=True, width="stretch",

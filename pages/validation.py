@@ -53,16 +53,19 @@ line["y"], line["lo"], line["hi"] = line.x, line.x * 0.75, line.x * 1.25
 band = alt.Chart(line).mark_area(opacity=0.15, color="#54A24B").encode(
     x=alt.X("x:Q", scale=alt.Scale(type="log", domain=[lo, hi]), title="Published GPU-hours"),
     y=alt.Y("lo:Q", scale=alt.Scale(type="log", domain=[lo, hi]), title="Predicted GPU-hours"), y2="hi:Q")
-diag = alt.Chart(line).mark_line(color="#333", strokeDash=[4, 3]).encode(x="x:Q", y="y:Q")
+X_AXIS, Y_AXIS = "Published GPU-hours", "Predicted GPU-hours"
+diag = alt.Chart(line).mark_line(color="#333", strokeDash=[4, 3]).encode(x=alt.X("x:Q", title=X_AXIS),
+                                                                        y=alt.Y("y:Q", title=Y_AXIS))
 pts = alt.Chart(plot).mark_circle(size=90).encode(
-    x="published_gpu_hours:Q", y="predicted_gpu_hours:Q",
+    x=alt.X("published_gpu_hours:Q", title=X_AXIS), y=alt.Y("predicted_gpu_hours:Q", title=Y_AXIS),
     color=alt.Color("gpu:N", title="GPU"),
     tooltip=["run:N", "gpu:N", alt.Tooltip("num_gpus:Q", format=","), "basis:N",
              alt.Tooltip("published:Q", format=",.0f"), alt.Tooltip("predicted:Q", format=",.0f"),
              alt.Tooltip("ratio:Q", format=".2f"), alt.Tooltip("mfu:Q", format=".1%"), "notes:N"])
 labels = alt.Chart(plot).mark_text(align="left", dx=7, dy=-6, fontSize=10, color="#333").encode(
-    x="published_gpu_hours:Q", y="predicted_gpu_hours:Q", text="label:N")
-st.altair_chart(alt.layer(band, diag, pts, labels).properties(height=460), width="stretch")
+    x=alt.X("published_gpu_hours:Q", title=X_AXIS), y=alt.Y("predicted_gpu_hours:Q", title=Y_AXIS), text="label:N")
+common.show_chart(alt.layer(band, diag, pts, labels).properties(height=460),
+                  "Predicted against published training time, one point per public run")
 st.caption("Dashed: predicted = published. Green band: ±25%. Runs published in days are compared in days and "
            "drawn at days x GPUs x 24.")
 show = df[["run", "gpu", "num_gpus", "params_b", "tokens_b", "basis", "published_gpu_hours", "predicted_gpu_hours",

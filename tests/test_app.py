@@ -174,8 +174,12 @@ def test_post_training_lora_lowers_sft_gpu_hours():
 def test_finetune_methods_table_and_samples():
     at = _app("pages/fine-tuning.py", p="vertical-7b-lora")
     df = at.dataframe[0].value
-    assert list(df["method"]) == ["full", "lora", "qlora"]
-    assert df.loc[df.method == "lora", "GPU-hours"].iloc[0] < df.loc[df.method == "full", "GPU-hours"].iloc[0]
+    assert list(df["Method"]) == ["Full fine-tuning", "LoRA", "QLoRA"]
+    scn = at.session_state["scenario"]
+    hours = {m: costcore.estimate(costcore.scenario.schema.set_path(scn, "stages.sft.method", m)).stat("sft", "gpu_hours")
+             for m in ("full", "lora")}
+    assert hours["lora"] < hours["full"]
+    assert list(df["GPU-hours"])[:2] == [fmt.gpu_hours(hours["full"]), fmt.gpu_hours(hours["lora"])]
     before = _total(at)
     samples = at.session_state["scenario"]["stages"]["sft"].get("samples", 100000)
     _move(at, "stages.sft.samples", int(samples * 2))
