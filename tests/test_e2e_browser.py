@@ -309,6 +309,50 @@ def test_deep_link_is_the_first_request_of_a_fresh_server(browser, tmp_path):
             ctx.close()
 
 
+# Visible text a person reads: numbers at no more than 4 significant digits, no dotted input keys.
+# Inputs (sliders, number boxes) show the value being edited and are left out; so is the share link,
+# which is a URL. Tables (st.dataframe) draw on a canvas: tests/test_readability.py covers them.
+VISIBLE_TEXT_JS = """() => {
+    const skip = '[data-testid="stSlider"], [data-testid="stNumberInput"], [data-testid="stTextInput"],'
+               + ' [data-testid="stCode"], [data-testid="stDateInput"], [data-testid="stTooltipContent"]';
+    const roots = [...document.querySelectorAll('[data-testid="stMain"], [data-testid="stSidebar"]')];
+    const out = [];
+    for (const root of roots) {
+        const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+        for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+            const el = n.parentElement;
+            if (!el || el.closest(skip) || !el.checkVisibility()) continue;
+            const t = n.textContent.trim();
+            if (t) out.push(t);
+        }
+    }
+    return out;
+}"""
+NUMBER = re.compile(r"(?<![\w.$])\$?(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+|\d{5,})(?![\w.])")
+YEAR = re.compile(r"^(19|20)\d\d$")
+
+
+def significant_digits(token: str) -> int:
+    t = token.replace(",", "").replace("$", "")
+    whole, _, frac = t.partition(".")
+    digits = (whole + frac).lstrip("0")
+    return len(digits if frac else digits.rstrip("0")) or 1
+
+
+def readability_problems(page) -> list[str]:
+    from costcore.scenario.schema import FIELDS, PLAN_FIELDS
+    keys = {f.path for f in FIELDS + PLAN_FIELDS}
+    out = []
+    for text in page.evaluate(VISIBLE_TEXT_JS):
+        for m in NUMBER.finditer(text):
+            if significant_digits(m.group(1)) > 4 and not YEAR.match(m.group(1)):
+                out.append(f"shows {m.group(0)!r} (over 4 significant digits) in {text[:80]!r}")
+        raw = [k for k in keys if re.search(rf"(?<![\w.=/]){re.escape(k)}(?![\w])", text)]
+        if raw:
+            out.append(f"shows the raw key {raw[0]!r} in {text[:80]!r}")
+    return out
+
+
 def test_every_page_renders_with_charts_and_screenshots(server, context):
     """Every page by its url path: title, Total cost, drawn charts, no exception, no
     "Page not found", a share link that opens the same page; plus a full-page screenshot.
@@ -353,6 +397,7 @@ def test_every_page_renders_with_charts_and_screenshots(server, context):
         expected_path = "" if i == 0 else path
         if link_path != expected_path:
             problems.append(f"/{path}: the share link points at /{link_path}, expected /{expected_path}")
+        problems += [f"/{path}: {p}" for p in readability_problems(page)]
         shot = SHOTS / f"{path or 'overview'}.png"
         _full_page_screenshot(page, shot)
         assert shot.exists(), shot
