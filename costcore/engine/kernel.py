@@ -389,7 +389,8 @@ def _stage_layout(x, b, s, G, shape, method, n_lora, ctx, mbs_mult, extra_w, fpt
             row[i] = best[0, i]
         if fits < 0.5:
             _fallback_plan(model, hw, job, pins, row)
-        min_g = lay.min_gpus(model, hw, job, pins, best[0])
+        known = row[lay.T_USED] if fits > 0.5 else math.inf  # the best plan fits on the GPUs it uses
+        min_g = lay.min_gpus(model, hw, job, pins, best[0], known)
         for i in range(lay.NP):
             plans[s, i] = row[i]
         plans[s, lay.NP] = min_g

@@ -584,18 +584,21 @@ def _gcd(a, b):
 
 
 @njit(cache=True)
-def min_gpus(model, hw, job, pins, row):
+def min_gpus(model, hw, job, pins, row, known):
     """The fewest GPUs on which :func:`search` finds a plan that fits (0 when none fits on any number).
 
     The search on G GPUs gives each (tp, pp, cp, micro-batch, ep, recompute, ZeRO, interleave)
-    candidate dp = min(G / (tp pp cp), its cap); so the candidate's fewest GPUs is tp pp cp times
+    candidate dp = min(G / (tp pp cp), its cap); micro-batch 1 and no interleaving need the least
+    memory (unless pinned), so only they are tried here; so the candidate's fewest GPUs is tp pp cp times
     the smallest dp in [1, cap] that fits and obeys the dp rules (ep divides dp x cp, ZeRO needs
     two replicas). Memory never grows with dp (ZeRO shards over more ranks, fewer micro-batches
     are in flight: see _memory), so that dp is found by bisection over the multiples of
     ep / gcd(ep, cp). The same candidate rules as the search; equal to estimating on 1, 2, 3, ...
-    GPUs and taking the first that fits (tests/test_layout_reference.py).
+    GPUs and taking the first that fits (tests/test_layout_reference.py). ``known``: a GPU count
+    on which a plan is known to fit (the GPUs the search's best plan uses; inf when none): only
+    smaller counts are looked for, which prunes most candidates after one memory evaluation.
     """
-    best = math.inf
+    best = known if known > 0.0 else math.inf
     ep_max = max(1.0, model[M_E])
     cap_mem = hw[W_MEM]
     for itp in range(TP_CHOICES.shape[0] + 1):
@@ -610,15 +613,14 @@ def min_gpus(model, hw, job, pins, row):
                 cp = _cand(CP_CHOICES, icp, pins[P_CP])
                 if not _cp_ok(cp, job, pins) or tp * pp * cp >= best:
                     continue
-                for imb in range(MB_CHOICES.shape[0] + 1):
-                    mb = _cand(MB_CHOICES, imb, pins[P_MB])
-                    if mb < 0.0:
-                        continue
-                    cap = _dp_cap(job, pins, mb)
-                    if cap < 0.0:
-                        continue
-                    g = _min_dp_gpus(model, hw, job, pins, row, tp, pp, cp, mb, cap, ep_max, cap_mem, best)
-                    best = min(best, g)
+                # micro-batch 1 holds the least (mb x min(pp, ceil(GB / (dp mb))) sequences in flight
+                # and logits grow with mb) and allows the most dp: it fits wherever a larger one does
+                mb = pins[P_MB] if pins[P_MB] > 0.0 else 1.0
+                cap = _dp_cap(job, pins, mb)
+                if cap < 0.0:
+                    continue
+                g = _min_dp_gpus(model, hw, job, pins, row, tp, pp, cp, mb, cap, ep_max, cap_mem, best)
+                best = min(best, g)
     return best if best < math.inf else 0.0
 
 
@@ -639,8 +641,8 @@ def _min_dp_gpus(model, hw, job, pins, row, tp, pp, cp, mb, cap, ep_max, cap_mem
                 if pins[P_ZERO] >= 0.0 and zero != pins[P_ZERO]:
                     continue
                 lo_dp = 2.0 if (zero > 0.0 and pins[P_ZERO] < 0.0 and cp <= 1.0) else 1.0
-                for iv in range(V_CHOICES.shape[0] + 1):
-                    v = _cand(V_CHOICES, iv, pins[P_V])
+                for iv in range(1):  # interleaving only adds micro-batches in flight: v = 1 unless pinned
+                    v = pins[P_V] if pins[P_V] > 0.0 else 1.0
                     if not _v_ok(v, pp, model, pins):
                         continue
                     if pins[P_DP] > 0.0:  # the one dp allowed
@@ -651,7 +653,9 @@ def _min_dp_gpus(model, hw, job, pins, row, tp, pp, cp, mb, cap, ep_max, cap_mem
                     else:
                         k_lo = math.ceil(lo_dp / q)
                         k_hi = math.floor(cap / q)
-                    if k_lo > k_hi or tpc * q * k_lo >= best:
+                    if best < math.inf:  # only counts below the best so far
+                        k_hi = min(k_hi, math.floor((best - 1.0) / (tpc * q)))
+                    if k_lo > k_hi:
                         continue
                     _fill_plan(row, tp, pp, q * k_hi, cp, ep, mb, rc, zero, v, _sp_for(tp, pins))
                     if _memory(model, hw, job, row, row) > cap_mem:
