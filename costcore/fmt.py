@@ -39,6 +39,16 @@ def days(v: float) -> str:
     return f"{v:,.1f} days"
 
 
+def duration_s(v: float) -> str:
+    """A duration given in seconds, at 3 significant digits in the unit that reads best (45 s, 12.3 min, 1.83 h, 2.5 days)."""
+    if v is None or not math.isfinite(v):
+        return "n/a"
+    for div, unit in ((86400.0, "days"), (3600.0, "h"), (60.0, "min")):
+        if abs(v) >= div:
+            return f"{num(v / div)} {unit}"
+    return f"{num(v)} s"
+
+
 def gb(v: float) -> str:
     if not math.isfinite(v):
         return "n/a"

@@ -101,3 +101,61 @@ def test_every_chart_has_a_title_axis_titles_and_legend_words(page):
     charts = at.get("vega_lite_chart")
     problems = [p for c in charts for p in chart_problems(c.proto)]
     assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------
+# Warnings a planner needs, and no warning that contradicts its own numbers
+# ---------------------------------------------------------------------------
+def _warned(scn) -> tuple:
+    import costcore
+    res = costcore.estimate(scn)
+    return res, res.warnings
+
+
+def _with(preset: str, **paths):
+    from costcore import api
+    from costcore.scenario import schema
+    scn = api.load_preset(preset)
+    for k, v in paths.items():
+        scn = schema.set_path(scn, k.replace("__", "."), v)
+    return schema.validate(scn)
+
+
+@pytest.mark.parametrize("speed", [0.0001, 0.0003, 0.001, 0.01, 2.0])
+def test_checkpoint_warnings_say_what_the_stats_say(speed):
+    from costcore import fmt
+    res, warns = _warned(_with("pipeline-70b", reliability__ckpt_write_gbps_per_gpu=speed))
+    for s in res.stages:
+        from costcore.scenario.schema import STAGE_LABELS
+        write_s, spacing_s = res.stat(s, "ckpt_write_s"), res.stat(s, "ckpt_spacing_h") * 3600
+        mine = [w for w in warns if w.startswith(STAGE_LABELS[s] + ": ") and "checkpoint" in w]
+        if write_s <= 0 or spacing_s <= 0 or write_s / spacing_s <= 0.10:
+            assert not mine, mine
+            continue
+        assert len(mine) == 1, (s, warns)
+        w = mine[0]
+        assert fmt.duration_s(write_s) in w and fmt.duration_s(spacing_s) in w
+        if write_s >= spacing_s:
+            assert "no less than" in w
+        else:
+            assert f"{fmt.num(write_s / spacing_s * 100)}%" in w
+            assert float(fmt.num(write_s / spacing_s * 100)) > 10.0 - 0.05  # never "stalls 9.8%" as a >10% warning
+        assert "Hours between checkpoints" in w and "Checkpoint write speed per GPU" in w  # the knobs, in words
+
+
+@pytest.mark.parametrize("efficiency", [0.01, 0.02, 0.05, 0.5])
+def test_rollout_warning_says_what_the_stats_say(efficiency):
+    from costcore import fmt
+    res, warns = _warned(_with("reasoning-grpo-32b", stages__rl__rollout_efficiency=efficiency,
+                               stages__rl__samples_per_prompt=64))
+    share = res.stat("rl", "rollout_gpu_hours") / res.stat("rl", "gpu_hours")
+    mine = [w for w in warns if "rollouts take" in w]
+    assert bool(mine) == (share > 0.5), (share, warns)
+    if mine:
+        assert f"{fmt.num(share * 100)}%" in mine[0] and "Rollout efficiency" in mine[0]
+
+
+def test_no_preset_warns_on_its_own_defaults():
+    import costcore
+    for name in costcore.preset_names():
+        assert not [w for w in costcore.estimate(name).warnings if "checkpoint" in w or "rollouts" in w], name
