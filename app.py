@@ -24,6 +24,7 @@ PAGES = {
         st.Page("pages/sensitivity.py", title="Sensitivity and uncertainty", icon=":material/insights:",
                 url_path="sensitivity"),
         st.Page("pages/validation.py", title="Validation", icon=":material/verified:", url_path="validation"),
+        st.Page("pages/glossary.py", title="Glossary", icon=":material/menu_book:", url_path="glossary"),
     ],
 }
 

@@ -173,6 +173,19 @@ def _num(v):
     return v if (isinstance(v, (int, float)) and math.isfinite(v)) else 0
 
 
+CHOICE_WORDS = {"full": "Full fine-tuning", "lora": "LoRA", "qlora": "QLoRA", "auto": "Searched",
+                "none": "None", "selective": "Selective", "bf16": "BF16", "fp8": "FP8", "grpo": "GRPO",
+                "ppo": "PPO", "live": "Live", "precomputed": "Precomputed", "model": "Reward model",
+                "rule": "Rule-based verifier", "on": "On", "off": "Off"}
+
+
+def choice_words(path: str, choice: str) -> str:
+    """An option of a choice input in words: a GPU by its catalog name, other options by CHOICE_WORDS."""
+    if path == "hardware.gpu":
+        return str(schema.CATALOG.get(choice, {}).get("label", choice))
+    return CHOICE_WORDS.get(choice, choice.replace("_", " ").capitalize())
+
+
 def _widget_value(f, v):
     """A widget's value as the scenario stores it (a date as ISO text)."""
     return v.isoformat() if f.kind == "date" and hasattr(v, "isoformat") else v
@@ -215,7 +228,7 @@ def knob(path: str, label: str, lo=None, hi=None, step=None, widget: str = "slid
 def _knob_widget(ss, key, path, label, lo, hi, step, widget, fmt_str, help, options):
     f = BY_PATH[path]
     cur = schema.effective_value(ss.scenario, path)
-    tip = help or f"{f.doc} ({f.allowed()}). Source of the default: {f.source}."
+    tip = help or f"{f.doc} ({f.allowed()}). Source of the default: {f.source}. Terms: the Glossary page."
 
     def changed():
         ss.handled[key] = st.session_state[key]
@@ -224,7 +237,7 @@ def _knob_widget(ss, key, path, label, lo, hi, step, widget, fmt_str, help, opti
     if f.kind == "enum":
         choices = list(options or f.choices)
         return st.selectbox(label, choices, index=choices.index(cur) if cur in choices else 0, key=key,
-                            on_change=changed, help=tip)
+                            on_change=changed, help=tip, format_func=lambda c: choice_words(path, c))
     if f.kind == "bool":
         return st.checkbox(label, value=bool(cur), key=key, on_change=changed, help=tip)
     if f.kind == "date":

@@ -11,7 +11,7 @@ APP = str(ROOT / "app.py")
 PRESET_DIR = ROOT / "presets"
 PAGES = ["pages/overview.py", "pages/pretraining.py", "pages/post-training.py",
          "pages/fine-tuning.py", "pages/checkpoints.py", "pages/data-people.py", "pages/sensitivity.py",
-         "pages/budget.py", "pages/compare.py", "pages/validation.py"]
+         "pages/budget.py", "pages/compare.py", "pages/validation.py", "pages/job-layout.py", "pages/glossary.py"]
 
 
 def _short(argv):

@@ -33,7 +33,7 @@ def test_every_input_has_words_and_help():
 # ---------------------------------------------------------------------------
 PAGES = ["pages/overview.py", "pages/pretraining.py", "pages/job-layout.py", "pages/post-training.py",
          "pages/fine-tuning.py", "pages/checkpoints.py", "pages/data-people.py", "pages/budget.py",
-         "pages/compare.py", "pages/sensitivity.py", "pages/validation.py"]
+         "pages/compare.py", "pages/sensitivity.py", "pages/validation.py", "pages/glossary.py"]
 POSITIONAL = ("x", "y")
 
 
@@ -159,3 +159,20 @@ def test_no_preset_warns_on_its_own_defaults():
     import costcore
     for name in costcore.preset_names():
         assert not [w for w in costcore.estimate(name).warnings if "checkpoint" in w or "rollouts" in w], name
+
+
+def test_glossary_explains_each_term_with_a_formula_and_a_source():
+    from costcore import glossary
+    terms = glossary.terms()
+    assert len(terms) >= 15
+    for t in terms:
+        assert set(t) == {"term", "means", "formula", "source"} and all(str(v).strip() for v in t.values()), t
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page("pages/glossary.py")
+    at.run()
+    assert not at.exception
+    assert [h.value for h in at.subheader] == [t["term"] for t in terms]
+    assert [c.value for c in at.code if c.value in {t["formula"] for t in terms}] == [t["formula"] for t in terms]
+    for word in ("MFU", "ZeRO", "Young/Daly", "Goodput", "Fixed and elastic", "Tensor parallelism"):
+        assert any(word in t["term"] for t in terms), word
