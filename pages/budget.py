@@ -82,17 +82,31 @@ tl = bud.timeline(res)
 sched = tl.schedule.copy()
 sched["label"] = [f"{common.STAGE_SHORT[s]}" + (f" #{k}" if k > 1 else "") for s, k in zip(sched.stage, sched.iteration)]
 sched["stage_short"] = sched.stage.map(common.STAGE_SHORT)
-gantt = alt.Chart(sched).mark_bar(cornerRadius=3).encode(
-    x=alt.X("start:T", title="Date"), x2="end:T",
+# setup (preparation, no GPUs) and run drawn as separate segments: a 2.6 h run is not two weeks long
+seg = pd.concat([sched.assign(part="setup (no GPUs)", seg_start=sched.start, seg_end=sched.run_start),
+                 sched.assign(part="run on GPUs", seg_start=sched.run_start, seg_end=sched.end)])
+seg = seg[seg.seg_end > seg.seg_start]
+gantt = alt.Chart(seg).mark_bar(cornerRadius=3).encode(
+    x=alt.X("seg_start:T", title="Date"), x2="seg_end:T",
     y=alt.Y("stage_short:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title="Stage"),
     color=alt.Color("stage_short:N", legend=None, scale=alt.Scale(domain=list(common.STAGE_SHORT_COLORS),
                                                                   range=list(common.STAGE_SHORT_COLORS.values()))),
-    tooltip=[alt.Tooltip("label:N", title="Stage"), alt.Tooltip("start:T", title="setup starts"),
-             alt.Tooltip("run_start:T", title="run starts"),
-             alt.Tooltip("end:T", title="ends"), alt.Tooltip("gpus:Q", format=",.0f", title="GPUs")])
-common.show_chart(gantt.properties(height=40 + 32 * sched.stage.nunique()), "When each stage runs (setup and run)")
+    opacity=alt.Opacity("part:N", title="Part", scale=alt.Scale(domain=["setup (no GPUs)", "run on GPUs"],
+                                                                 range=[0.3, 1.0])),
+    tooltip=[alt.Tooltip("label:N", title="Stage"), alt.Tooltip("part:N", title="Part"),
+             alt.Tooltip("seg_start:T", title="from"), alt.Tooltip("seg_end:T", title="to"),
+             alt.Tooltip("gpus:Q", format=",.0f", title="GPUs")])
+common.show_chart(gantt.properties(height=60 + 32 * sched.stage.nunique()),
+                  "When each stage runs (faint: preparation; solid: the run on GPUs)")
+last_end = sched.end.max()
+show_retention = st.toggle("Show the retention period after the last stage", value=False, key="show_retention",
+                           help="Storage kept after the plan (Months kept after the project) is spend too; "
+                                "off, the charts end with the last stage and the caption gives that spend.")
 
 mon = tl.monthly.copy()
+after_usd = float(mon[mon.month > last_end].usd.sum()) if not mon.empty else 0.0
+if not show_retention and not mon.empty:
+    mon = mon[mon.month <= last_end]
 if not mon.empty:
     mon["stage_short"] = mon.stage.map(common.STAGE_SHORT)
     mon["stage_name"] = mon.stage.map(STAGE_LABELS)
@@ -119,7 +133,11 @@ if not mon.empty:
     st.subheader("Cumulative spend against the budget")
     common.show_chart(alt.layer(*layers).properties(height=240), "Cumulative spend against the budget")
     life_n = int(costcore_schema.effective_value(scn, "lifecycle.iterations"))
-    st.caption("Spend includes storage kept through the retention period"
+    if not show_retention and after_usd > 0:
+        st.caption(f"After the last stage, keeping checkpoints and data through the retention period costs a "
+                   f"further {fmt.usd(after_usd)} (switch on the retention period above to draw it).")
+    st.caption(("Spend includes storage kept through the retention period" if show_retention else
+                "Spend up to the end of the last stage")
                + (f" and the {life_n - 1} further post-training iterations of the lifecycle; the budget lines "
                   "above apply to the plan's first pass" if life_n > 1 else "") + ".")
 
@@ -128,7 +146,8 @@ m = st.columns(3)
 m[0].metric("Peak GPUs", f"{tl.peak_gpus:,.0f}")
 m[1].metric("Average GPUs while running", f"{tl.average_gpus:,.0f}")
 m[2].metric("Peak storage", fmt.gb(float(tl.usage.storage_gb.max())))
-u = tl.usage.melt(["day", "date"], ["gpus", "storage_gb"], var_name="measure")
+usage = tl.usage if show_retention else tl.usage[tl.usage.date <= last_end]
+u = usage.melt(["day", "date"], ["gpus", "storage_gb"], var_name="measure")
 u["measure"] = u.measure.map({"gpus": "GPUs in use", "storage_gb": "Storage held (GB)"})
 st.altair_chart(alt.Chart(u).mark_area(opacity=0.7, interpolate="step-after").encode(
     x=alt.X("date:T", title="Date"), y=alt.Y("value:Q", title="GPUs or GB"),
