@@ -176,3 +176,37 @@ def test_glossary_explains_each_term_with_a_formula_and_a_source():
     assert [c.value for c in at.code if c.value in {t["formula"] for t in terms}] == [t["formula"] for t in terms]
     for word in ("MFU", "ZeRO", "Young/Daly", "Goodput", "Fixed and elastic", "Tensor parallelism"):
         assert any(word in t["term"] for t in terms), word
+
+
+# ---------------------------------------------------------------------------
+# The README matches the app
+# ---------------------------------------------------------------------------
+def test_readme_lists_the_apps_pages_and_its_two_commands():
+    import ast
+    from shared import ROOT
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    tree = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
+    titles = [kw.value.value for node in ast.walk(tree) if isinstance(node, ast.Call)
+              and getattr(node.func, "attr", "") == "Page" for kw in node.keywords if kw.arg == "title"]
+    listed = re.findall(r"^\| ([A-Z][^|]+?) \| ", readme.split("| page | what it answers |")[1].split("\n\n")[0], re.M)
+    assert listed == titles, (listed, titles)
+    first_screen = readme.split("---")[0]
+    assert re.findall(r"```bash\n(.+?)\n```", first_screen) == [
+        "pip install -r requirements.txt && streamlit run app.py", "bash scripts/test.sh"]
+    for path in ("requirements.txt", "scripts/test.sh", "app.py"):
+        assert (ROOT / path).exists(), path
+    assert "exec bash scripts/test.sh" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "_page.py" not in readme  # pages are named after their URL paths
+
+
+def test_readme_tornado_count_is_the_benchmarks():
+    """The README quotes the tornado's input count of benchmarks/bench_core.py's scenario."""
+    import importlib.util
+    from costcore.analysis import sensitivity
+    from shared import ROOT
+    spec = importlib.util.spec_from_file_location("bench_core", ROOT / "benchmarks" / "bench_core.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quoted = int(re.search(r"tornado over (\d+) inputs", readme).group(1))
+    assert quoted == len(sensitivity.tornado(bench.SCENARIO).table)
