@@ -369,6 +369,7 @@ def _stage_layout(x, b, s, G, shape, method, n_lora, ctx, mbs_mult, extra_w, fpt
 
     reuse > 0: take the plan and min GPUs in ``plans[s]`` (a batch's base plan, valid because
     the variant changed nothing the search reads); the terms are still evaluated for this x.
+    reuse < 0: search, but skip the GPU minimum (a batch row: evaluate_batch returns no stats).
     Otherwise the search runs and its plan is written to ``plans[s]``. The MFU is the given one,
     or the measured TFLOP/s converted, or the plan's.
     """
@@ -389,8 +390,10 @@ def _stage_layout(x, b, s, G, shape, method, n_lora, ctx, mbs_mult, extra_w, fpt
             row[i] = best[0, i]
         if fits < 0.5:
             _fallback_plan(model, hw, job, pins, row)
-        known = row[lay.T_USED] if fits > 0.5 else math.inf  # the best plan fits on the GPUs it uses
-        min_g = lay.min_gpus(model, hw, job, pins, best[0], known)
+        min_g = 0.0  # reuse < 0: a batch row; its outputs hold no GPU minimum, so none is looked for
+        if reuse > -0.5:
+            known = row[lay.T_USED] if fits > 0.5 else math.inf  # the best plan fits on the GPUs it uses
+            min_g = lay.min_gpus(model, hw, job, pins, best[0], known)
         for i in range(lay.NP):
             plans[s, i] = row[i]
         plans[s, lay.NP] = min_g
@@ -862,7 +865,7 @@ def _batch_range(base, idx, cols, out, start, stop, row_plans, row_plan):
     for i in range(start, stop):
         for j in range(k):
             x[idx[j]] = cols[j, i]
-        reuse = 0.0
+        reuse = -1.0  # searches its own plans; the batch's outputs carry no min_gpus
         if row_plan[i] >= 0:
             reuse = 1.0
             for r in range(NS):
