@@ -255,6 +255,10 @@ def _knob_widget(ss, key, path, label, lo, hi, step, widget, fmt_str, help, opti
     lo, hi = min(lo, cur), max(hi, cur)
     if fmt_str is None and not is_int and step is not None and float(step) >= 1:
         fmt_str = "%.0f"
+    if widget in ("log", "pow2"):  # quantities spanning orders of magnitude: a ladder of round values
+        options = log_ladder(lo, hi, cur, is_int, pow2=widget == "pow2")
+        return st.select_slider(label, options=options, value=cur, key=key, on_change=changed, help=tip,
+                                format_func=(lambda v: f"{v:,}") if widget == "pow2" else fmt.num)
     if widget == "slider":
         return st.slider(label, min_value=lo, max_value=hi, value=cur,
                          step=cast(step) if step is not None else None, key=key, on_change=changed,
@@ -262,6 +266,31 @@ def _knob_widget(ss, key, path, label, lo, hi, step, widget, fmt_str, help, opti
     return st.number_input(label, min_value=cast(f.lo), max_value=cast(f.hi), value=cur,
                            step=cast(step) if step is not None else None, key=key, on_change=changed,
                            help=tip, format=fmt_str)
+
+
+LADDER_MANTISSAS = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0)
+
+
+def log_ladder(lo: float, hi: float, cur: float, is_int: bool, pow2: bool = False) -> list:
+    """Round values from lo to hi, evenly spaced on a log scale (1, 1.5, 2, 3, 4, 5, 6, 8 x 10^k, or
+    powers of two), plus the current value: a slider whose track is not 99% empty at 70B of 1,000B."""
+    lo_pos = max(lo, 1.0 if is_int else 1e-3)
+    vals = {cur}
+    if pow2:
+        k = math.ceil(math.log2(lo_pos))
+        while 2.0 ** k <= hi:
+            vals.add(2.0 ** k)
+            k += 1
+    else:
+        for e in range(math.floor(math.log10(lo_pos)), math.ceil(math.log10(hi)) + 1):
+            for m in LADDER_MANTISSAS:
+                v = m * 10.0 ** e
+                if lo_pos <= v <= hi:
+                    vals.add(v)
+    if lo <= 0 < lo_pos:
+        vals.add(0.0)
+    cast = int if is_int else float
+    return sorted({cast(round(v)) if is_int else cast(v) for v in vals})
 
 
 def knob_columns(*columns) -> None:

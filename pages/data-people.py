@@ -20,12 +20,12 @@ if post:
     p = f"stages.{stage}."
     c1, c2, c3 = st.columns(3)
     with c1:
-        common.knob(p + "labels", "Human-labeled samples", 0, 1_000_000, 500)
+        common.knob(p + "labels", "Human-labeled samples", 0, 1_000_000, 500, "log")
     with c2:
         common.knob(p + "usd_per_label", "$ per label", 0.0, 100.0, 0.5)
         common.knob("data.review_fraction", "Review fraction", 0.0, 1.0, 0.05)
     with c3:
-        common.knob(p + "synthetic_tokens_m", "Synthetic tokens (millions)", 0.0, 10000.0, 10.0)
+        common.knob(p + "synthetic_tokens_m", "Synthetic tokens (millions)", 0.0, 10000.0, 10.0, "log")
         common.knob("data.usd_per_m_synthetic_tokens", "$ per million synthetic tokens", 0.0, 60.0, 0.5)
 else:
     st.caption("No post-training stage is on.")

@@ -20,7 +20,7 @@ if "sft" not in scn.get("stages", {}):
     st.info("SFT is off in this scenario: the comparison below uses SFT with default settings. "
             "Switch it on to plan it.")
     scn = schema.validate(dict(scn, stages=dict(scn.get("stages", {}), sft={})))
-common.knob_columns([("stages.sft.samples", "Samples", 1000, 5_000_000, 1000)],
+common.knob_columns([("stages.sft.samples", "Samples", 1000, 5_000_000, 1000, "log")],
                     [("stages.sft.lora_rank", "LoRA rank", 1, 256, 1)],
                     [("stages.sft.num_gpus", "GPUs for SFT (0 = sidebar value)", None, None, 1, "number")])
 scn = common.scenario() if "sft" in common.scenario().get("stages", {}) else scn

@@ -23,14 +23,14 @@ MAIN_VOLUME = {"pretrain": ("tokens_b", "Pre-training tokens (billions)", 1.0, 3
 main = next((s for s in MAIN_VOLUME if s in res.stages), None)
 c1, c2, c3 = st.columns(3)
 with c1:
-    common.knob("model.params_b", "Model size (billion parameters)", 0.1, 1000.0, 0.1)
+    common.knob("model.params_b", "Model size (billion parameters)", 0.1, 1000.0, 0.1, fmt_str="%.1f")
 if main:
     key, label, lo, hi, step = MAIN_VOLUME[main]
     with c2:
-        common.knob(f"stages.{main}.{key}", label, lo, hi, step)
+        common.knob(f"stages.{main}.{key}", label, lo, hi, step, "log")
     if main != "eval":
         with c3:
-            common.knob(f"stages.{main}.seq_len", f"{STAGE_LABELS[main]}: sequence length", 512, 131072, 512)
+            common.knob(f"stages.{main}.seq_len", f"{STAGE_LABELS[main]}: sequence length", 512, 131072, 512, "pow2")
 
 res = common.result()
 common.show_checks(res)

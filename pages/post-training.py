@@ -18,16 +18,16 @@ if common.stage_toggle("sft"):
     p = "stages.sft."
     common.knob_columns(
         [(p + "method", "Method"), (p + "lora_rank", "LoRA rank", 1, 256, 1)],
-        [(p + "samples", "Samples", 1000, 5_000_000, 1000), (p + "tokens_per_sample", "Tokens per sample", 64, 32768, 64)],
-        [(p + "epochs", "Epochs", 0.5, 10.0, 0.5), (p + "labels", "Human-labeled samples", 0, 1_000_000, 1000)])
+        [(p + "samples", "Samples", 1000, 5_000_000, 1000, "log"), (p + "tokens_per_sample", "Tokens per sample", 64, 32768, 64, "pow2")],
+        [(p + "epochs", "Epochs", 0.5, 10.0, 0.5), (p + "labels", "Human-labeled samples", 0, 1_000_000, 1000, "log")])
     common.stage_results("sft")
 
 st.header(STAGE_LABELS["dpo"])
 if common.stage_toggle("dpo"):
     p = "stages.dpo."
     common.knob_columns(
-        [(p + "pairs", "Preference pairs", 1000, 2_000_000, 1000), (p + "method", "Method")],
-        [(p + "chosen_tokens", "Chosen tokens", 64, 16384, 64), (p + "rejected_tokens", "Rejected tokens", 64, 16384, 64)],
+        [(p + "pairs", "Preference pairs", 1000, 2_000_000, 1000, "log"), (p + "method", "Method")],
+        [(p + "chosen_tokens", "Chosen tokens", 64, 16384, 64, "pow2"), (p + "rejected_tokens", "Rejected tokens", 64, 16384, 64, "pow2")],
         [(p + "epochs", "Epochs", 0.5, 10.0, 0.5), (p + "reference", "Reference log-probs")])
     common.stage_results("dpo")
 
@@ -39,7 +39,7 @@ if common.stage_toggle("rl"):
         [(p + "prompts_per_step", "Prompts per step", 8, 4096, 8),
          (p + "samples_per_prompt", "Samples per prompt", 1, 64, 1),
          (p + "num_gpus", "GPUs for RL (0 = sidebar value)", None, None, 1, "number")],
-        [(p + "response_tokens", "Response tokens", 128, 32768, 128),
+        [(p + "response_tokens", "Response tokens", 128, 32768, 128, "pow2"),
          (p + "rollout_efficiency", "Rollout efficiency (of roofline)", 0.05, 1.0, 0.05)])
     res = common.result()
     roll = res.stat("rl", "rollout_gpu_hours")

@@ -24,8 +24,8 @@ for stage in ("pretrain", "cpt"):
         continue
     p = f"stages.{stage}."
     common.knob_columns(
-        [(p + "tokens_b", "Tokens (billions)", 1.0, 30000.0 if stage == "pretrain" else 2000.0, 1.0),
-         (p + "seq_len", "Sequence length", 512, 131072, 512)],
+        [(p + "tokens_b", "Tokens (billions)", 1.0, 30000.0 if stage == "pretrain" else 2000.0, 1.0, "log"),
+         (p + "seq_len", "Sequence length", 512, 131072, 512, "pow2")],
         [(p + "num_gpus", "GPUs for this stage (0 = sidebar value)", None, None, 1, "number"),
          (p + "mfu", "MFU (0 = calibrated default)", 0.0, 0.75, 0.01)],
         [(p + "recompute", "Activation recompute"), (p + "tp", "Tensor parallel", 1, 16, 1)])

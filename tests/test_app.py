@@ -46,6 +46,7 @@ def _total(at: AppTest) -> float:
 def _move(at: AppTest, path: str, value):
     key = f"k:{path}:{at.session_state['rev']}"
     widget = at.slider(key=key) if any(w.key == key for w in at.slider) else \
+        at.select_slider(key=key) if any(w.key == key for w in at.select_slider) else \
         at.selectbox(key=key) if any(w.key == key for w in at.selectbox) else at.number_input(key=key)
     widget.set_value(value)
     at.run()
@@ -182,7 +183,8 @@ def test_finetune_methods_table_and_samples():
     assert list(df["GPU-hours"])[:2] == [fmt.gpu_hours(hours["full"]), fmt.gpu_hours(hours["lora"])]
     before = _total(at)
     samples = at.session_state["scenario"]["stages"]["sft"].get("samples", 100000)
-    _move(at, "stages.sft.samples", int(samples * 2))
+    from pages.common import log_ladder  # the page's samples slider: round values on a log scale
+    _move(at, "stages.sft.samples", next(v for v in log_ladder(1000, 5_000_000, samples, True) if v >= 2 * samples))
     assert _total(at) > before
 
 
