@@ -102,7 +102,7 @@ def memory_chart(plan: dict, usable_gb: float) -> alt.Chart:
     text = alt.Chart(limit.assign(row="per GPU")).mark_text(
         align="right", baseline="bottom", dx=-4, dy=-27, fontSize=12, color="#B22222").encode(
         x=alt.X("gb:Q", title="Memory per GPU (GB)"), y=alt.Y("row:N", axis=None), text="label:N")
-    return (bars + rule + text).properties(height=150)
+    return (bars + rule + text).properties(height=190)
 
 
 def time_chart(plan: dict) -> alt.Chart:
@@ -110,7 +110,7 @@ def time_chart(plan: dict) -> alt.Chart:
                         "shown": f"{fmt.num(float(plan['time_s'][k]))} s", "row": "per step", "order": i}
                        for i, k in enumerate(TIME_KINDS)])
     return _one_bar(df, "s", "Step time (seconds)", "Part of the step", list(TIME_KINDS.values()), TIME_COLORS,
-                    "per step", x_axis=alt.Axis(tickCount=8)).properties(height=150)
+                    "per step", x_axis=alt.Axis(tickCount=8)).properties(height=190)
 
 
 def plans_table(rows: list[dict], chosen: dict) -> pd.DataFrame:
