@@ -114,9 +114,11 @@ class Result:
 
     @cached_property
     def warnings(self) -> list[str]:
-        """Plain sentences about a feasible but doubtful plan (GPUs the global batch cannot use)."""
+        """Plain sentences about a feasible but doubtful plan: GPUs the global batch cannot use, FP8 without
+        FP8 hardware (engine.feasibility), checkpoint stalls and dominant rollouts (analysis.warnings)."""
+        from costcore.analysis.warnings import planning_warnings
         from costcore.engine.feasibility import batch_warnings
-        return batch_warnings(self)
+        return batch_warnings(self) + planning_warnings(self)
 
     def uses_layout(self, stage: str) -> bool:
         """True when the stage's speed comes from its job layout (no MFU or throughput given)."""

@@ -19,7 +19,8 @@ ALLOWED = {
     "fmt": set(),
     "scenario": {"errors", "fmt"},
     "engine": {"errors", "scenario"},
-    "api": {"errors", "fmt", "scenario", "engine", "analysis.budget"},  # Result.to_dict: budget status, lifecycle
+    # Result.to_dict: budget status, lifecycle; Result.warnings: the planner's warnings
+    "api": {"errors", "fmt", "scenario", "engine", "analysis.budget", "analysis.warnings"},
     "analysis": {"errors", "fmt", "scenario", "engine", "api", "validation"},
     "validation": {"errors", "fmt", "scenario", "engine", "api"},
     "cli": {"errors", "fmt", "scenario", "engine", "api", "analysis", "validation", "cli"},
