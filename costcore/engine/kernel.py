@@ -896,12 +896,13 @@ def _batch_serial(base, idx, cols, out, row_plans, row_plan):
 
 
 @njit(cache=True)
-def _single(x):
+def _single(x, reuse=0.0):
+    """One scenario: (items, stats, plans). reuse -1: a batch's plans only (no GPU minimum)."""
     items = np.empty((NS, NI))
     stats = np.empty((NS, NK))
     sc = np.zeros((SCRATCH_ROWS, NSCRATCH))
     plans = np.zeros((NS, lay.NP + 1))
-    _eval_one(x, items, stats, sc, plans, 0.0)
+    _eval_one(x, items, stats, sc, plans, reuse)
     return items, stats, plans
 
 
@@ -1013,7 +1014,7 @@ def _row_plans(base, idx, cols, replan: bool):
     x = base.copy()
     for u, key in enumerate(keys):
         x[rel_idx] = key
-        out[u + 1] = _single(x)[2]
+        out[u + 1] = _single(x, -1.0)[2]  # the batch's outputs carry no GPU minimum
     row_plan[other] = inverse.reshape(-1) + 1
     return out, row_plan
 
