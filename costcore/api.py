@@ -136,21 +136,9 @@ class Result:
         i = STAGES.index(stage)
         st = self.stats[i]
         row = np.zeros(layout.NROW)
-        names = {"tp": "plan_tp", "pp": "plan_pp", "dp": "plan_dp", "cp": "plan_cp", "ep": "plan_ep",
-                 "micro_batch": "plan_micro_batch", "recompute": "recompute_mode", "zero": "plan_zero",
-                 "interleave": "plan_interleave", "sp": "plan_sp", "step_time_s": "step_time_s",
-                 "compute_s": "step_compute_s", "communication_s": "step_communication_s",
-                 "bubble_s": "step_bubble_s", "recompute_s": "step_recompute_s", "optimizer_s": "step_optimizer_s",
-                 "micro_batches": "micro_batches", "fits": "fits", "mfu": "plan_mfu",
-                 "tp_comm_s": "step_tp_comm_s", "dp_comm_s": "step_dp_comm_s", "zero_comm_s": "step_zero_comm_s",
-                 "cp_comm_s": "step_cp_comm_s", "ep_comm_s": "step_ep_comm_s", "p2p_s": "step_p2p_s",
-                 "gpus_used": "plan_gpus_used"}
-        fields = layout.PLAN_FIELDS + layout.TERM_FIELDS
-        for k, stat in names.items():
-            row[fields.index(k)] = st[STATS.index(stat)]
-        for k in ("weights", "grads", "optimizer", "activations", "buffers"):
-            row[fields.index("mem_" + k)] = st[STATS.index(f"mem_{k}_gb")] * 1e9
-        row[fields.index("mem_total")] = st[STATS.index("plan_memory_gb")] * 1e9
+        for col, r, div in zip(kernel.PLAN_STAT_COL, kernel.PLAN_STAT_ROW, kernel.PLAN_STAT_DIV):
+            row[r] = st[col] * div
+        row[(layout.PLAN_FIELDS + layout.TERM_FIELDS).index("fits")] = st[K_FITS]  # the stage's, rollouts included
         out = plan_dict(row, 1.0)
         out["mfu"] = float(st[STATS.index("mfu")])
         out["plans_fitting"] = int(st[STATS.index("plans_fitting")])

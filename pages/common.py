@@ -71,7 +71,6 @@ def state():
         ss.messages = list(warns)
     ss.setdefault("messages", [])
     ss.setdefault("handled", {})  # widget key -> the last value applied (_catch_up)
-    _catch_up()
     return ss
 
 
@@ -173,17 +172,25 @@ def _num(v):
     return v if (isinstance(v, (int, float)) and math.isfinite(v)) else 0
 
 
-CHOICE_WORDS = {"full": "Full fine-tuning", "lora": "LoRA", "qlora": "QLoRA", "auto": "Searched",
-                "none": "None", "selective": "Selective", "bf16": "BF16", "fp8": "FP8", "grpo": "GRPO",
-                "ppo": "PPO", "live": "Live", "precomputed": "Precomputed", "model": "Reward model",
-                "rule": "Rule-based verifier", "on": "On", "off": "Off"}
+# The options of each choice input in words, by the input's last key (the same key in every stage).
+CHOICE_WORDS = {
+    "method": {"full": "Full fine-tuning", "lora": "LoRA", "qlora": "QLoRA"},
+    "recompute": {"auto": "Searched", "none": "None", "selective": "Selective", "full": "Full"},
+    "precision": {"bf16": "BF16", "fp8": "FP8"},
+    "sequence_parallel": {"auto": "Searched", "on": "On", "off": "Off"},
+    "ckpt_type": {"full": "Full (resumable, with optimizer state)", "weights": "Weights only"},
+    "lora_targets": {"qv": "Query and value", "attn": "All attention", "all": "Attention and MLP"},
+    "reference": {"live": "Live", "precomputed": "Precomputed", "none": "None"},
+    "algorithm": {"grpo": "GRPO", "ppo": "PPO"},
+    "reward": {"model": "Reward model", "rule": "Rule-based verifier"},
+}
 
 
-def choice_words(path: str, choice: str) -> str:
+def choice_words(path: str, choice) -> str:
     """An option of a choice input in words: a GPU by its catalog name, other options by CHOICE_WORDS."""
     if path == "hardware.gpu":
         return str(schema.CATALOG.get(choice, {}).get("label", choice))
-    return CHOICE_WORDS.get(choice, choice.replace("_", " ").capitalize())
+    return CHOICE_WORDS.get(path.rsplit(".", 1)[-1], {}).get(choice, str(choice))
 
 
 def _widget_value(f, v):
@@ -258,7 +265,7 @@ def _knob_widget(ss, key, path, label, lo, hi, step, widget, fmt_str, help, opti
     if widget in ("log", "pow2"):  # quantities spanning orders of magnitude: a ladder of round values
         options = log_ladder(lo, hi, cur, is_int, pow2=widget == "pow2")
         return st.select_slider(label, options=options, value=cur, key=key, on_change=changed, help=tip,
-                                format_func=(lambda v: f"{v:,}") if widget == "pow2" else fmt.num)
+                                format_func=(lambda v: f"{v:,.0f}") if widget == "pow2" else fmt.num)
     if widget == "slider":
         return st.slider(label, min_value=lo, max_value=hi, value=cur,
                          step=cast(step) if step is not None else None, key=key, on_change=changed,
@@ -395,6 +402,7 @@ def frame(title: str, intro: str) -> api.Result:
     """Title, sidebar, messages, URL sync and the headline numbers of every page."""
     _leave_legacy_router()
     ss = state()
+    _catch_up()  # once per rerun, before anything is drawn
     sidebar()
     res = result()
     _sync_url()

@@ -25,7 +25,7 @@ common.knob_columns([("stages.sft.samples", "Samples", 1000, 5_000_000, 1000, "l
                     [("stages.sft.num_gpus", "GPUs for SFT (0 = sidebar value)", None, None, 1, "number")])
 scn = common.scenario() if "sft" in common.scenario().get("stages", {}) else scn
 
-METHOD_WORDS = {"full": "Full fine-tuning", "lora": "LoRA", "qlora": "QLoRA"}
+METHOD_WORDS = common.CHOICE_WORDS["method"]
 rows = []
 for method in ("full", "lora", "qlora"):
     r = costcore.estimate(schema.set_path(scn, "stages.sft.method", method))

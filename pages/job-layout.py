@@ -21,9 +21,9 @@ MEMORY_COLORS = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#9D755D"]
 TIME_KINDS = {"compute": "Compute", "communication": "Communication", "bubble": "Pipeline bubble",
               "recompute": "Recompute", "optimizer": "Optimizer step"}
 TIME_COLORS = ["#4C78A8", "#72B7B2", "#EECA3B", "#B279A2", "#9D755D"]
-RECOMPUTE_WORDS = {"auto": "Searched", "none": "None", "selective": "Selective", "full": "Full"}
+RECOMPUTE_WORDS = common.CHOICE_WORDS["recompute"]
 ZERO_WORDS = {-1: "Searched", 0: "Off", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3 (FSDP)"}
-PRECISION_WORDS = {"bf16": "BF16", "fp8": "FP8"}
+PRECISION_WORDS = common.CHOICE_WORDS["precision"]
 POWERS = [1, 2, 4, 8, 16, 32, 64]
 
 

@@ -90,7 +90,7 @@ def dense_ffn(n_params, L, d, q_dim, kv_dim, vocab, n_matrices):
     MLP of ``n_matrices`` d x f matrices (3 gated, SwiGLU; 2 GELU), plus untied input and output
     embeddings 2 V d (Touvron et al. 2023, Llama 2, Table 1 shapes; Hugging Face
     ``modeling_llama.py``). Solving N = L (2 d q_dim + 2 d kv_dim + n_matrices d f) + 2 V d for f:
-    Llama-2-7B (6.74e9, 32 x 4096, V 32000, gated) gives 11,014 (config: 11,008). The layers and
+    Llama-2-7B (6,738,415,616, 32 x 4096, V 32000, gated) gives 11,008.6 (config: 11,008). The layers and
     width come from formulas.model_shape in coarse steps; solving for the FFN keeps the shape's
     parameters, and so its step time, equal to the size the user gave (a 7.5B shape is not a 6.7B
     one). Floored at d (an MLP no narrower than the model) when the embeddings and attention

@@ -325,42 +325,35 @@ def _fallback_plan(model, hw, job, pins, row):
     lay.plan_terms(model, hw, job, row, row)
 
 
+# The chosen plan's fields and terms as stage stats: (stat, layout row field, divisor). One table for
+# the kernel (_write_plan) and for api.Result.plan, which turns the stats back into a plan row.
+PLAN_STATS = (
+    ("plan_tp", "tp", 1.0), ("plan_pp", "pp", 1.0), ("plan_dp", "dp", 1.0), ("plan_cp", "cp", 1.0),
+    ("plan_ep", "ep", 1.0), ("plan_micro_batch", "micro_batch", 1.0), ("recompute_mode", "recompute", 1.0),
+    ("plan_zero", "zero", 1.0), ("plan_interleave", "interleave", 1.0), ("plan_sp", "sp", 1.0),
+    ("step_time_s", "step_time_s", 1.0), ("step_compute_s", "compute_s", 1.0),
+    ("step_communication_s", "communication_s", 1.0), ("step_bubble_s", "bubble_s", 1.0),
+    ("step_recompute_s", "recompute_s", 1.0), ("step_optimizer_s", "optimizer_s", 1.0),
+    ("mem_weights_gb", "mem_weights", 1e9), ("mem_grads_gb", "mem_grads", 1e9),
+    ("mem_optimizer_gb", "mem_optimizer", 1e9), ("mem_activations_gb", "mem_activations", 1e9),
+    ("mem_buffers_gb", "mem_buffers", 1e9), ("micro_batches", "micro_batches", 1.0),
+    ("plan_mfu", "mfu", 1.0), ("plan_tokens_per_gpu_s", "tokens_per_gpu_s", 1.0),
+    ("step_tp_comm_s", "tp_comm_s", 1.0), ("step_dp_comm_s", "dp_comm_s", 1.0),
+    ("step_zero_comm_s", "zero_comm_s", 1.0), ("step_cp_comm_s", "cp_comm_s", 1.0),
+    ("step_ep_comm_s", "ep_comm_s", 1.0), ("step_p2p_s", "p2p_s", 1.0),
+    ("plan_memory_gb", "mem_total", 1e9), ("plan_gpus_used", "gpus_used", 1.0))
+_PLAN_ROW_FIELDS = lay.PLAN_FIELDS + lay.TERM_FIELDS
+PLAN_STAT_COL = np.array([STATS.index(a) for a, _, _ in PLAN_STATS], dtype=np.int64)
+PLAN_STAT_ROW = np.array([_PLAN_ROW_FIELDS.index(b) for _, b, _ in PLAN_STATS], dtype=np.int64)
+PLAN_STAT_DIV = np.array([c for _, _, c in PLAN_STATS])
+
+
 @njit(cache=True)
 def _write_plan(st, s, best, fits):
-    """The chosen plan's fields and terms into the stats row."""
-    st[s, K_PLAN_TP] = best[lay.P_TP]
-    st[s, K_PLAN_PP] = best[lay.P_PP]
-    st[s, K_PLAN_DP] = best[lay.P_DP]
-    st[s, K_PLAN_CP] = best[lay.P_CP]
-    st[s, K_PLAN_EP] = best[lay.P_EP]
-    st[s, K_PLAN_MB] = best[lay.P_MB]
-    st[s, K_RECOMPUTE] = best[lay.P_RC]
-    st[s, K_PLAN_ZERO] = best[lay.P_ZERO]
-    st[s, K_PLAN_V] = best[lay.P_V]
-    st[s, K_PLAN_SP] = best[lay.P_SP]
-    st[s, K_STEP] = best[lay.T_STEP]
-    st[s, K_STEP_COMPUTE] = best[lay.T_COMPUTE]
-    st[s, K_STEP_COMM] = best[lay.T_COMM]
-    st[s, K_STEP_BUBBLE] = best[lay.T_BUBBLE]
-    st[s, K_STEP_RECOMP] = best[lay.T_RECOMP]
-    st[s, K_STEP_OPT] = best[lay.T_OPT]
-    st[s, K_MEM_W] = best[lay.T_WEIGHTS] / 1e9
-    st[s, K_MEM_G] = best[lay.T_GRADS] / 1e9
-    st[s, K_MEM_O] = best[lay.T_OPTIM] / 1e9
-    st[s, K_MEM_A] = best[lay.T_ACT] / 1e9
-    st[s, K_MEM_B] = best[lay.T_BUF] / 1e9
+    """The chosen plan's fields and terms into the stats row (PLAN_STATS), and how many plans fit."""
+    for i in range(PLAN_STAT_COL.shape[0]):
+        st[s, PLAN_STAT_COL[i]] = best[PLAN_STAT_ROW[i]] / PLAN_STAT_DIV[i]
     st[s, K_PLANS_FIT] = fits
-    st[s, K_MICRO] = best[lay.T_MICRO]
-    st[s, K_PLAN_MFU] = best[lay.T_MFU]
-    st[s, K_PLAN_TOKS] = best[lay.T_TOKS]
-    st[s, K_COMM_TP] = best[lay.T_TP]
-    st[s, K_COMM_DP] = best[lay.T_DP]
-    st[s, K_COMM_ZERO] = best[lay.T_ZERO]
-    st[s, K_COMM_CP] = best[lay.T_CP]
-    st[s, K_COMM_EP] = best[lay.T_EP]
-    st[s, K_COMM_P2P] = best[lay.T_P2P]
-    st[s, K_PLAN_MEM] = best[lay.T_MEM] / 1e9
-    st[s, K_PLAN_USED] = best[lay.T_USED]
 
 
 @njit(cache=True, inline='always')

@@ -588,9 +588,9 @@ def min_gpus(model, hw, job, pins, row, known):
     """The fewest GPUs on which :func:`search` finds a plan that fits (0 when none fits on any number).
 
     The search on G GPUs gives each (tp, pp, cp, micro-batch, ep, recompute, ZeRO, interleave)
-    candidate dp = min(G / (tp pp cp), its cap); micro-batch 1 and no interleaving need the least
-    memory (unless pinned), so only they are tried here; so the candidate's fewest GPUs is tp pp cp times
-    the smallest dp in [1, cap] that fits and obeys the dp rules (ep divides dp x cp, ZeRO needs
+    candidate dp = min(G / (tp pp cp), its cap). Micro-batch 1 and no interleaving need the least
+    memory (unless pinned), so only they are tried here, and a candidate's fewest GPUs is tp pp cp
+    times the smallest dp in [1, cap] that fits and obeys the dp rules (ep divides dp x cp, ZeRO needs
     two replicas). Memory never grows with dp (ZeRO shards over more ranks, fewer micro-batches
     are in flight: see _memory), so that dp is found by bisection over the multiples of
     ep / gcd(ep, cp). The same candidate rules as the search; equal to estimating on 1, 2, 3, ...
@@ -641,33 +641,33 @@ def _min_dp_gpus(model, hw, job, pins, row, tp, pp, cp, mb, cap, ep_max, cap_mem
                 if pins[P_ZERO] >= 0.0 and zero != pins[P_ZERO]:
                     continue
                 lo_dp = 2.0 if (zero > 0.0 and pins[P_ZERO] < 0.0 and cp <= 1.0) else 1.0
-                for iv in range(1):  # interleaving only adds micro-batches in flight: v = 1 unless pinned
-                    v = pins[P_V] if pins[P_V] > 0.0 else 1.0
-                    if not _v_ok(v, pp, model, pins):
+                # interleaving only adds micro-batches in flight: v = 1 unless pinned
+                v = pins[P_V] if pins[P_V] > 0.0 else 1.0
+                if not _v_ok(v, pp, model, pins):
+                    continue
+                if pins[P_DP] > 0.0:  # the one dp allowed
+                    k_lo = cap / q
+                    if k_lo != math.floor(k_lo) or cap < lo_dp:
                         continue
-                    if pins[P_DP] > 0.0:  # the one dp allowed
-                        k_lo = cap / q
-                        if k_lo != math.floor(k_lo) or cap < lo_dp:
-                            continue
-                        k_hi = k_lo
+                    k_hi = k_lo
+                else:
+                    k_lo = math.ceil(lo_dp / q)
+                    k_hi = math.floor(cap / q)
+                if best < math.inf:  # only counts below the best so far
+                    k_hi = min(k_hi, math.floor((best - 1.0) / (tpc * q)))
+                if k_lo > k_hi:
+                    continue
+                _fill_plan(row, tp, pp, q * k_hi, cp, ep, mb, rc, zero, v, _sp_for(tp, pins))
+                if _memory(model, hw, job, row, row) > cap_mem:
+                    continue
+                while k_lo < k_hi:  # smallest k that fits; memory does not grow with dp
+                    k_mid = math.floor((k_lo + k_hi) / 2.0)
+                    row[P_DP] = q * k_mid
+                    if _memory(model, hw, job, row, row) <= cap_mem:
+                        k_hi = k_mid
                     else:
-                        k_lo = math.ceil(lo_dp / q)
-                        k_hi = math.floor(cap / q)
-                    if best < math.inf:  # only counts below the best so far
-                        k_hi = min(k_hi, math.floor((best - 1.0) / (tpc * q)))
-                    if k_lo > k_hi:
-                        continue
-                    _fill_plan(row, tp, pp, q * k_hi, cp, ep, mb, rc, zero, v, _sp_for(tp, pins))
-                    if _memory(model, hw, job, row, row) > cap_mem:
-                        continue
-                    while k_lo < k_hi:  # smallest k that fits; memory does not grow with dp
-                        k_mid = math.floor((k_lo + k_hi) / 2.0)
-                        row[P_DP] = q * k_mid
-                        if _memory(model, hw, job, row, row) <= cap_mem:
-                            k_hi = k_mid
-                        else:
-                            k_lo = k_mid + 1.0
-                    best = min(best, tpc * q * k_hi)
+                        k_lo = k_mid + 1.0
+                best = min(best, tpc * q * k_hi)
         if pins[P_EP] > 0.0:
             break
         ep *= 2.0
