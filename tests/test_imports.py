@@ -23,7 +23,11 @@ ALLOWED = {
     "api": {"errors", "fmt", "scenario", "engine", "analysis.budget", "analysis.warnings"},
     "analysis": {"errors", "fmt", "scenario", "engine", "api", "validation"},
     "validation": {"errors", "fmt", "scenario", "engine", "api"},
-    "cli": {"errors", "fmt", "scenario", "engine", "api", "analysis", "validation", "cli"},
+    # shared cluster (issue 18): a portfolio of scenarios on one pool; reuses every stage's cost via api
+    "cluster": {"errors", "fmt", "scenario", "engine", "api", "analysis"},
+    # plan vs actual (issue 19): imported bills and job records in DuckDB, review queries in Ibis
+    "actuals": {"errors", "fmt", "scenario", "engine", "api", "analysis", "validation"},
+    "cli": {"errors", "fmt", "scenario", "engine", "api", "analysis", "validation", "cli", "cluster", "actuals"},
     "init": {"errors", "scenario", "engine", "api", "analysis"},
     "main": {"cli"},
 }
