@@ -134,6 +134,7 @@ def main(argv=None) -> int:
     pr.set_defaults(func=cmd_presets)
     from costcore.cli import validate_levers
     validate_levers.register(sub)
+    from costcore.cluster import cli as cluster_cli; cluster_cli.register(sub)  # noqa: E702
     args = p.parse_args(argv)
     try:
         return args.func(args)

@@ -1,0 +1,89 @@
+"""The shared cluster's own rules, each once, with its units and source (docs/cluster.md).
+
+Everything a stage costs comes from ``costcore.api.estimate``; these are only the terms the
+single-project model has no notion of: work lost to a preemption, the latest start that still
+meets a deadline, and how dollars are split into whole cents.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from costcore.engine import config  # noqa: F401  (numba's cache folder, set before any njit compiles)
+
+HOURS_PER_DAY = 24.0
+AT_RISK_DAYS = 3.0  # a met deadline with less slack than this is "at risk" (a planning margin, assumption)
+
+
+@njit(cache=True)
+def lost_work_hours(useful_h: float, ckpt_interval_h: float) -> float:
+    """Hours of work a preempted job redoes: the progress since its last checkpoint, h.
+
+    Checkpoints are written every ``ckpt_interval_h`` hours of useful run time since the job last
+    (re)started (the stage's interval, kernel stat ``ckpt_interval_h``: its own setting or the
+    Young/Daly optimum); a stage with no checkpoint (interval 0, evaluation) loses everything since
+    it started. Kueue and Slurm evict a preempted job's pods; the work since the last checkpoint is
+    what a restart from that checkpoint repeats.
+    """
+    if useful_h <= 0.0:
+        return 0.0
+    if ckpt_interval_h <= 0.0 or ckpt_interval_h >= useful_h:
+        return useful_h
+    return useful_h - ckpt_interval_h * math.floor(useful_h / ckpt_interval_h)
+
+
+def latest_start_hours(deadline_h: float, chain_hours) -> np.ndarray:
+    """The latest start of each job of a project that still meets its deadline, h from the horizon start.
+
+    ``chain_hours``: the run hours of the project's jobs in order; job k must start by
+    deadline - (its own hours + the hours of every later job). A job still waiting at that time
+    bursts (docs/cluster.md, "Burst"). No deadline: +inf.
+    """
+    h = np.asarray(chain_hours, dtype=np.float64)
+    if deadline_h is None or not math.isfinite(deadline_h):
+        return np.full(len(h), math.inf)
+    tail = np.cumsum(h[::-1])[::-1]
+    return deadline_h - tail
+
+
+def largest_remainder_cents(amounts_usd, total_cents: int) -> np.ndarray:
+    """Whole cents for each amount that add up to ``total_cents`` exactly (Hamilton's largest remainder).
+
+    Each amount gets floor(100 x amount) cents; the cents left over go one each to the amounts with the
+    largest fractional parts (ties: the earlier row). Amounts are $, >= 0; the result is int64 cents.
+    """
+    a = np.maximum(np.asarray(amounts_usd, dtype=np.float64), 0.0) * 100.0
+    base = np.floor(a).astype(np.int64)
+    left = int(total_cents) - int(base.sum())
+    if left > 0 and len(a):
+        order = np.argsort(-(a - base), kind="stable")
+        k = np.arange(left) % len(a)
+        np.add.at(base, order[k], 1)
+    elif left < 0 and len(a):  # float sums a cent above the total: take back from the smallest remainders
+        order = np.argsort(a - base, kind="stable")
+        for i in order:
+            if left == 0:
+                break
+            if base[i] > 0:
+                base[i] -= 1
+                left += 1
+    return base
+
+
+def idle_weights(rule: str, quota_gpus: np.ndarray, used_gpu_hours: np.ndarray) -> np.ndarray:
+    """Shares of a pool's idle reserved dollars per team under an idle rule (they sum to 1, or all 0).
+
+    quota (default): by guaranteed quota, so every idle dollar lands on a team (a team with no quota
+    pays none); use: by the reserved GPU-hours each team used (by quota when nobody used the pool);
+    unallocated: no team pays, the idle dollars stay on the cluster's own line.
+    """
+    q = np.asarray(quota_gpus, dtype=np.float64)
+    u = np.asarray(used_gpu_hours, dtype=np.float64)
+    if rule == "unallocated":
+        return np.zeros(len(q))
+    w = u if rule == "use" and u.sum() > 0 else q
+    if w.sum() <= 0:
+        w = np.ones(len(q))
+    return w / w.sum()
