@@ -67,6 +67,9 @@ def render_table(res) -> str:
 def cmd_estimate(args) -> int:
     scn = loaders.load_scenario(args.file)
     scn = apply_sets(scn, args.set)
+    if getattr(args, "org_efficiency", None):
+        from costcore.actuals import efficiency
+        scn = efficiency.apply(scn, efficiency.factor_from(args.org_efficiency))
     from costcore import api  # heavy (numba, pandas): only once the input is valid
     res = api.estimate(scn)
     if args.format == "json":
@@ -121,6 +124,9 @@ def main(argv=None) -> int:
     e.add_argument("file", help="scenario YAML file, or a preset name (see `presets`)")
     e.add_argument("--set", action="append", default=[], metavar="dotted.key=value")
     e.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    e.add_argument("--org-efficiency", default=None, metavar="PATH_OR_DB",
+                   help="scale efficiency.sustained_fraction by your organisation's measured factor: a YAML file "
+                        "from `validate --db STORE --save F.yaml`, or an actuals store to fit it on")
     e.set_defaults(func=cmd_estimate)
     pl = sub.add_parser("plan", help="the fastest job layouts of a training stage (TP/PP/DP/CP/EP, ZeRO, recompute)")
     pl.add_argument("file", help="scenario YAML file, or a preset name")
@@ -134,6 +140,7 @@ def main(argv=None) -> int:
     pr.set_defaults(func=cmd_presets)
     from costcore.cli import validate_levers
     validate_levers.register(sub)
+    from costcore.actuals import cli as actuals_cli; actuals_cli.register(sub)  # noqa: E702
     from costcore.cluster import cli as cluster_cli; cluster_cli.register(sub)  # noqa: E702
     args = p.parse_args(argv)
     try:

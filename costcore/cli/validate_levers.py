@@ -4,7 +4,41 @@ from __future__ import annotations
 import json
 
 
+def cmd_validate_db(args) -> int:
+    """``validate --db STORE``: the planner's defaults on the organisation's own runs, and the fitted factor."""
+    from costcore.actuals import efficiency, queries, store
+    st = store.open_store(args.db)
+    try:
+        fit = efficiency.fit(queries.fetch(queries.run_table(st.jobs_table())))
+    finally:
+        st.close()
+    if args.save:
+        import yaml
+        from pathlib import Path
+        doc = {"factor": fit["factor"], "sustained_fraction": round(fit["sustained_fraction"], 4),
+               "runs": len(fit["runs"]), "loo_median_error": round(fit["loo_median_error"], 4),
+               "store": str(args.db), "applies_to": "efficiency.sustained_fraction (multiplied)"}
+        Path(args.save).write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    if args.format == "json":
+        print(json.dumps(fit, indent=2, allow_nan=False))
+        return 0
+    from costcore.fmt import one_line
+    print(f"{'run':<14}{'GPU':<14}{'GPUs':>6}{'actual GPU-h':>14}{'predicted':>12}{'ratio':>8}{'fitted':>8}{'LOO':>8}")
+    for r in fit["runs"]:
+        print(f"{one_line(r['run_id'], 13):<14}{one_line(r['gpu_type'], 13):<14}{r['gpu_count']:>6,}"
+              f"{r['actual_gpu_hours']:>14,.0f}{r['predicted_gpu_hours']:>12,.0f}{r['ratio']:>8.2f}"
+              f"{r['fitted_ratio']:>8.2f}{r['loo_ratio']:>8.2f}")
+    print(f"\n{len(fit['runs'])} runs. Defaults: median error {fit['default_median_error']:.1%}. Organisation "
+          f"efficiency factor {fit['factor']:.2f} (sustained fraction {fit['sustained_fraction']:.3g}): median error "
+          f"{fit['fitted_median_error']:.1%} in sample, {fit['loo_median_error']:.1%} leave-one-out (worst "
+          f"{fit['loo_worst_fold']:.2f}x).")
+    print("apply it: python -m costcore estimate PLAN.yaml --org-efficiency " + (args.save or str(args.db)))
+    return 0
+
+
 def cmd_validate(args) -> int:
+    if getattr(args, "db", None):
+        return cmd_validate_db(args)
     from costcore.validation import runs as validation
     df = validation.validation_table(throughput=args.throughput, dataset=args.runs)
     if df.empty:
@@ -88,4 +122,9 @@ def register(sub) -> None:
                         "the fit (out of sample); or a CSV of your own runs with the columns of "
                         "costcore/data/published_runs.csv (name, params_total_b, tokens_b, gpu, gpu_hours or "
                         "days; optional params_active_b, seq_len, num_gpus, throughput, source)")
+    v.add_argument("--db", default=None, metavar="PATH_OR_URL",
+                   help="score the planner on your own runs in an actuals store (completed pre-training runs with "
+                        "params_b, tokens_b, GPU type and count) and fit your organisation's efficiency factor")
+    v.add_argument("--save", default=None, metavar="F.yaml", help="with --db: write the fitted factor to this file "
+                   "(for estimate --org-efficiency F.yaml)")
     v.set_defaults(func=cmd_validate)

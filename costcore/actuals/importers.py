@@ -1,0 +1,444 @@
+"""Importers: FOCUS 1.x billing CSV, Slurm ``sacct --parsable2`` output, a plain CSV of runs.
+
+Every import is one transaction over all the files of the call: a bad file changes nothing, and
+the error (a :class:`ScenarioError`) names the file, the line and the column in one sentence. Every
+row gets a stable key, the MD5 of its normalized values (numbers and dates as parsed, not as
+written), so importing the same rows twice counts them once (``duplicate_rows``).
+
+FOCUS files stream through DuckDB's CSV reader (chunked, parallel, never whole in Python memory);
+money is cast to DECIMAL(38, 12). Job files stream line by line in batches of ``BATCH_ROWS``.
+Tags (project, team, model_version, task_type, stage, run_id) come from FOCUS ``Tags`` (a JSON
+object), from sacct ``Account`` and ``Comment`` (``key=value`` pairs or a JSON object) or from the
+run CSV's columns; a row without them is kept under "unattributed".
+"""
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from costcore.errors import ScenarioError
+from costcore.fmt import one_line
+from costcore.actuals.columns import MONEY_SQL, UNATTRIBUTED
+
+FOCUS_COLUMNS = ("BilledCost", "EffectiveCost", "ListCost", "ChargePeriodStart", "ChargePeriodEnd",
+                 "ServiceCategory", "ServiceName", "ResourceId", "ResourceType", "SkuId", "ConsumedQuantity",
+                 "ConsumedUnit", "Tags")
+FOCUS_MONEY = ("BilledCost", "EffectiveCost", "ListCost", "ConsumedQuantity")
+FOCUS_REQUIRED_VALUES = ("BilledCost", "ChargePeriodStart", "ChargePeriodEnd")
+SACCT_COLUMNS = ("JobID", "JobName", "Account", "Partition", "AllocTRES", "Elapsed", "Start", "End", "State",
+                 "Comment")
+TAGS = ("project", "team", "model_version", "task_type", "stage")
+RUN_TEXT = ("run_id", "project", "team", "model_version", "task_type", "stage", "gpu_type", "status", "config",
+            "name")
+RUN_NUMBERS = ("gpu_count", "params_b", "tokens_b")
+RUN_DATES = ("start", "end")
+RUN_REQUIRED = ("run_id", "start", "end", "status")
+BATCH_ROWS = 20_000
+# Words people write for a stage -> the planner's stage keys (costcore/data/schema.yaml).
+STAGE_WORDS = {"pretrain": "pretrain", "pre-train": "pretrain", "pretraining": "pretrain", "pre-training": "pretrain",
+               "cpt": "cpt", "continued-pretraining": "cpt", "sft": "sft", "fine-tuning": "sft", "finetune": "sft",
+               "dpo": "dpo", "preference": "dpo", "rl": "rl", "rlhf": "rl", "grpo": "rl", "ppo": "rl",
+               "eval": "eval", "evaluation": "eval"}
+STATUS_WORDS = {"completed": "completed", "complete": "completed", "success": "completed", "succeeded": "completed",
+                "done": "completed", "finished": "completed", "failed": "failed", "error": "failed",
+                "crashed": "failed", "cancelled": "cancelled", "canceled": "cancelled", "timeout": "timeout",
+                "out_of_memory": "out_of_memory", "oom": "out_of_memory", "node_fail": "node_fail",
+                "preempted": "preempted", "running": "running", "pending": "pending", "boot_fail": "failed",
+                "deadline": "timeout"}
+GPU_HOUR_UNITS = ("gpu-hours", "gpu-hour", "gpu-hrs", "gpu-hr", "gpu-h", "gpuhours", "gpuhour")
+
+
+def _where(path: Path, line: int | None = None, column: str | None = None, index: int | None = None) -> str:
+    out = f"{one_line(path.name)}"
+    if line is not None:
+        out += f", line {line:,}"
+    if column is not None:
+        out += f", column {one_line(column)}" + (f" (column {index})" if index else "")
+    return out
+
+
+def sniff(path: Path) -> str:
+    """'focus', 'sacct' or 'runs' from a file's header line; ScenarioError for anything else."""
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as fh:
+            head = fh.readline()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ScenarioError("file", f"{_where(path)}: cannot be read as UTF-8 text ({type(err).__name__})") from None
+    cols = [c.strip() for c in (head.split("|") if "|" in head else next(csv.reader([head]), []))]
+    if "BilledCost" in cols or "ChargePeriodStart" in cols:
+        return "focus"
+    if "JobID" in cols and "|" in head:
+        return "sacct"
+    if {_norm_header(c) for c in cols} & {"run_id"}:
+        return "runs"
+    raise ScenarioError("file", f"{_where(path, 1)}: not a FOCUS billing file (BilledCost, ChargePeriodStart...), "
+                                "sacct --parsable2 output (JobID|...) or a run CSV (run_id, ...)")
+
+
+def _norm_header(name: str) -> str:
+    return re.sub(r"[\s\-]+", "_", name.strip().lower())
+
+
+# ---------------------------------------------------------------------------
+# FOCUS (in DuckDB)
+# ---------------------------------------------------------------------------
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _focus_header(path: Path) -> list[str]:
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        header = next(csv.reader([fh.readline()]), [])
+    missing = [c for c in FOCUS_COLUMNS if c not in header]
+    if missing:
+        raise ScenarioError("file", f"{_where(path, 1, missing[0])}: the column is missing (a FOCUS 1.x file has "
+                                    f"{', '.join(FOCUS_COLUMNS)})")
+    return header
+
+
+def _focus_stage(duck, path: Path) -> None:
+    import duckdb
+    duck.execute("DROP TABLE IF EXISTS _stg")
+    try:
+        duck.execute("CREATE TEMP TABLE _stg AS SELECT * FROM read_csv(?, header = true, all_varchar = true, "
+                     "delim = ',', quote = '\"', escape = '\"', strict_mode = true, null_padding = false)",
+                     [str(path)])
+    except duckdb.Error as err:
+        msg = str(err).split("\n")[0]
+        raise ScenarioError("file", f"{_where(path)}: cannot be read as CSV ({one_line(msg, 300)})") from None
+
+
+def _focus_bad_sql(header: list[str]) -> str:
+    """SELECT rowid, column of the first value that does not parse (NULL when every value does)."""
+    tests = []
+    for c in FOCUS_MONEY:
+        empty_ok = c not in FOCUS_REQUIRED_VALUES
+        v = _q(c)
+        cond = f"TRY_CAST(trim({v}) AS {MONEY_SQL}) IS NULL"
+        tests.append(((f"{v} IS NOT NULL AND trim({v}) <> '' AND " if empty_ok else "") + cond, c))
+    for c in ("ChargePeriodStart", "ChargePeriodEnd"):
+        tests.append((f"TRY_CAST(trim({_q(c)}) AS TIMESTAMPTZ) IS NULL", c))
+    tests.append(("Tags IS NOT NULL AND trim(Tags) <> '' AND (NOT json_valid(Tags) OR NOT starts_with(ltrim(Tags), "
+                  "'{'))", "Tags"))
+    case = " ".join(f"WHEN {cond} THEN '{col}'" for cond, col in tests)
+    return f"SELECT rowid, bad FROM (SELECT rowid, CASE {case} END AS bad FROM _stg) WHERE bad IS NOT NULL " \
+           "ORDER BY rowid LIMIT 1"
+
+
+def _tag_sql(key: str) -> str:
+    return f"nullif(trim(json_extract_string(CASE WHEN trim(Tags) = '' THEN NULL ELSE Tags END, '$.{key}')), '')"
+
+
+def _stage_sql(expr: str) -> str:
+    words = " ".join(f"WHEN '{k}' THEN '{v}'" for k, v in STAGE_WORDS.items())
+    low = f"replace(replace(lower(trim({expr})), ' ', '-'), '_', '-')"
+    return f"coalesce(CASE {low} {words} ELSE lower(trim({expr})) END, '{UNATTRIBUTED}')"
+
+
+def _focus_norm_sql() -> str:
+    money = {c: f"CAST(trim({_q(c)}) AS {MONEY_SQL})" for c in FOCUS_MONEY}
+    ts = {c: f"timezone('UTC', CAST(trim({_q(c)}) AS TIMESTAMPTZ))" for c in ("ChargePeriodStart", "ChargePeriodEnd")}
+    text = {c: f"nullif(trim({_q(c)}), '')" for c in ("ServiceCategory", "ServiceName", "ResourceId", "ResourceType",
+                                                      "SkuId", "ConsumedUnit")}
+    units = ", ".join(f"'{u}'" for u in GPU_HOUR_UNITS)
+    tags = {k: f"coalesce({_tag_sql(k)}, '{UNATTRIBUTED}')" for k in ("project", "team", "model_version",
+                                                                       "task_type")}
+    cols = {
+        "charge_start": ts["ChargePeriodStart"], "charge_end": ts["ChargePeriodEnd"],
+        "billed_usd": money["BilledCost"], "effective_usd": money["EffectiveCost"], "list_usd": money["ListCost"],
+        "service_category": text["ServiceCategory"], "service_name": text["ServiceName"],
+        "resource_id": text["ResourceId"], "resource_type": f"coalesce({text['ResourceType']}, '{UNATTRIBUTED}')",
+        "sku_id": text["SkuId"], "consumed_quantity": money["ConsumedQuantity"], "consumed_unit": text["ConsumedUnit"],
+        "gpu_hours": f"CASE WHEN replace(replace(lower(trim(ConsumedUnit)), ' ', '-'), '_', '-') IN ({units}) "
+                     f"THEN coalesce({money['ConsumedQuantity']}, 0) ELSE 0 END",
+        "tags": "nullif(trim(Tags), '')", **tags, "stage": _stage_sql(_tag_sql("stage")),
+        "run_id": _tag_sql("run_id"),
+    }
+    inner = ", ".join(f"{sql} AS {name}" for name, sql in cols.items())
+    keyed = [c for c in cols if c != "tags"] + ["tags"]
+    key = "md5(concat_ws(chr(31), 'focus', " + ", ".join(f"coalesce(CAST({c} AS VARCHAR), '')" for c in keyed) + "))"
+    order = ", ".join(cols)
+    return (f"SELECT {key} AS row_key, {{file}} AS file, {order} FROM (SELECT {inner} FROM _stg) "
+            "QUALIFY row_number() OVER (PARTITION BY row_key) = 1")
+
+
+def import_focus(duck, path: Path) -> tuple[int, int]:
+    """Stage, check and insert one FOCUS file (inside the caller's transaction): (imported, duplicates)."""
+    header = _focus_header(path)
+    _focus_stage(duck, path)
+    bad = duck.execute(_focus_bad_sql(header)).fetchone()
+    if bad is not None:
+        rowid, col = bad
+        value = duck.execute(f"SELECT {_q(col)} FROM _stg WHERE rowid = ?", [rowid]).fetchone()[0]
+        what = {"Tags": "is not a JSON object"}.get(col, "is not a date and time (ISO 8601)"
+                                                         if col.startswith("Charge") else "is not a number")
+        raise ScenarioError("file", f"{_where(path, int(rowid) + 2, col, header.index(col) + 1)}: "
+                                    f"{one_line(repr(value or ''), 80)} {what}")
+    total = duck.execute("SELECT count(*) FROM _stg").fetchone()[0]
+    duck.execute("DROP TABLE IF EXISTS _norm")
+    literal = "'" + path.name.replace("'", "''") + "'"
+    duck.execute("CREATE TEMP TABLE _norm AS " + _focus_norm_sql().replace("{file}", literal))
+    before = duck.execute("SELECT count(*) FROM cost_rows").fetchone()[0]
+    duck.execute("INSERT INTO cost_rows SELECT n.* FROM _norm n ANTI JOIN cost_rows c ON n.row_key = c.row_key")
+    added = duck.execute("SELECT count(*) FROM cost_rows").fetchone()[0] - before
+    duck.execute("DROP TABLE IF EXISTS _stg")
+    duck.execute("DROP TABLE IF EXISTS _norm")
+    return int(added), int(total - added)
+
+
+# ---------------------------------------------------------------------------
+# Job records (Python, streamed line by line)
+# ---------------------------------------------------------------------------
+def parse_time(text: str | None):
+    """ISO 8601 date or date-time (a zone is converted to UTC) -> naive UTC datetime; None for empty/Unknown."""
+    t = (text or "").strip()
+    if t.lower() in ("", "unknown", "none", "n/a"):
+        return None
+    v = dt.datetime.fromisoformat(t)
+    if v.tzinfo is not None:
+        v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return v
+
+
+def parse_elapsed_h(text: str) -> float:
+    """Slurm elapsed time '[D-]HH:MM:SS' (or 'MM:SS') -> hours."""
+    t = text.strip()
+    days = 0
+    if "-" in t:
+        d, t = t.split("-", 1)
+        days = int(d)
+    parts = [int(p) for p in t.split(":")]
+    if not 2 <= len(parts) <= 3 or any(p < 0 for p in parts) or days < 0:
+        raise ValueError(text)
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    return days * 24 + parts[0] + parts[1] / 60 + parts[2] / 3600
+
+
+def parse_tres_gpus(text: str) -> tuple[int, str | None]:
+    """(GPU count, GPU type or None) from sacct AllocTRES ('cpu=64,gres/gpu:h100=8,...')."""
+    count, kind = 0, None
+    for item in (text or "").split(","):
+        name, _, value = item.strip().partition("=")
+        if name.startswith("gres/gpu"):
+            n = int(value)
+            if n < 0:
+                raise ValueError(value)
+            if ":" in name:
+                kind = name.split(":", 1)[1]
+                count = n
+            elif not count:
+                count = n
+    return count, kind
+
+
+def parse_comment(text: str) -> dict:
+    """Tags from a sacct Comment: a JSON object or 'key=value' pairs separated by ; or , (others ignored)."""
+    t = (text or "").strip()
+    if t.startswith("{"):
+        try:
+            obj = json.loads(t)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict):
+            return {str(k).strip().lower(): str(v).strip() for k, v in obj.items()}
+    out = {}
+    for part in re.split(r"[;,]", t):
+        k, sep, v = part.partition("=")
+        if sep and k.strip():
+            out[_norm_header(k)] = v.strip()
+    return out
+
+
+def _status(word: str) -> str:
+    w = (word or "").strip().split(" ")[0].lower()  # sacct: 'CANCELLED by 1234'
+    return STATUS_WORDS.get(w, w or "unknown")
+
+
+def _stage(word) -> str:
+    w = (word or "").strip().lower()
+    return STAGE_WORDS.get(w.replace(" ", "-").replace("_", "-"), w) or UNATTRIBUTED
+
+
+def _job_key(job: dict) -> str:
+    keyed = [job["source"]] + [str(job.get(k) if job.get(k) is not None else "") for k in JOB_FIELDS[3:]]
+    return hashlib.md5("\x1f".join(keyed).encode("utf-8")).hexdigest()
+
+
+JOB_FIELDS = ("row_key", "file", "source", "run_id", "name", "project", "team", "model_version", "task_type", "stage",
+              "gpu_type", "gpu_count", "start_at", "end_at", "status", "gpu_hours", "params_b", "tokens_b", "config",
+              "eval_score", "metrics")
+
+
+def _finish_job(job: dict) -> dict:
+    for k in TAGS:
+        job[k] = (job.get(k) or "").strip() or UNATTRIBUTED
+    job["stage"] = _stage(job["stage"]) if job["stage"] != UNATTRIBUTED else UNATTRIBUTED
+    if job.get("gpu_hours") is None and job.get("start_at") and job.get("end_at") and job.get("gpu_count"):
+        job["gpu_hours"] = (job["end_at"] - job["start_at"]).total_seconds() / 3600 * job["gpu_count"]
+    job["row_key"] = _job_key(job)
+    return {k: job.get(k) for k in JOB_FIELDS}
+
+
+def _number(path, line, col, index, text, integer=False):
+    t = (text or "").strip()
+    if not t:
+        return None
+    try:
+        v = int(t) if integer else float(t)
+    except ValueError:
+        kind = "a whole number" if integer else "a number"
+        raise ScenarioError("file", f"{_where(path, line, col, index)}: {one_line(repr(t), 80)} is not {kind}") from None
+    if not integer and v != v or v in (float("inf"), float("-inf")):
+        raise ScenarioError("file", f"{_where(path, line, col, index)}: {t!r} is not a finite number")
+    return v
+
+
+def _time(path, line, col, index, text):
+    try:
+        return parse_time(text)
+    except ValueError:
+        raise ScenarioError("file", f"{_where(path, line, col, index)}: {one_line(repr(text.strip()), 80)} "
+                                    "is not a date and time (ISO 8601)") from None
+
+
+def _sacct_job(path: Path, line: int, row: dict, header: list[str]) -> dict | None:
+    jid = (row.get("JobID") or "").strip()
+    if not jid or "." in jid:  # job steps (123.batch, 123.0) repeat their allocation's record
+        return None
+    ix = {c: header.index(c) + 1 for c in header}
+    try:
+        gpus, kind = parse_tres_gpus(row.get("AllocTRES") or "")
+    except ValueError:
+        raise ScenarioError("file", f"{_where(path, line, 'AllocTRES', ix['AllocTRES'])}: "
+                                    f"{one_line(repr(row.get('AllocTRES')), 80)} has a GPU count that is not a "
+                                    "whole number") from None
+    try:
+        hours = parse_elapsed_h(row.get("Elapsed") or "")
+    except ValueError:
+        raise ScenarioError("file", f"{_where(path, line, 'Elapsed', ix['Elapsed'])}: "
+                                    f"{one_line(repr(row.get('Elapsed')), 80)} is not an elapsed time "
+                                    "([days-]hours:minutes:seconds)") from None
+    tags = parse_comment(row.get("Comment") or "")
+    job = {"source": "sacct", "run_id": tags.get("run_id") or jid, "name": (row.get("JobName") or "").strip(),
+           "project": tags.get("project") or (row.get("Account") or "").strip(),
+           "team": tags.get("team"), "model_version": tags.get("model_version"), "task_type": tags.get("task_type"),
+           "stage": tags.get("stage"), "gpu_type": tags.get("gpu") or kind or (row.get("Partition") or "").strip(),
+           "gpu_count": gpus, "start_at": _time(path, line, "Start", ix["Start"], row.get("Start") or ""),
+           "end_at": _time(path, line, "End", ix["End"], row.get("End") or ""), "status": _status(row.get("State")),
+           "gpu_hours": hours * gpus, "config": tags.get("config") or (row.get("JobName") or "").strip()}
+    for k in ("params_b", "tokens_b", "eval_score"):
+        job[k] = _number(path, line, "Comment", ix["Comment"], tags.get(k))
+    job["metrics"] = json.dumps({"eval_score": job["eval_score"]}) if job["eval_score"] is not None else None
+    return job
+
+
+def _run_job(path: Path, line: int, row: dict, header: list[str]) -> dict:
+    ix = {c: header.index(c) + 1 for c in header}
+    job = {"source": "runs"}
+    for k in RUN_TEXT:
+        job[k] = (row.get(k) or "").strip() or None
+    for k in RUN_NUMBERS:
+        job[k] = _number(path, line, k, ix.get(k), row.get(k), integer=k == "gpu_count")
+    job["start_at"] = _time(path, line, "start", ix["start"], row.get("start") or "")
+    job["end_at"] = _time(path, line, "end", ix["end"], row.get("end") or "")
+    job["status"] = _status(job["status"] or "")
+    metrics = {}
+    for k in header:
+        if k not in RUN_TEXT + RUN_NUMBERS + RUN_DATES and k:
+            v = _number(path, line, k, ix[k], row.get(k))
+            if v is not None:
+                metrics[k] = v
+    job["eval_score"] = metrics.get("eval_score", next((v for k, v in metrics.items() if "score" in k), None))
+    job["metrics"] = json.dumps(metrics, sort_keys=True) if metrics else None
+    job["config"] = job["config"] or job["name"]
+    return job
+
+
+def _job_rows(path: Path, kind: str):
+    """Yield normalized job dicts of a sacct or run file, one line at a time."""
+    delim = "|" if kind == "sacct" else ","
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        reader = csv.reader(fh, delimiter=delim, quoting=csv.QUOTE_NONE if kind == "sacct" else csv.QUOTE_MINIMAL)
+        raw_header = next(reader, [])
+        header = [h.strip() if kind == "sacct" else _norm_header(h) for h in raw_header]
+        need = SACCT_COLUMNS if kind == "sacct" else RUN_REQUIRED
+        missing = [c for c in need if c not in header]
+        if missing:
+            raise ScenarioError("file", f"{_where(path, 1, missing[0])}: the column is missing (needed: "
+                                        f"{', '.join(need)})")
+        for row in reader:
+            line = reader.line_num
+            if not any(c.strip() for c in row):
+                continue
+            if len(row) != len(header):
+                raise ScenarioError("file", f"{_where(path, line)}: has {len(row)} fields where the header has "
+                                            f"{len(header)}")
+            rec = dict(zip(header, row))
+            job = _sacct_job(path, line, rec, header) if kind == "sacct" else _run_job(path, line, rec, header)
+            if job is not None:
+                job["file"] = path.name
+                yield _finish_job(job)
+
+
+def import_jobs(duck, path: Path, kind: str) -> tuple[int, int]:
+    """Insert a sacct or run file's records in batches (inside the caller's transaction): (imported, duplicates)."""
+    import pandas as pd
+    total = added = 0
+    batch: list[dict] = []
+    cols = ", ".join(JOB_FIELDS)
+
+    def flush():
+        nonlocal total, added
+        if not batch:
+            return
+        df = pd.DataFrame(batch, columns=list(JOB_FIELDS))
+        duck.register("_jobs_batch", df)
+        before = duck.execute("SELECT count(*) FROM jobs").fetchone()[0]
+        duck.execute(f"INSERT INTO jobs SELECT {cols} FROM (SELECT DISTINCT ON (row_key) * FROM _jobs_batch) b "
+                     "ANTI JOIN jobs j ON b.row_key = j.row_key")
+        duck.unregister("_jobs_batch")
+        added += duck.execute("SELECT count(*) FROM jobs").fetchone()[0] - before
+        total += len(batch)
+        batch.clear()
+
+    for job in _job_rows(path, kind):
+        batch.append(job)
+        if len(batch) >= BATCH_ROWS:
+            flush()
+    flush()
+    return int(added), int(total - added)
+
+
+def import_files(store, paths) -> dict:
+    """Import every file in one transaction: {"imported_rows", "duplicate_rows", "files"}.
+
+    ``files`` lists each file with its kind and counts. Any bad file: ScenarioError, nothing changed.
+    """
+    duck = store.duck
+    if duck is None:
+        raise ScenarioError("db", "imports go into a DuckDB store file; to review a warehouse, point the report "
+                                  "at its table (actuals report --db URL --focus-table NAME)")
+    files = [Path(p) for p in paths]
+    for p in files:
+        if not p.is_file():
+            raise ScenarioError("file", f"{one_line(str(p))}: no such file")
+    kinds = [sniff(p) for p in files]
+    out = {"imported_rows": 0, "duplicate_rows": 0, "files": []}
+    duck.execute("BEGIN TRANSACTION")
+    try:
+        for p, kind in zip(files, kinds):
+            added, dups = import_focus(duck, p) if kind == "focus" else import_jobs(duck, p, kind)
+            duck.execute("INSERT INTO imports VALUES (?, ?, ?, ?, now()::TIMESTAMP)", [p.name, kind, added, dups])
+            out["imported_rows"] += added
+            out["duplicate_rows"] += dups
+            out["files"].append({"file": p.name, "kind": kind, "imported_rows": added, "duplicate_rows": dups})
+        duck.execute("COMMIT")
+    except BaseException:
+        duck.execute("ROLLBACK")
+        raise
+    return out
