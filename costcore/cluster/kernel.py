@@ -144,7 +144,7 @@ def _evict(v, t, by, jf, ji, sf, st, out, run, cnt, cq_used, pool_used, cq_pool,
 @njit(cache=True)
 def _candidates(j, ji, sf, st, run, cnt, cq_used, cq_nominal, cq_pool):
     """Running reserved jobs j may preempt, in Kueue's order: borrowing other queues first, then
-    lowest priority, then most recently started."""
+    lowest priority, then most recently started (then the higher job index)."""
     c = ji[j, J_CQ]
     p = cq_pool[c]
     m = 0
@@ -166,7 +166,8 @@ def _candidates(j, ji, sf, st, run, cnt, cq_used, cq_nominal, cq_pool):
         k1[i] = 0.0 if ji[v, J_CQ] != c else 1.0
         k2[i] = ji[v, J_PRIO]
         k3[i] = -sf[v, S_START]
-    order = np.argsort(k3, kind="mergesort")
+    order = np.argsort(-cand, kind="mergesort")  # ties: the later job first
+    order = order[np.argsort(k3[order], kind="mergesort")]
     order = order[np.argsort(k2[order], kind="mergesort")]
     order = order[np.argsort(k1[order], kind="mergesort")]
     return cand[order]
@@ -213,14 +214,14 @@ def _victims(j, cand, ji, cq_used, cq_nominal, pool_cap, pool_used, cq_pool):
 def _try_admit(j, t, jf, ji, sf, st, out, pend, run, cnt, cq_used, pool_used, burst_used, cq_pool, cq_nominal,
                cq_limit, pool_cap, burst_cap, burst_on, min_prio, seg):
     """Admit pending job j at t if Kueue would (quota, borrowing, preemption), else burst it if due.
-    Returns (admitted, segment table)."""
+    Returns (0 not admitted, 1 admitted, 2 admitted after preempting; segment table)."""
     c = ji[j, J_CQ]
     p = cq_pool[c]
     g = ji[j, J_GPUS]
     free = pool_cap[p] - pool_used[p]
     if free >= g and cq_used[c] + g <= cq_nominal[c] + cq_limit[c]:
         _start(j, t, False, ji, sf, st, out, run, cnt, cq_used, pool_used, burst_used, cq_pool)
-        return True, seg
+        return 1, seg
     if g <= cq_nominal[c] and ji[j, J_PRIO] > min_prio[p]:
         cand = _candidates(j, ji, sf, st, run, cnt, cq_used, cq_nominal, cq_pool)
         vic = _victims(j, cand, ji, cq_used, cq_nominal, pool_cap, pool_used, cq_pool) if len(cand) else cand
@@ -229,11 +230,11 @@ def _try_admit(j, t, jf, ji, sf, st, out, pend, run, cnt, cq_used, pool_used, bu
                 seg = _evict(v, t, j, jf, ji, sf, st, out, run, cnt, cq_used, pool_used, cq_pool, seg)
                 _insert_pending(pend, cnt, v, ji, sf)
             _start(j, t, False, ji, sf, st, out, run, cnt, cq_used, pool_used, burst_used, cq_pool)
-            return True, seg
+            return 2, seg
     if burst_on and t >= jf[j, F_LATEST] and burst_used[p] + g <= burst_cap[p]:
         _start(j, t, True, ji, sf, st, out, run, cnt, cq_used, pool_used, burst_used, cq_pool)
-        return True, seg
-    return False, seg
+        return 1, seg
+    return 0, seg
 
 
 @njit(cache=True)
@@ -251,7 +252,8 @@ def _min_running_prio(ji, st, run, cnt, cq_pool, npool):
 @njit(cache=True)
 def _admit_all(t, jf, ji, sf, st, out, pend, run, cnt, cq_used, pool_used, burst_used, cq_pool, cq_nominal,
                cq_limit, pool_cap, burst_cap, burst_on, seg):
-    """Scheduling cycles at t: walk the pending list in order until a walk admits nothing."""
+    """Scheduling cycles at t: walk the pending list in order until a walk admits nothing; after an
+    admission that preempted, walk again from the top (the freed GPUs go to the first in order)."""
     changed = True
     while changed:
         changed = False
@@ -267,7 +269,12 @@ def _admit_all(t, jf, ji, sf, st, out, pend, run, cnt, cq_used, pool_used, burst
                         _drop(pend, cnt, C_PEND, i)
                         break
                 changed = True
-                min_prio = _min_running_prio(ji, st, run, cnt, cq_pool, len(pool_cap))
+                if ok == 2:
+                    k = 0
+                    min_prio = _min_running_prio(ji, st, run, cnt, cq_pool, len(pool_cap))
+                else:
+                    p = cq_pool[ji[j, J_CQ]]
+                    min_prio[p] = min(min_prio[p], ji[j, J_PRIO])
             else:
                 k += 1
     return seg

@@ -317,12 +317,13 @@ class ClusterResult:
             for q in preds or ():
                 ready[k] = max(ready[k], o[q, ck.O_FINISH])
         running_h = o[:, ck.O_KEPT] + o[:, ck.O_LOST] + o[:, ck.O_RRES] + o[:, ck.O_BURST] + o[:, ck.O_RBURST]
+        wait_h = o[:, ck.O_FINISH] - ready - running_h  # ready but not running
         return pd.DataFrame({
             "project": [names[k] for k in jt.project], "team": [teams[k] for k in jt.team],
             "stage": jt.stage, "pool": [pools[k] for k in jt.pool], "gpus": jt.gpus,
             "priority": self.inputs[1][:, ck.J_PRIO], "ready_day": ready / 24.0,
             "start_day": o[:, ck.O_FIRST] / 24.0, "finish_day": o[:, ck.O_FINISH] / 24.0,
-            "wait_days": np.maximum(o[:, ck.O_FINISH] - ready - running_h, 0.0) / 24.0,
+            "wait_days": np.where(wait_h > 1e-9, wait_h, 0.0) / 24.0,  # float dust below a microsecond is 0
             "gpu_hours": self.reserved_gpu_hours + self.burst_gpu_hours, "burst_gpu_hours": self.burst_gpu_hours,
             "preempted_gpu_hours": jt.gpus * o[:, ck.O_INTR], "lost_gpu_hours": self.lost_gpu_hours,
             "preemptions": o[:, ck.O_NPRE].astype(np.int64),

@@ -1,0 +1,257 @@
+"""The shared cluster end to end: portfolio checks, money to the cent, GPU-hours, the single-project
+identity with ``api.estimate``, the CLI's JSON contract and the FOCUS export.
+
+The shipped quarter is estimated once per session (fixture ``quarter``); small portfolios use the
+one-GPU QLoRA and the 8-GPU Alpaca presets, so every case costs milliseconds after the warm-up.
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import json
+
+import numpy as np
+import pytest
+
+from costcore import api
+from costcore.cluster import focus, portfolio, results
+from costcore.errors import ScenarioError
+
+SMALL = {
+    "name": "two teams",
+    "horizon_days": 10,
+    "pools": {"a100": {"gpu": "a100-80gb", "gpus": 16, "reserved_usd_per_gpu_hour": 1.2,
+                       "burst": {"usd_per_gpu_hour": 2.5, "max_gpus": 8}}},
+    "teams": {"red": {"quota_gpus": 8, "borrowing_limit_gpus": 8, "priority": 1},
+              "blue": {"quota_gpus": 8, "priority": 5}},
+    "projects": {
+        "sft-a": {"team": "red", "preset": "alpaca-7b-sft", "set": {"stages.sft.samples": 400000}},
+        "sft-b": {"team": "red", "preset": "alpaca-7b-sft", "start_day": 0.5},
+        "qlora": {"team": "blue", "preset": "qlora-single-gpu", "start_day": 1, "deadline_day": 3},
+        "lora": {"team": "blue", "preset": "vertical-7b-lora", "after": ["qlora"], "task_type": "lora",
+                 "model_version": "v7"},
+    },
+}
+
+
+@pytest.fixture(scope="session")
+def quarter(warm_kernels):
+    model = results.ClusterModel(portfolio.load("cluster-quarter"))
+    return model, model.run()
+
+
+@pytest.fixture(scope="session")
+def small(warm_kernels):
+    model = results.ClusterModel(portfolio.load(copy.deepcopy(SMALL)))
+    return model, model.run()
+
+
+# ---------------------------------------------------------------------------
+# Conservation
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("rule", portfolio.IDLE_RULES)
+def test_every_dollar_is_attributed_to_the_cent_under_every_idle_rule(quarter, small, rule):
+    for _, res in (quarter, small):
+        rows = res.attribution_rows(rule)
+        assert rows["cents"].sum() == res.total_cents
+        assert abs(res.total_cents / 100 - res.total_usd) <= 0.005
+        for dim in results.ATTR_DIMS:
+            assert res.attribute(dim, rule)["cents"].sum() == res.total_cents
+        idle = rows[rows["resource"] == results.IDLE]
+        assert abs(idle["cents"].sum() / 100 - res.idle_usd_by_pool.sum()) <= 0.01 * max(len(idle), 1)
+        teams = set(idle["team"])
+        assert (teams == {results.UNALLOCATED}) if rule == "unallocated" else (results.UNALLOCATED not in teams)
+
+
+def test_the_bill_is_the_reserved_pools_plus_burst_plus_everything_else(quarter):
+    _, res = quarter
+    jt = res.jobs
+    non_gpu = jt.items_reserved.sum() - jt.items_reserved[:, results._GPU_MASK].sum()
+    assert res.total_usd >= res.reserved_usd_by_pool.sum() + non_gpu - 1e-6
+    by_res = res.attribute("resource").set_index("resource")["cents"]
+    assert abs(by_res.get(results.IDLE, 0) / 100 - res.idle_usd_by_pool.sum()) < 1.0
+
+
+def test_used_plus_idle_gpu_hours_is_the_pool_times_the_horizon(quarter, small):
+    for _, res in (quarter, small):
+        used = res.reserved_gpu_hours.sum()  # from the job totals; idle is from the run segments
+        cap = sum(p.gpus for p in res.portfolio.pools.values()) * res.horizon_h
+        assert used + res.idle_gpu_hours == pytest.approx(cap, rel=1e-12)
+        assert 0 < res.utilization <= 1
+        usage = res.usage_over_time()
+        assert usage["gpus"].sum() * 24 == pytest.approx(used, rel=1e-9)
+
+
+def test_a_project_alone_on_an_ample_cluster_costs_what_the_estimate_says(warm_kernels):
+    pf = copy.deepcopy(SMALL)
+    pf["pools"]["a100"]["gpus"] = 512
+    pf["projects"] = {"only": {"team": "red", "preset": "vertical-7b-lora"}}
+    p = portfolio.load(pf)
+    res = results.ClusterModel(p).run()
+    alone = api.estimate(p.projects["only"].scenario)
+    row = res.project_table.set_index("project").loc["only"]
+    assert row["usd"] == pytest.approx(alone.total_usd, abs=0.01)
+    assert row["gpu_hours"] == pytest.approx(alone.gpu_hours, rel=1e-12)
+    assert row["wait_days"] == 0 and row["preempted_gpu_hours"] == 0
+    assert res.total_usd == pytest.approx(alone.total_usd + res.idle_usd_by_pool.sum(), abs=0.01)
+
+
+# ---------------------------------------------------------------------------
+# A small portfolio by hand
+# ---------------------------------------------------------------------------
+def test_small_portfolio_schedule(small):
+    model, res = small
+    pt = res.project_table.set_index("project")
+    # qlora starts at day 1 and lora waits for it to end (after:)
+    assert pt.loc["qlora", "start_day"] == 1.0
+    assert pt.loc["lora", "start_day"] == pytest.approx(pt.loc["qlora", "finish_day"])
+    # the two red SFT jobs (8 GPUs each) run together: red borrows 8 of blue's idle quota
+    jobs = res.job_table.set_index("project")
+    assert jobs.loc["sft-b", "start_day"] == 0.5
+    est = model.estimates["qlora"].reserved
+    assert pt.loc["qlora", "gpu_hours"] == pytest.approx(est.gpu_hours)
+    tt = res.team_table.set_index("team")
+    assert tt.loc["red", "quota_gpus"] == 8 and tt["usd"].sum() == pytest.approx(res.total_cents / 100, abs=1e-6)
+
+
+def test_what_if_reruns_only_the_scheduler_and_changes_the_schedule(small):
+    model, base = small
+    calls = []
+    real = results.cj.estimate_project
+    results.cj.estimate_project = lambda *a: calls.append(a) or real(*a)
+    try:
+        tight = model.run(pool_gpus={"a100": 8}, team_quota={"red": {"a100": 0}}, burst=False)
+    finally:
+        results.cj.estimate_project = real
+    assert not calls
+    assert tight.project_table["wait_days"].sum() > base.project_table["wait_days"].sum()
+    with pytest.raises(ScenarioError, match=r"teams\.\w+\.quota_gpus"):
+        model.run(pool_gpus={"a100": 4})
+
+
+# ---------------------------------------------------------------------------
+# Bad portfolios: one sentence naming the entry
+# ---------------------------------------------------------------------------
+def _bad(change):
+    pf = copy.deepcopy(SMALL)
+    change(pf)
+    return pf
+
+
+BAD = {
+    "unknown team": (lambda pf: pf["projects"]["qlora"].update(team="green"), r"projects\.qlora\.team", "green"),
+    "circular": (lambda pf: pf["projects"]["qlora"].update(after=["lora"]), r"projects\.\w+\.after", "circular"),
+    "quota above the pool": (lambda pf: pf["teams"]["red"].update(quota_gpus=12), r"teams\.\w+\.quota_gpus", "16"),
+    "never fits": (lambda pf: pf["teams"]["blue"].update(quota_gpus=2, borrowing_limit_gpus=0),
+                   r"projects\.lora", "can never fit"),
+    "unknown key": (lambda pf: pf["projects"]["lora"].update(colour="red"), r"projects\.lora\.colour", "unknown"),
+    "bad override": (lambda pf: pf["projects"]["lora"].update(set={"stages.cpt.tokens_b": -1}),
+                     r"projects\.lora\.set", "tokens"),
+    "unknown preset": (lambda pf: pf["projects"]["lora"].update(preset="nope"), r"projects\.lora\.preset", "nope"),
+    "no pool for the GPU": (lambda pf: pf["projects"]["lora"].update(set={}, pool="h100"), r"projects\.lora\.pool",
+                            "no pool"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_a_bad_portfolio_gets_one_sentence_naming_the_entry(case, warm_kernels):
+    change, path, word = BAD[case]
+    with pytest.raises(ScenarioError) as err:
+        results.ClusterModel(portfolio.load(_bad(change)))
+    text = str(err.value)
+    assert "\n" not in text and len(text) < 300
+    import re
+    assert re.match(path, err.value.path), (err.value.path, text)
+    assert word.lower() in text.lower()
+
+
+def test_the_original_portfolio_is_not_changed_by_a_refusal():
+    pf = copy.deepcopy(SMALL)
+    before = copy.deepcopy(pf)
+    with pytest.raises(ScenarioError):
+        portfolio.load(_bad(BAD["unknown team"][0]))
+    assert pf == before and portfolio.load(pf).projects.keys() == SMALL["projects"].keys()
+
+
+def test_a_yaml_alias_and_a_huge_file_are_refused(tmp_path):
+    with pytest.raises(ScenarioError, match="alias"):
+        portfolio.load_text("a: &x 1\nb: *x\n")
+    p = tmp_path / "big.yaml"
+    p.write_text("#" * 200_000)
+    with pytest.raises(ScenarioError, match="limit"):
+        portfolio.load(p)
+
+
+# ---------------------------------------------------------------------------
+# The CLI and the exports
+# ---------------------------------------------------------------------------
+def test_cli_json_contract(cli, quarter):
+    rc, out, err = cli("cluster", "cluster-quarter", "--format", "json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert set(d) == {"total_usd", "idle_gpu_hours", "utilization", "projects", "teams"}
+    assert len(d["projects"]) >= 40 and len(d["teams"]) == 10
+    for p in d["projects"].values():
+        assert set(p) == {"team", "start_day", "finish_day", "wait_days", "deadline_met", "gpu_hours",
+                          "preempted_gpu_hours", "usd"}
+    for t in d["teams"].values():
+        assert set(t) == {"usd", "gpu_hours", "quota_gpus"}
+    assert round(sum(t["usd"] for t in d["teams"].values()) * 100) == round(d["total_usd"] * 100)
+    assert d["total_usd"] == quarter[1].to_json()["total_usd"]
+    assert any(p["preempted_gpu_hours"] > 0 for p in d["projects"].values())
+    assert not all(p["deadline_met"] for p in d["projects"].values())
+
+
+def test_cli_refuses_a_bad_portfolio_in_one_line(cli, tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text(json.dumps(_bad(BAD["unknown team"][0])))
+    rc, out, err = cli("cluster", str(p))
+    assert rc == 2 and out == "" and err.count("\n") == 1 and "projects.qlora.team" in err
+
+
+def test_focus_export_has_the_columns_and_sums_to_the_total(quarter):
+    _, res = quarter
+    text = focus.focus_csv(res)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert tuple(rows[0]) == focus.FOCUS_COLUMNS
+    assert round(sum(float(r["BilledCost"]) for r in rows) * 100) == res.total_cents
+    for r in rows[:50]:
+        tags = json.loads(r["Tags"])
+        assert set(tags) >= {"project", "team", "model_version", "task_type", "stage"}
+        assert r["ChargePeriodStart"] <= r["ChargePeriodEnd"]
+        assert float(r["ListCost"]) >= float(r["BilledCost"]) - 0.01  # reserved is below the catalog price
+    plain = list(csv.DictReader(io.StringIO(focus.plain_csv(res))))
+    assert round(sum(float(r["usd"]) for r in plain) * 100) == res.total_cents
+
+
+def test_names_from_the_portfolio_cannot_forge_csv_cells(warm_kernels):
+    pf = copy.deepcopy(SMALL)
+    pf["projects"]["qlora"]["model_version"] = '=HYPERLINK("x")'
+    pf["projects"]["qlora"]["task_type"] = '@SUM(1) "quoted", comma'
+    res = results.ClusterModel(portfolio.load(pf)).run()
+    for text in (focus.focus_csv(res), focus.plain_csv(res)):
+        rows = list(csv.reader(io.StringIO(text)))
+        assert len({len(r) for r in rows}) == 1
+        assert not any(c.startswith(("=", "@", "+")) for r in rows for c in r)
+    tags = [json.loads(r["Tags"]) for r in csv.DictReader(io.StringIO(focus.focus_csv(res)))]
+    assert any(t["model_version"] == '=HYPERLINK("x")' for t in tags)
+
+
+def test_cluster_cli_register_imports_nothing_heavy():
+    import subprocess
+    import sys
+    code = ("import sys, argparse; from costcore.cluster import cli; p = argparse.ArgumentParser(); "
+            "cli.register(p.add_subparsers()); print(any(m in sys.modules for m in ('numba', 'pandas')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=str(__import__("shared").ROOT)).stdout.strip()
+    assert out == "False"
+
+
+def test_usage_over_time_has_every_team_and_pool(quarter):
+    _, res = quarter
+    u = res.usage_over_time()
+    assert set(u["team"]) == set(res.portfolio.teams) and set(u["pool"]) == set(res.portfolio.pools)
+    assert (u["gpus"] >= -1e-9).all()
+    days = int(np.ceil(res.horizon_h / 24))
+    assert len(u) == days * len(res.portfolio.teams) * len(res.portfolio.pools)
