@@ -30,15 +30,21 @@ MIN_SPREAD_USD = 1.0
 
 def score_series(usd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(expected $, modified z-score) of each day of one daily series (NaN without enough history)."""
+    usd = np.asarray(usd, dtype=float)
     n = len(usd)
+    padded = np.concatenate([np.full(WINDOW_DAYS, np.nan), usd])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, WINDOW_DAYS)[:n]  # row d: the days before d
+    enough = (~np.isnan(windows)).sum(axis=1) >= MIN_HISTORY_DAYS
     expected = np.full(n, np.nan)
     z = np.full(n, np.nan)
-    for d in range(MIN_HISTORY_DAYS, n):
-        window = usd[max(0, d - WINDOW_DAYS):d]
-        med = float(np.median(window))
-        spread = max(MAD_TO_SIGMA * float(np.median(np.abs(window - med))), MIN_SPREAD_SHARE * abs(med), MIN_SPREAD_USD)
-        expected[d] = med
-        z[d] = (usd[d] - med) / spread
+    if not enough.any():
+        return expected, z
+    w = windows[enough]
+    med = np.nanmedian(w, axis=1)
+    mad = np.nanmedian(np.abs(w - med[:, None]), axis=1)
+    spread = np.maximum(np.maximum(MAD_TO_SIGMA * mad, MIN_SPREAD_SHARE * np.abs(med)), MIN_SPREAD_USD)
+    expected[enough] = med
+    z[enough] = (usd[enough] - med) / spread
     return expected, z
 
 

@@ -66,6 +66,12 @@ def load(store, since=None, until=None, retention_days: int | None = None) -> Da
     return Data(cube=cube, runs=runs, where=store.where, meta={"retention_days": ret})
 
 
+def empty_data() -> Data:
+    """A Data with no rows (before anything is imported)."""
+    from costcore.actuals.queries import CUBE_KEYS
+    return Data(cube=pd.DataFrame(columns=[*CUBE_KEYS, "usd", "gpu_hours", "lines"]), runs=pd.DataFrame())
+
+
 def select(cube: pd.DataFrame, filters: dict | None = None, since=None, until=None) -> pd.DataFrame:
     """The cube rows inside the slicers (dimension -> allowed values; empty or None = all) and dates."""
     keep = pd.Series(True, index=cube.index)
@@ -83,7 +89,7 @@ def slices(cube: pd.DataFrame) -> dict:
     """{dimension: {value: Decimal $}} for every slicing dimension, largest first."""
     out = {}
     for dim in DIMENSIONS:
-        sums = {str(k): dsum(g) for k, g in cube.groupby(dim, sort=True)["usd"]}
+        sums = {str(k): v for k, v in cube.groupby(dim, sort=True)["usd"].sum().items()}
         out[dim] = dict(sorted(sums.items(), key=lambda kv: (-kv[1], kv[0])))
     return out
 
@@ -161,14 +167,29 @@ def daily(cube: pd.DataFrame, keys=("project", "resource_type")) -> pd.DataFrame
     """Daily spend per series: day, keys, usd (float $, for charts and the anomaly scorer)."""
     if cube.empty:
         return pd.DataFrame(columns=["day", *keys, "usd"])
-    g = cube.groupby(["day", *keys], sort=True)["usd"].apply(dsum).reset_index()
+    g = cube.groupby(["day", *keys], sort=True)["usd"].sum().reset_index()
     g["usd"] = g["usd"].map(float)
     return g
 
 
-def anomalies(cube: pd.DataFrame) -> pd.DataFrame:
-    """Anomalous days of spend per project and resource type (costcore.actuals.anomalies)."""
-    return anom.detect(daily(cube))
+SERIES_FILTERS = ("project", "team", "resource_type")
+
+
+def anomalies(cube: pd.DataFrame, filters: dict | None = None, since=None, until=None) -> pd.DataFrame:
+    """Anomalous days of spend per project and resource type (costcore.actuals.anomalies).
+
+    Each series is a project's whole spend on a resource type over all the days in ``cube``:
+    slicers on the series (project, team, resource type) pick series, the dates pick the days
+    shown; slicers inside a series (stage, model version, task type) do not cut it up, since a
+    stage's spend starts and stops with its runs and would read as anomalies.
+    """
+    series = {k: v for k, v in (filters or {}).items() if k in SERIES_FILTERS}
+    found = anom.detect(daily(select(cube, series)))
+    if since is not None:
+        found = found[found["day"] >= since]
+    if until is not None:
+        found = found[found["day"] <= until]
+    return found.reset_index(drop=True)
 
 
 def plan_curve(plan, days: list, stages=None) -> list[Decimal]:
@@ -179,22 +200,32 @@ def plan_curve(plan, days: list, stages=None) -> list[Decimal]:
     """
     if plan is None or not days:
         return [ZERO] * len(days)
+    import numpy as np
     from costcore.analysis.budget import timeline
     sched = timeline(plan).schedule
     planned = plan_stages(plan, stages)
     t0 = pd.Timestamp(sched["start"].min())
-    out = []
-    for i in range(len(days)):
-        at = t0 + pd.Timedelta(days=i + 1)
-        total = ZERO
-        for r in sched.itertuples():
-            if r.stage not in planned or r.iteration != 1:
-                continue
-            span = (r.end - r.run_start).total_seconds()
-            share = 1.0 if span <= 0 else min(max((at - r.run_start).total_seconds() / span, 0.0), 1.0)
-            total += planned[r.stage]["usd"] * _dec(share)
-        out.append(total)
-    return out
+    at_s = (np.arange(1, len(days) + 1) * 86400.0)
+    total = [ZERO] * len(days)
+    for r in sched.itertuples():
+        if r.stage not in planned or r.iteration != 1:
+            continue
+        a, b = (r.run_start - t0).total_seconds(), (r.end - t0).total_seconds()
+        share = np.ones(len(days)) if b <= a else np.clip((at_s - a) / (b - a), 0.0, 1.0)
+        usd = planned[r.stage]["usd"]
+        total = [t + (usd if sh >= 1.0 else usd * _dec(sh) if sh > 0 else ZERO) for t, sh in zip(total, share)]
+    return total
+
+
+def _plan_days(plan) -> list:
+    """Days of the plan's own timeline (for a burn chart before any actual is imported)."""
+    if plan is None or not plan.stages:
+        return []
+    from costcore.analysis.budget import timeline
+    sched = timeline(plan).schedule
+    first = pd.Timestamp(sched["start"].min()).date()
+    n = int(math.ceil((pd.Timestamp(sched["end"].max()) - pd.Timestamp(sched["start"].min())).total_seconds() / 86400))
+    return [first + dt.timedelta(days=i) for i in range(max(n, 1) + 1)]
 
 
 def _crossing(days, cum, line: Decimal, rate: Decimal) -> dict | None:
@@ -219,8 +250,8 @@ def burn(cube: pd.DataFrame, plan=None, budget_usd=None, warn_at: float | None =
     "rate_usd_per_day"}; a crossing is {"date", "forecast"} or None.
     """
     from costcore.scenario.schema import effective_value
-    per_day = cube.groupby("day")["usd"].apply(dsum) if not cube.empty else pd.Series(dtype=object)
-    days = []
+    per_day = cube.groupby("day")["usd"].sum() if not cube.empty else pd.Series(dtype=object)
+    days = _plan_days(plan) if not len(per_day) else []
     if len(per_day):
         first, last = min(per_day.index), max(per_day.index)
         days = [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
@@ -251,7 +282,7 @@ def per_run(cube: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     rows = cube[cube["run_id"] != ""]
     if rows.empty:
         return pd.DataFrame(columns=cols)
-    g = rows.groupby("run_id").agg(usd=("usd", dsum), gpu_hours=("gpu_hours", dsum),
+    g = rows.groupby("run_id").agg(usd=("usd", "sum"), gpu_hours=("gpu_hours", "sum"),
                                    project=("project", "first"), model_version=("model_version", "first"),
                                    stage=("stage", "first")).reset_index()
     info = runs[["run_id", "status", "eval_score", "start_at"]] if not runs.empty else pd.DataFrame(
@@ -269,7 +300,7 @@ def per_model_version(runs_cost: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     order = {mv: i for i, mv in enumerate(dict.fromkeys(runs_cost["model_version"]))}
     g = runs_cost.groupby(["project", "model_version"]).agg(
-        usd=("usd", dsum), runs=("run_id", "count"), eval_score=("eval_score", "max")).reset_index()
+        usd=("usd", "sum"), runs=("run_id", "count"), eval_score=("eval_score", "max")).reset_index()
     g["order"] = g["model_version"].map(order)
     g = g.sort_values(["project", "order"])
     g["points_gained"] = g.groupby("project")["eval_score"].transform(lambda s: s - s.ffill().shift(1))
@@ -285,7 +316,7 @@ def report_dict(data: Data, plan=None, filters: dict | None = None, since=None, 
     by = {dim: {k: cents(v) for k, v in vals.items()} for dim, vals in slices(cube).items()}
     pva = {s: {"plan_usd": cents(v["plan_usd"]), "actual_usd": cents(v["actual_usd"]),
                "variance_usd": cents(v["variance_usd"])} for s, v in plan_vs_actual(cube, plan, stages).items()}
-    found = anomalies(cube)
+    found = anomalies(data.cube, filters, since, until)
     anoms = [{"date": r.day.isoformat(), "project": r.project, "resource_type": r.resource_type,
               "usd": cents(_dec(r.usd)), "expected_usd": cents(_dec(r.expected_usd))} for r in found.itertuples()]
     return {"actual_usd": cents(dsum(cube["usd"])), "by": by, "plan_vs_actual": pva, "anomalies": anoms,
@@ -303,3 +334,35 @@ def report_frame(doc: dict) -> pd.DataFrame:
              for a in doc["anomalies"]]
     rows += [("waste", w["kind"], w["usd"], " ".join(w["items"])) for w in doc["waste"]]
     return pd.DataFrame(rows, columns=["section", "key", "usd", "detail"])
+
+
+def waterfall_frame(steps: list[dict]) -> pd.DataFrame:
+    """The waterfall's bars: order, label, start and end (running total, $), usd, direction words."""
+    rows, level = [], ZERO
+    for i, st in enumerate(steps):
+        if st["kind"] == "step":
+            start, level = level, level + st["usd"]
+            direction = "Adds to the plan" if st["usd"] >= 0 else "Saves against the plan"
+        else:
+            start, level = ZERO, st["usd"]
+            direction = "Plan" if st["kind"] == "plan" else "Actual"
+        rows.append({"order": i, "label": st["label"], "start": float(start), "end": float(level),
+                     "usd": float(st["usd"]), "direction": direction})
+    return pd.DataFrame(rows)
+
+
+def view(data: Data, plan=None, filters: dict | None = None, since=None, until=None, budget_usd=None) -> dict:
+    """Everything the Review page draws, for one selection: totals, slices, plan vs actual, the
+    waterfall, burn, daily spend, anomalies, waste, cost per run and per model version."""
+    cube = select(data.cube, filters, since, until)
+    stages = (filters or {}).get("stage")
+    pva = plan_vs_actual(cube, plan, stages)
+    steps = variance_steps(cube, plan_stages(plan, stages))
+    runs_cost = per_run(cube, data.runs)
+    found = anomalies(data.cube, filters, since, until)
+    found_days = daily(cube, keys=("project",))
+    return {"actual_usd": dsum(cube["usd"]), "plan_usd": dsum(v["plan_usd"] for v in pva.values()),
+            "lines": int(cube["lines"].sum()) if not cube.empty else 0, "slices": slices(cube),
+            "plan_vs_actual": pva, "waterfall": waterfall_frame(steps), "steps": steps,
+            "burn": burn(cube, plan, budget_usd, stages=stages), "daily": found_days, "anomalies": found,
+            "waste": waste(cube), "per_run": runs_cost, "per_model_version": per_model_version(runs_cost)}

@@ -1,0 +1,251 @@
+"""Review: plan vs actual. Bills and job records against the session's plan (costcore.actuals)."""
+import datetime as dt
+import hashlib
+import tempfile
+from pathlib import Path
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from costcore import fmt
+from costcore.actuals import efficiency, importers, report, sample, store
+from costcore.errors import ScenarioError
+from costcore.scenario.schema import STAGE_LABELS
+from pages import common
+
+res = common.frame(
+    "Review: plan vs actual",
+    "Bills and job records against the plan: upload a FOCUS billing export, Slurm `sacct --parsable2` output or a "
+    "CSV of runs (or load the sample data), then slice by project, team, model version, task type, stage and "
+    "resource type. The plan is the scenario in the sidebar; its billed resources (compute, storage, network, "
+    "operations and hidden losses) are compared, since labor and bought data never reach a cloud bill.")
+
+WORK = Path(tempfile.gettempdir()) / "costcore-review"
+
+
+@st.cache_resource(show_spinner="Generating the sample data...")
+def _sample_files() -> tuple:
+    """The sample data set, written once per server process (fixed seed)."""
+    out = WORK / "sample"
+    truth = sample.write_sample(out, seed=7)
+    return tuple(truth["files"])
+
+
+@st.cache_data(show_spinner="Importing...", max_entries=8)
+def _load(key: str, files: tuple) -> report.Data:
+    """Import the files into a DuckDB store of their own (named by their hashes) and read the cube."""
+    db = WORK / f"{key}.duckdb"
+    db.unlink(missing_ok=True)
+    st_ = store.open_store(db)
+    try:
+        importers.import_files(st_, [Path(f) for f in files])
+        return report.load(st_)
+    finally:
+        st_.close()
+
+
+def _uploaded_files(uploads) -> tuple[str, tuple]:
+    folder = WORK / "uploads"
+    folder.mkdir(parents=True, exist_ok=True)
+    digests, paths = [], []
+    for up in uploads:
+        data = up.getvalue()
+        h = hashlib.sha256(data).hexdigest()[:16]
+        name = Path(up.name).name or "upload.csv"
+        p = folder / h / name
+        p.parent.mkdir(exist_ok=True)
+        if not p.exists():
+            p.write_bytes(data)
+        digests.append(h)
+        paths.append(str(p))
+    return "u-" + hashlib.sha256("".join(sorted(digests)).encode()).hexdigest()[:16], tuple(paths)
+
+
+@st.cache_data(show_spinner="Fitting the efficiency factor...", max_entries=8)
+def _fit(key: str, _data) -> dict:
+    return efficiency.fit(_data.runs)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _view(key: str, plan_key: str, _plan, filters: tuple, since, until, budget, _data) -> dict:
+    return report.view(_data, _plan, dict(filters), since, until, budget)
+
+
+ss = st.session_state
+c1, c2 = st.columns([3, 1])
+uploads = c1.file_uploader("Bills and job records (FOCUS CSV, sacct --parsable2 output, run CSV)",
+                           accept_multiple_files=True, key="review_upload")
+
+
+def _use_sample() -> None:
+    """The sample's bills, and its plan (a preset) as the session's scenario."""
+    ss["review_source"] = "sample"
+    if ss.get("preset") != sample.PLAN_PRESET:
+        common.load_preset(sample.PLAN_PRESET)
+
+
+c2.button("Load the sample data", icon=":material/science:", key="review_sample", on_click=_use_sample)
+c2.caption(f"Sample: four projects over {sample.DAYS} days, with known anomalies; its plan is the "
+           f"`{sample.PLAN_PRESET}` preset.")
+
+data, key = None, None
+try:
+    if uploads:
+        key, files = _uploaded_files(uploads)
+        data = _load(key, files)
+    elif ss.get("review_source") == "sample":
+        key = "sample-7"
+        data = _load(key, _sample_files())
+except ScenarioError as err:
+    st.error(f"Not imported: {common.md_escape(err)}", icon=":material/error:")
+
+if data is None or data.cube.empty:
+    v = report.view(report.empty_data(), res if res.feasible else None)
+    st.info("No bills yet: upload files or load the sample data. The chart shows the plan's cumulative spend.")
+    data = None
+else:
+    cube = data.cube
+    words = report.DIMENSION_WORDS
+    cols = st.columns(6)
+    filters = []
+    for col, dim in zip(cols, report.DIMENSION_WORDS):
+        options = sorted(set(cube[dim]))
+        label = (lambda s: STAGE_LABELS.get(s, s)) if dim == "stage" else str
+        chosen = col.multiselect(words[dim], options, format_func=label, key=f"review_{dim}",
+                                 placeholder="All")
+        if chosen:
+            filters.append((dim, tuple(chosen)))
+    first, last = min(cube["day"]), max(cube["day"])
+    d1, d2 = st.columns([2, 1])
+    span = d1.date_input("Dates", value=(first, last), min_value=first, max_value=last, key="review_dates")
+    since, until = (span[0], span[1]) if isinstance(span, (tuple, list)) and len(span) == 2 else (first, last)
+    budget = d2.number_input("Budget for the review ($, 0 = the plan's)", min_value=0.0, value=0.0, step=10000.0,
+                             key="review_budget")
+    plan_key = str(hash(str(common.scenario())))
+    v = _view(key, plan_key, res if res.feasible else None, tuple(filters), since, until, budget or None, data)
+
+b = v["burn"]
+m = st.columns(5)
+m[0].metric("Actual spend", fmt.usd(float(v["actual_usd"])), help=fmt.usd_exact(float(v["actual_usd"])))
+m[1].metric("Plan (billed resources)", fmt.usd(float(v["plan_usd"])), help=fmt.usd_exact(float(v["plan_usd"])))
+m[2].metric("Variance", fmt.usd(float(v["actual_usd"] - v["plan_usd"])))
+m[3].metric("Anomalous days", f"{len(v['anomalies'])}")
+m[4].metric("Waste", fmt.usd(float(sum(w["usd"] for w in v["waste"]))))
+for name, cross in (("budget", b["budget_crossing"]), ("warning line", b["warning_crossing"])):
+    if cross:
+        st.caption(f"The {name} ({fmt.usd(float(b['budget_usd'] if name == 'budget' else b['warning_usd']))}) "
+                   f"{'will be crossed about' if cross['forecast'] else 'was crossed on'} {cross['date']}"
+                   + (f" at the last {report.BURN_RATE_DAYS} days' rate of {fmt.usd(float(b['rate_usd_per_day']))} a day."
+                      if cross["forecast"] else "."))
+
+# Cumulative burn, plan vs actual, budget and warning lines
+days = b["days"]
+long = pd.concat([days.assign(series="Actual spend", usd=days["actual_usd"]),
+                  days.assign(series="Plan", usd=days["plan_usd"])])[["day", "series", "usd"]]
+if data is None:
+    long = long[long.series == "Plan"]
+long["day"] = pd.to_datetime(long["day"])
+lines = pd.DataFrame({"line": ["Budget", "Warning line"], "usd": [float(b["budget_usd"]), float(b["warning_usd"])]})
+scale = alt.Scale(domain=["Actual spend", "Plan", "Budget", "Warning line"],
+                  range=["#E45756", "#4C78A8", "#222222", "#F58518"])
+burn = alt.Chart(long).mark_line().encode(
+    x=alt.X("day:T", title="Day"), y=alt.Y("usd:Q", title="Cumulative spend ($)", axis=alt.Axis(format="$~s")),
+    color=alt.Color("series:N", title="Line", scale=scale),
+    tooltip=[alt.Tooltip("day:T", title="day"), alt.Tooltip("series:N", title="line"),
+             alt.Tooltip("usd:Q", title="cumulative $", format="$,.3s")])
+rules = alt.Chart(lines).mark_rule(strokeDash=[6, 4]).encode(
+    y=alt.Y("usd:Q", title="Cumulative spend ($)"), color=alt.Color("line:N", title="Line", scale=scale),
+    tooltip=[alt.Tooltip("line:N", title="line"), alt.Tooltip("usd:Q", title="$", format="$,.3s")])
+common.show_chart((burn + rules).properties(height=320), "Cumulative spend: actual vs plan, with the budget and warning lines")
+
+if data is None:
+    st.stop()
+
+left, right = st.columns(2)
+with left:
+    wf = v["waterfall"]
+    colors = alt.Scale(domain=["Plan", "Adds to the plan", "Saves against the plan", "Actual"],
+                       range=["#4C78A8", "#E45756", "#54A24B", "#222222"])
+    chart = alt.Chart(wf).mark_bar().encode(
+        x=alt.X("label:N", sort=list(wf["label"]), title="From plan to actual",
+                axis=alt.Axis(labelAngle=-35, labelLimit=220)),
+        y=alt.Y("start:Q", title="Dollars ($)", axis=alt.Axis(format="$~s")), y2="end:Q",
+        color=alt.Color("direction:N", title="Step", scale=colors),
+        tooltip=[alt.Tooltip("label:N", title="step"), alt.Tooltip("usd:Q", title="$", format="$,.3s")])
+    common.show_chart(chart.properties(height=420), "Variance waterfall: from plan to actual")
+with right:
+    pva = pd.DataFrame([{"stage": STAGE_LABELS.get(s, s), "plan": float(x["plan_usd"]), "actual": float(x["actual_usd"]),
+                         "variance": float(x["variance_usd"]), "cause": x["cause"]}
+                        for s, x in v["plan_vs_actual"].items()])
+    st.markdown("**Plan vs actual by stage**")
+    common.money_table(pva, ["plan", "actual", "variance"],
+                       {"stage": "Stage", "plan": "Plan", "actual": "Actual", "variance": "Variance",
+                        "cause": "Largest cause"})
+
+# Daily spend with the anomalies marked
+daily = v["daily"].assign(day=lambda f: pd.to_datetime(f["day"]))
+an = v["anomalies"].assign(day=lambda f: pd.to_datetime(f["day"]))
+spend = alt.Chart(daily).mark_line().encode(
+    x=alt.X("day:T", title="Day"), y=alt.Y("usd:Q", title="Daily spend ($)", axis=alt.Axis(format="$~s")),
+    color=alt.Color("project:N", title="Project"),
+    tooltip=[alt.Tooltip("day:T", title="day"), alt.Tooltip("project:N", title="project"),
+             alt.Tooltip("usd:Q", title="$", format="$,.3s")])
+marks = alt.Chart(an).mark_rule(color="#d62728", strokeDash=[3, 3], size=2).encode(
+    x=alt.X("day:T", title="Day"),
+    tooltip=[alt.Tooltip("day:T", title="anomaly"), alt.Tooltip("project:N", title="project"),
+             alt.Tooltip("resource_type:N", title="resource"), alt.Tooltip("usd:Q", title="spent", format="$,.3s"),
+             alt.Tooltip("expected_usd:Q", title="expected", format="$,.3s")])
+common.show_chart((spend + marks).properties(height=300),
+                  "Daily spend by project; red dashed lines mark the anomalous days")
+if len(an):
+    st.markdown(f"**Anomalies** ({len(an)} days above the rolling 28-day median by more than 5 robust spreads)")
+    common.money_table(an.assign(day=an["day"].dt.date)[["day", "project", "resource_type", "usd", "expected_usd"]],
+                       ["usd", "expected_usd"], {"day": "Day", "project": "Project", "resource_type": "Resource type",
+                                                 "usd": "Spent", "expected_usd": "Expected"})
+else:
+    st.caption("No anomalous day in this selection.")
+
+st.markdown("**Waste**")
+waste = pd.DataFrame([{"kind": report.WASTE_WORDS[w["kind"]], "usd": float(w["usd"]), "items": len(w["items"]),
+                       "examples": ", ".join(w["items"][:6]) + (" ..." if len(w["items"]) > 6 else "")}
+                      for w in v["waste"]])
+common.money_table(waste, ["usd"], {"kind": "Kind", "usd": "Dollars", "items": "Runs or resources",
+                                    "examples": "Which"})
+
+st.markdown("**Cost per result**")
+r1, r2 = st.columns(2)
+mv = v["per_model_version"].copy()
+mv["usd"] = mv["usd"].map(float)
+mv["usd_per_point"] = mv["usd_per_point"].fillna(0.0)
+with r1:
+    common.money_table(mv, ["usd", "usd_per_point"],
+                       {"project": "Project", "model_version": "Model version", "usd": "Dollars", "runs": "Runs",
+                        "eval_score": "Best evaluation score", "points_gained": "Points gained",
+                        "usd_per_point": "Dollars per point gained (0: none gained)"})
+runs = v["per_run"].copy()
+runs["usd"] = runs["usd"].map(float)
+runs["gpu_hours"] = runs["gpu_hours"].map(lambda x: fmt.num(float(x)))
+runs["stage"] = runs["stage"].map(lambda s: STAGE_LABELS.get(s, s))
+with r2:
+    common.money_table(runs, ["usd"], {"run_id": "Run", "project": "Project", "model_version": "Model version",
+                                       "stage": "Stage", "status": "Status", "usd": "Dollars",
+                                       "gpu_hours": "GPU-hours billed", "eval_score": "Evaluation score"})
+
+st.markdown("**Your organisation's efficiency**")
+try:
+    fit = _fit(key, data)
+except ScenarioError as err:
+    st.caption(common.md_escape(err))
+else:
+    st.caption(f"{len(fit['runs'])} completed pre-training runs carry model size, tokens and GPU type. The planner's "
+               f"defaults are off by {fmt.pct(fit['default_median_error'])} (median); a factor of "
+               f"{fit['factor']:.2f} on the sustained share of the modelled speed brings it to "
+               f"{fmt.pct(fit['loo_median_error'])} out of sample (leave-one-out).")
+
+    def _apply_factor(factor: float) -> None:
+        applied = efficiency.apply(common.scenario(), factor)
+        common.apply(efficiency.FIELD, applied["efficiency"]["sustained_fraction"])
+
+    st.button(f"Apply the factor {fit['factor']:.2f} to the plan", key="review_apply_eff", on_click=_apply_factor,
+              args=(fit["factor"],))
