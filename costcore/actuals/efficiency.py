@@ -57,7 +57,7 @@ def predictions(rows) -> np.ndarray:
         scn = schema.validate(_scenario(row))
         base = float(schema.effective_value(scn, FIELD))
         col = np.clip(base * FACTORS, schema.BY_PATH[FIELD].lo, schema.BY_PATH[FIELD].hi)
-        full = api.batch(scn, {FIELD: col}, full=True)
+        full = api.batch(scn, {FIELD: col}, full=True, replan=False)  # the factor times the plan; it does not change it
         out[i] = full[:, STAGES.index("pretrain"), wall] * 24 * int(row.gpu_count)
     return out
 

@@ -176,7 +176,8 @@ def import_focus(duck, path: Path) -> tuple[int, int]:
         value = duck.execute(f"SELECT {_q(col)} FROM _stg WHERE rowid = ?", [rowid]).fetchone()[0]
         what = {"Tags": "is not a JSON object"}.get(col, "is not a date and time (ISO 8601)"
                                                          if col.startswith("Charge") else "is not a number")
-        raise ScenarioError("file", f"{_where(path, int(rowid) + 2, col, header.index(col) + 1)}: "
+        base = duck.execute("SELECT min(rowid) FROM _stg").fetchone()[0]  # rowids of a new table start anywhere
+        raise ScenarioError("file", f"{_where(path, int(rowid - base) + 2, col, header.index(col) + 1)}: "
                                     f"{one_line(repr(value or ''), 80)} {what}")
     total = duck.execute("SELECT count(*) FROM _stg").fetchone()[0]
     duck.execute("DROP TABLE IF EXISTS _norm")
