@@ -20,6 +20,7 @@ PAGES = {
         st.Page("pages/budget.py", title="Budget and timeline", icon=":material/account_balance:", url_path="budget"),
         st.Page("pages/compare.py", title="Compare and optimize", icon=":material/compare_arrows:", url_path="compare"),
         st.Page("pages/review.py", title="Review: plan vs actual", icon=":material/receipt_long:", url_path="review"),
+        st.Page("pages/cluster.py", title="Shared cluster", icon=":material/hub:", url_path="cluster"),
     ],
     "Analyse": [
         st.Page("pages/sensitivity.py", title="Sensitivity and uncertainty", icon=":material/insights:",

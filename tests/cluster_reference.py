@@ -19,7 +19,9 @@ def lost_hours(useful, interval):
     """Progress since the last checkpoint: checkpoints every `interval` hours of useful time."""
     if useful <= 0:
         return 0.0
-    if interval <= 0 or interval >= useful:
+    if interval <= 0:
+        return useful
+    if interval > useful:  # no checkpoint written yet
         return useful
     return useful - interval * math.floor(useful / interval)
 

@@ -15,7 +15,7 @@ Semantics (docs/cluster.md says where this differs from Kueue):
   most recently started first, and those not needed are put back (Kueue's minimal set); a workload
   that needs to borrow never preempts (``borrowWithinCohort: Never``);
 * a preempted job goes back to its queue with its original time, keeps the work up to its last
-  checkpoint (``rules.lost_work_hours``) and pays a restart when it runs again;
+  checkpoint (``lost_work_hours``) and pays a restart when it runs again;
 * with burst on, a job still waiting at its latest start (``rules.latest_start_hours``) runs on the
   pool's burst market (on-demand or spot, at most ``burst_cap`` GPUs at once; never preempted).
 
@@ -29,7 +29,6 @@ import numpy as np
 from numba import njit
 
 from costcore.engine import config  # noqa: F401  (numba's cache folder)
-from costcore.cluster.rules import lost_work_hours
 
 # job float inputs (columns of jf)
 F_WORK, F_READY0, F_CKPT, F_RESTART, F_LATEST = range(5)
@@ -49,6 +48,23 @@ SEG_COLS = ("job", "start_h", "end_h", "kind", "restart_h", "preempted_by")
 KIND_DONE, KIND_PREEMPTED, KIND_BURST = 0, 1, 2
 # counters (cnt): pending, running, waiting, segments, iterations
 C_PEND, C_RUN, C_WAIT, C_SEG, C_ITER = range(5)
+
+
+@njit(cache=True)
+def lost_work_hours(useful_h: float, ckpt_interval_h: float) -> float:
+    """Hours of work a preempted job redoes: the progress since its last checkpoint, h.
+
+    Checkpoints are written every ``ckpt_interval_h`` hours of useful run time since the job last
+    (re)started (the stage's interval, kernel stat ``ckpt_interval_h``: its own setting or the
+    Young/Daly optimum); a stage with no checkpoint (interval 0, evaluation) loses everything since
+    it started. Kueue and Slurm evict a preempted job's pods; the work since the last checkpoint is
+    what a restart from that checkpoint repeats.
+    """
+    if useful_h <= 0.0:
+        return 0.0
+    if ckpt_interval_h <= 0.0:
+        return useful_h
+    return useful_h - ckpt_interval_h * math.floor(useful_h / ckpt_interval_h)
 
 
 @njit(cache=True)

@@ -194,7 +194,8 @@ def _pool(name: str, d, path: str) -> Pool:
     _keys(b, BURST_KEYS, f"{path}.burst")
     kind = b.get("kind", "on_demand")
     if kind not in BURST_KINDS:
-        raise ScenarioError(f"{path}.burst.kind", "must be on_demand or spot", value=kind if isinstance(kind, str) else None)
+        raise ScenarioError(f"{path}.burst.kind", "must be on_demand or spot",
+                            value=kind if isinstance(kind, str) else None)
     bprice = number(b.get("usd_per_gpu_hour", schema.CATALOG[gpu]["usd_per_gpu_hour"]),
                      f"{path}.burst.usd_per_gpu_hour", 0, 1000, "$/GPU-hour")
     bmax = number(b.get("max_gpus", 0), f"{path}.burst.max_gpus", 0, 1_000_000, "GPUs", integer=True)

@@ -60,7 +60,8 @@ def what_if(pf: cp.Portfolio, pool_gpus: dict | None = None, team_quota: dict | 
         if name not in teams:
             raise ScenarioError(f"teams.{str(name)[:40]}", "names no team")
         quota = dict(teams[name].quota_gpus)
-        quota.update(cp.per_pool(q, f"teams.{name}.quota_gpus", pools, 0))
+        given = cp.per_pool(q, f"teams.{name}.quota_gpus", pools, 0)
+        quota.update({p: v for p, v in given.items() if not isinstance(q, dict) or p in q})
         teams[name] = replace(teams[name], quota_gpus=quota)
     for name, prio in (project_priority or {}).items():
         if name not in projects:
@@ -332,25 +333,39 @@ class ClusterResult:
     @cached_property
     def project_table(self) -> pd.DataFrame:
         """One row per project: team, start, finish and wait days, deadline met or at risk, GPU-hours, $."""
-        pf = self.portfolio
+        pf, jt = self.portfolio, self.jobs
         j = self.job_table
-        g = j.groupby("project", sort=False).agg(
-            team=("team", "first"), start_day=("start_day", "min"), finish_day=("finish_day", "max"),
-            wait_days=("wait_days", "sum"), gpu_hours=("gpu_hours", "sum"), burst_gpu_hours=("burst_gpu_hours", "sum"),
-            preempted_gpu_hours=("preempted_gpu_hours", "sum"), lost_gpu_hours=("lost_gpu_hours", "sum"),
-            preemptions=("preemptions", "sum"), unfinished=("finish_day", lambda s: bool(s.isna().any())))
-        g = g.reindex(list(pf.projects))
-        usd = self.attribution[self.attribution["job"] >= 0].groupby("project")["cents"].sum()
-        g["usd"] = usd.reindex(g.index).fillna(0).to_numpy() / 100.0
+        pi, n = jt.project, len(pf.projects)
+
+        def total(col):
+            return np.bincount(pi, weights=j[col].to_numpy(dtype=np.float64), minlength=n)
+        start = np.full(n, np.inf)
+        np.minimum.at(start, pi, np.nan_to_num(j["start_day"].to_numpy(), nan=np.inf))
+        fin = j["finish_day"].to_numpy()
+        finish = np.full(n, -np.inf)
+        np.maximum.at(finish, pi, np.nan_to_num(fin, nan=-np.inf))
+        unfinished = np.bincount(pi, weights=np.isnan(fin).astype(np.float64), minlength=n) > 0
+        finish = np.where(unfinished | ~np.isfinite(finish), np.nan, finish)
+        start = np.where(np.isfinite(start), start, np.nan)
+        attr = self.attribution
+        own = attr["job"].to_numpy() >= 0
+        cents = np.bincount(jt.project[attr["job"].to_numpy()[own]], weights=attr["cents"].to_numpy()[own],
+                            minlength=n)
         dl = np.array([np.nan if p.deadline_day is None else p.deadline_day for p in pf.projects.values()])
-        g["deadline_day"] = dl
-        met = np.where(np.isnan(dl), True, g["finish_day"].to_numpy() <= dl) & ~g["unfinished"].to_numpy()
-        g["deadline_met"] = met
-        g["at_risk"] = met & (dl - g["finish_day"].to_numpy() < rules.AT_RISK_DAYS)
-        g["model_version"] = [p.model_version for p in pf.projects.values()]
-        g["task_type"] = [p.task_type for p in pf.projects.values()]
-        g["priority"] = [pf.project_priority(n) for n in pf.projects]
-        return g.rename_axis("project").reset_index()
+        with np.errstate(invalid="ignore"):
+            met = np.where(np.isnan(dl), True, finish <= dl) & ~unfinished
+        return pd.DataFrame({
+            "project": list(pf.projects), "team": [p.team for p in pf.projects.values()],
+            "start_day": start, "finish_day": finish, "wait_days": total("wait_days"),
+            "gpu_hours": total("gpu_hours"), "burst_gpu_hours": total("burst_gpu_hours"),
+            "preempted_gpu_hours": total("preempted_gpu_hours"), "lost_gpu_hours": total("lost_gpu_hours"),
+            "preemptions": total("preemptions").astype(np.int64), "unfinished": unfinished,
+            "usd": np.round(cents) / 100.0, "deadline_day": dl, "deadline_met": met,
+            "at_risk": met & (dl - finish < rules.AT_RISK_DAYS),
+            "model_version": [p.model_version for p in pf.projects.values()],
+            "task_type": [p.task_type for p in pf.projects.values()],
+            "priority": [pf.project_priority(n_) for n_ in pf.projects],
+        })
 
     @cached_property
     def team_table(self) -> pd.DataFrame:
@@ -380,6 +395,18 @@ class ClusterResult:
                                           "gpus": cols["gpus"], "burst_gpus": cols["burst_gpus"],
                                           "quota_gpus": pf.teams[team].quota_gpus[pool]}))
         return pd.concat(rows, ignore_index=True)
+
+    @cached_property
+    def segment_table(self) -> pd.DataFrame:
+        """One row per run segment: project, team, stage, GPUs, start and end day, how it ended."""
+        pf, jt, s = self.portfolio, self.jobs, self.segments
+        names, teams = list(pf.projects), list(pf.teams)
+        j = s[:, 0].astype(np.int64)
+        kind = s[:, 3].astype(np.int64)
+        words = np.array(["Ran to the end", "Preempted", "Burst (on-demand or spot)"])
+        return pd.DataFrame({"project": [names[k] for k in jt.project[j]], "team": [teams[k] for k in jt.team[j]],
+                             "stage": [jt.stage[k] for k in j], "gpus": jt.gpus[j], "start_day": s[:, 1] / 24.0,
+                             "end_day": s[:, 2] / 24.0, "how": words[kind], "preempted": kind == ck.KIND_PREEMPTED})
 
     @cached_property
     def summary(self) -> dict:

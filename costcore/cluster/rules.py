@@ -1,37 +1,19 @@
 """The shared cluster's own rules, each once, with its units and source (docs/cluster.md).
 
 Everything a stage costs comes from ``costcore.api.estimate``; these are only the terms the
-single-project model has no notion of: work lost to a preemption, the latest start that still
-meets a deadline, and how dollars are split into whole cents.
+single-project model has no notion of: the latest start that still meets a deadline, how idle
+dollars are shared and how dollars are split into whole cents. The work a preemption loses is
+``costcore.cluster.kernel.lost_work_hours`` (it lives beside the scheduler that calls it, so numba's
+on-disk cache, keyed on each file, can never pair the scheduler with a stale copy of the rule).
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
-from numba import njit
-
-from costcore.engine import config  # noqa: F401  (numba's cache folder, set before any njit compiles)
 
 HOURS_PER_DAY = 24.0
 AT_RISK_DAYS = 3.0  # a met deadline with less slack than this is "at risk" (a planning margin, assumption)
-
-
-@njit(cache=True)
-def lost_work_hours(useful_h: float, ckpt_interval_h: float) -> float:
-    """Hours of work a preempted job redoes: the progress since its last checkpoint, h.
-
-    Checkpoints are written every ``ckpt_interval_h`` hours of useful run time since the job last
-    (re)started (the stage's interval, kernel stat ``ckpt_interval_h``: its own setting or the
-    Young/Daly optimum); a stage with no checkpoint (interval 0, evaluation) loses everything since
-    it started. Kueue and Slurm evict a preempted job's pods; the work since the last checkpoint is
-    what a restart from that checkpoint repeats.
-    """
-    if useful_h <= 0.0:
-        return 0.0
-    if ckpt_interval_h <= 0.0 or ckpt_interval_h >= useful_h:
-        return useful_h
-    return useful_h - ckpt_interval_h * math.floor(useful_h / ckpt_interval_h)
 
 
 def latest_start_hours(deadline_h: float, chain_hours) -> np.ndarray:

@@ -1,0 +1,224 @@
+"""Shared cluster: many projects on pools of reserved GPUs, with quotas, priorities, preemption and attribution.
+
+Thin: every number comes from costcore.cluster (ClusterModel.run); this page arranges knobs, charts and tables.
+"""
+import hashlib
+import json
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+import costcore
+from costcore import fmt
+from costcore.cluster import focus, portfolio, results, share
+from costcore.errors import ScenarioError
+from costcore.scenario.schema import STAGE_LABELS
+from pages import common
+
+DEFAULT = "cluster-quarter"
+IDLE_WORDS = {"quota": "By guaranteed quota", "use": "By GPU-hours used", "unallocated": "Left unallocated"}
+BY_WORDS = {"team": "Team", "project": "Project", "model_version": "Model version", "task_type": "Task type",
+            "stage": "Stage", "resource": "Resource type", "pool": "Pool"}
+
+
+@st.cache_resource(show_spinner=False)
+def _warm() -> bool:
+    costcore.warm_up()
+    return True
+
+
+@st.cache_resource(show_spinner="Estimating every project once...", max_entries=8)
+def _model(key: str, text: str | None) -> results.ClusterModel:
+    """One ClusterModel per shipped name or uploaded file content (estimates cached across reruns)."""
+    pf = portfolio.load(key) if text is None else portfolio.load_text(text)
+    return results.ClusterModel(pf)
+
+
+def _state():
+    ss = st.session_state
+    if "cluster_name" not in ss:
+        try:
+            params = {k: st.query_params.get_all(k) for k in st.query_params.keys()}
+        except Exception:  # noqa: BLE001 - a malformed query string must not crash the page
+            params = {}
+        ss.cluster_name, ss.cluster_knobs, ss.cluster_msgs = share.decode(params, DEFAULT)
+        ss.cluster_upload = None
+    return ss
+
+
+def _source(ss) -> results.ClusterModel:
+    """The shipped portfolio or an uploaded file; a bad upload keeps the current portfolio and says why."""
+    c1, c2 = st.columns([1, 2])
+    names = portfolio.portfolio_names()
+    name = c1.selectbox("Shipped portfolio", names, index=names.index(ss.cluster_name)
+                        if ss.cluster_name in names else 0)
+    if name != ss.cluster_name:
+        ss.cluster_name, ss.cluster_knobs, ss.cluster_upload = name, {}, None
+    up = c2.file_uploader("Or upload a portfolio (YAML)", type=["yaml", "yml"], key="cluster_file")
+    if up is not None:
+        text = up.getvalue()
+        key = hashlib.sha256(text).hexdigest()
+        if ss.cluster_upload != key:
+            try:
+                _model("upload:" + key, text.decode("utf-8", "replace"))
+                ss.cluster_upload, ss.cluster_knobs = key, {}
+            except ScenarioError as err:
+                st.error(f"The upload was not used: {common.md_escape(fmt.one_line(str(err), 400))}")
+        if ss.cluster_upload == key:
+            return _model("upload:" + key, text.decode("utf-8", "replace"))
+    return _model(ss.cluster_name, None)
+
+
+def _knobs(ss, base) -> dict:
+    """What-if controls; returns results.what_if keywords (only the changed values)."""
+    k = {key: (dict(v) if isinstance(v, dict) else v) for key, v in ss.cluster_knobs.items()}
+    cols = st.columns(len(base.pools) + 2)
+    for i, (name, pool) in enumerate(base.pools.items()):
+        cur = k.get("pool_gpus", {}).get(name, pool.gpus)
+        v = cols[i].number_input(f"{pool.name} pool: GPUs ({pool.gpu})", 1, 1_000_000, int(cur), step=8)
+        k.setdefault("pool_gpus", {})[name] = int(v)
+    burst = cols[-2].toggle("Burst when a deadline is at risk", value=k.get("burst", base.burst))
+    k["burst"] = burst
+    rule = cols[-1].selectbox("Idle capacity is paid", list(IDLE_WORDS), format_func=IDLE_WORDS.get,
+                              index=list(IDLE_WORDS).index(k.get("idle_rule", base.idle_rule)))
+    k["idle_rule"] = rule
+    c1, c2, c3, c4, c5 = st.columns([2, 1, 1, 2, 1])
+    team = c1.selectbox("Team", list(base.teams))
+    pool = c2.selectbox("Pool", list(base.pools))
+    q = k.get("team_quota", {}).get(team, {}).get(pool, base.teams[team].quota_gpus[pool])
+    qv = c3.number_input("Its quota (GPUs)", 0, 1_000_000, int(q), step=8)
+    k.setdefault("team_quota", {}).setdefault(team, {})[pool] = int(qv)
+    proj = c4.selectbox("Project", list(base.projects))
+    pv = c5.number_input("Its priority", -1_000_000, 1_000_000,
+                         int(k.get("project_priority", {}).get(proj, base.project_priority(proj))))
+    k.setdefault("project_priority", {})[proj] = int(pv)
+    return k
+
+
+def _gantt(res) -> None:
+    seg = res.segment_table
+    seg = seg.assign(stage_name=[STAGE_LABELS[s] for s in seg["stage"]],
+                     start=[fmt.days(v) for v in seg["start_day"]], end=[fmt.days(v) for v in seg["end_day"]])
+    order = list(res.project_table.sort_values(["team", "start_day"])["project"])
+    base = alt.Chart(seg).encode(y=alt.Y("project:N", sort=order, title="Project"))
+    bars = base.mark_bar(height=9).encode(
+        x=alt.X("start_day:Q", title="Day of the horizon"), x2="end_day:Q",
+        color=alt.Color("team:N", title="Team"),
+        opacity=alt.Opacity("how:N", title="Segment", scale=alt.Scale(
+            domain=["Ran to the end", "Preempted", "Burst (on-demand or spot)"], range=[1.0, 0.45, 0.7])),
+        tooltip=[alt.Tooltip("project:N", title="Project"), alt.Tooltip("stage_name:N", title="Stage"),
+                 alt.Tooltip("gpus:Q", title="GPUs"), alt.Tooltip("start:N", title="Start"),
+                 alt.Tooltip("end:N", title="End"), alt.Tooltip("how:N", title="Ended")])
+    marks = base.transform_filter(alt.datum.preempted).mark_point(
+        shape="cross", color="#d62728", size=60, filled=True).encode(x=alt.X("end_day:Q", title="Day of the horizon"))
+    common.show_chart((bars + marks).properties(height=16 * len(order) + 60),
+                      "Jobs by team over the horizon (red crosses: preemptions)")
+
+
+def _usage(res) -> None:
+    u = res.usage_over_time()
+    pools = list(res.portfolio.pools)
+    pool = st.radio("Pool", pools, horizontal=True, key="cluster_usage_pool") if len(pools) > 1 else pools[0]
+    cap = res.portfolio.pools[pool].gpus
+    p = u[u["pool"] == pool]
+    area = alt.Chart(p).mark_area().encode(
+        x=alt.X("day:Q", title="Day of the horizon"), y=alt.Y("sum(gpus):Q", title="GPUs held (daily average)"),
+        color=alt.Color("team:N", title="Team"), tooltip=[alt.Tooltip("team:N", title="Team"),
+                                                          alt.Tooltip("gpus:Q", title="GPUs", format=",.0f")])
+    rule = alt.Chart(pd.DataFrame({"y": [cap]})).mark_rule(strokeDash=[6, 3], color="black").encode(
+        y=alt.Y("y:Q", title="GPUs held (daily average)"))
+    common.show_chart((area + rule).properties(height=280),
+                      f"Reserved GPUs in use on the {pool} pool by team (dashed: its {cap:,} GPUs)")
+    team = st.selectbox("Team's use against its quota", list(res.portfolio.teams), key="cluster_usage_team")
+    t = p[p["team"] == team].melt(id_vars=["day"], value_vars=["gpus", "quota_gpus", "burst_gpus"],
+                                  var_name="series", value_name="value")
+    t["series"] = t["series"].map({"gpus": "Reserved GPUs held", "quota_gpus": "Guaranteed quota",
+                                   "burst_gpus": "Burst GPUs"})
+    line = alt.Chart(t).mark_line().encode(
+        x=alt.X("day:Q", title="Day of the horizon"), y=alt.Y("value:Q", title="GPUs"),
+        color=alt.Color("series:N", title="Series"), strokeDash=alt.StrokeDash("series:N", title="Series"))
+    common.show_chart(line.properties(height=220), f"{team} on the {pool} pool: GPUs held against its quota")
+
+
+def _attribution(res) -> None:
+    by = st.selectbox("Attribute every dollar by", list(BY_WORDS), format_func=BY_WORDS.get, key="cluster_by")
+    g = res.attribute(by)
+    if by == "resource":
+        g[by] = g[by].map(results.RESOURCE_WORDS)
+    if by == "stage":
+        g[by] = [STAGE_LABELS.get(s, "Idle share") if s else "Idle share" for s in g[by]]
+    common.money_table(g[[by, "usd"]], ["usd"], {by: BY_WORDS[by], "usd": "Cost"})
+    a = res.attribute(["team", "resource"])
+    a["resource"] = a["resource"].map(results.RESOURCE_WORDS)
+    a["exact"] = [fmt.usd_exact(v) for v in a["usd"]]
+    bar = alt.Chart(a).mark_bar().encode(
+        x=alt.X("team:N", title="Team", sort="-y", axis=alt.Axis(labelAngle=-30)),
+        y=alt.Y("sum(usd):Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
+        color=alt.Color("resource:N", title="Resource type"),
+        tooltip=[alt.Tooltip("team:N", title="Team"), alt.Tooltip("resource:N", title="Resource type"),
+                 alt.Tooltip("exact:N", title="Cost")])
+    common.show_chart(bar.properties(height=340), "Cost of each team by resource type")
+
+
+def _deadlines(res) -> None:
+    pt = res.project_table
+    risk = pt[~pt["deadline_met"] | pt["at_risk"]].copy()
+    if risk.empty:
+        st.success("Every project with a deadline meets it with at least three days to spare.")
+        return
+    risk["status"] = ["Missed" if not m else "At risk (under 3 days of slack)" for m in risk["deadline_met"]]
+    for c in ("finish_day", "deadline_day", "wait_days"):
+        risk[c] = [fmt.days(v) if pd.notna(v) else "not finished" for v in risk[c]]
+    shown = risk[["project", "team", "status", "finish_day", "deadline_day", "wait_days", "usd"]]
+    st.warning(f"{len(risk)} project{'s' if len(risk) > 1 else ''} with a deadline at risk")
+    common.money_table(shown, ["usd"], {"project": "Project", "team": "Team", "status": "Status",
+                                        "finish_day": "Finishes on day", "deadline_day": "Deadline day",
+                                        "wait_days": "Waited", "usd": "Cost"})
+
+
+st.title("Shared cluster")
+st.markdown("Many projects on one pool of reserved GPUs: each team has a guaranteed quota, may borrow what "
+            "others leave idle and is preempted when the owner needs it back (Kueue's ClusterQueues in a "
+            "cohort). Every stage's GPUs, hours and dollars come from the planner's own estimate; the "
+            "scheduler decides when each runs, and every dollar, idle capacity included, lands on a team.")
+_warm()
+ss = _state()
+for m in ss.cluster_msgs:
+    st.warning(common.md_escape(m))
+model = _source(ss)
+base = model.portfolio
+st.caption(common.md_escape(f"{base.name}: {len(base.teams)} teams, {len(base.projects)} projects, "
+                            f"{len(model.jobs.gpus)} jobs over {fmt.num(base.horizon_days)} days."))
+try:
+    changed = results.what_if(base, **_knobs(ss, base))
+    res = model.run(changed)
+    ss.cluster_knobs = share.knobs_of(base, changed)
+except ScenarioError as err:
+    st.error(f"That what-if cannot run, so the last one that could is shown: "
+             f"{common.md_escape(fmt.one_line(str(err), 400))}")
+    res = model.run(**ss.cluster_knobs)
+if ss.cluster_upload is None:
+    params = share.encode(ss.cluster_name, ss.cluster_knobs)
+    if {k: st.query_params.get(k) for k in st.query_params.keys()} != params:
+        st.query_params.from_dict(params)
+s = res.summary
+c = st.columns(5)
+c[0].metric("Total cost", fmt.usd(s["total_usd"]), help=fmt.usd_exact(s["total_usd"]))
+c[1].metric("Idle reserved capacity", fmt.usd(s["idle_usd"]), help=fmt.gpu_hours(s["idle_gpu_hours"]))
+c[2].metric("Utilization of reserved GPUs", fmt.pct(s["utilization"]))
+c[3].metric("Deadlines missed", f"{s['deadlines_missed']}", help=f"{s['deadlines_at_risk']} more at risk")
+c[4].metric("Burst GPU-hours", fmt.gpu_hours(s["burst_gpu_hours"]),
+            help=f"lost to preemption: {fmt.gpu_hours(s['lost_gpu_hours'])}")
+_deadlines(res)
+_gantt(res)
+_usage(res)
+_attribution(res)
+d1, d2, d3 = st.columns(3)
+d1.download_button("FOCUS cost and usage (CSV)", lambda: focus.focus_csv(res), "cluster-focus.csv", "text/csv")
+d2.download_button("Attribution (CSV)", lambda: focus.plain_csv(res), "cluster-attribution.csv", "text/csv")
+d3.download_button("Summary (JSON)", lambda: json.dumps(res.to_json(), indent=2), "cluster.json", "application/json")
+if ss.cluster_upload is None:
+    st.caption("Share this view: the page's address carries the portfolio and every what-if change.")
+else:
+    st.caption("An uploaded portfolio has no share link (the file stays in your browser session).")

@@ -1,0 +1,99 @@
+"""AppTest of pages/cluster.py: it renders the shipped quarter, its what-if knobs recompute and travel in
+the URL, a link is validated on load, a bad what-if or upload is refused in one sentence, and every chart
+says what it shows in words."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from costcore import fmt
+from costcore.cluster import portfolio, results
+
+from shared import ROOT
+
+PAGE = str(ROOT / "pages" / "cluster.py")
+
+
+def _page(**params) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _metric(at, label):
+    return next(m.value for m in at.metric if m.label == label)
+
+
+@pytest.fixture(scope="module")
+def quarter():
+    return results.ClusterModel(portfolio.load("cluster-quarter"))
+
+
+def _charts_say_what_they_show(at) -> list[str]:
+    problems = []
+    for c in at.get("vega_lite_chart"):
+        spec = json.loads(c.proto.spec)
+        title = spec.get("title")
+        title = title.get("text") if isinstance(title, dict) else title
+        if not title:
+            problems.append("a chart without a title")
+
+        def views(s):
+            yield s
+            for sub in s.get("layer", []) or []:
+                yield from views(sub)
+        for v in views(spec):
+            for ch, enc in (v.get("encoding") or {}).items():
+                if isinstance(enc, dict) and "field" in enc and ch in ("x", "y", "color", "strokeDash", "opacity"):
+                    if not enc.get("title"):
+                        problems.append(f"{title}: {ch} ({enc['field']}) has no title")
+    return problems
+
+
+def test_the_page_shows_the_quarter_as_the_core_computes_it(quarter):
+    at = _page()
+    res = quarter.run()
+    assert at.title[0].value == "Shared cluster"
+    assert _metric(at, "Total cost") == fmt.usd(res.total_usd)
+    assert _metric(at, "Utilization of reserved GPUs") == fmt.pct(res.utilization)
+    assert _metric(at, "Deadlines missed") == str(res.summary["deadlines_missed"])
+    assert any("deadline at risk" in w.value for w in at.warning)
+    assert len(at.get("vega_lite_chart")) >= 4
+    assert not _charts_say_what_they_show(at)
+    assert at.query_params["c.p"] in ("cluster-quarter", ["cluster-quarter"])
+
+
+def test_a_what_if_recomputes_and_goes_into_the_link(quarter):
+    at = _page()
+    burst = next(t for t in at.toggle if t.label.startswith("Burst"))
+    burst.set_value(False)
+    at.run()
+    assert not at.exception
+    assert at.query_params["c.burst"] in ("off", ["off"])
+    assert _metric(at, "Total cost") == fmt.usd(quarter.run(burst=False).total_usd)
+
+
+def test_a_link_rebuilds_the_what_if_and_bad_parameters_are_named(quarter):
+    at = _page(**{"c.p": "cluster-quarter", "c.pool.h100": "640", "c.prio.research-lora-b": "99",
+                  "c.quota.nobody.h100": "8", "c.pool.a100": "many"})
+    want = quarter.run(pool_gpus={"h100": 640}, project_priority={"research-lora-b": 99})
+    assert _metric(at, "Total cost") == fmt.usd(want.total_usd)
+    text = " ".join(w.value for w in at.warning)
+    assert "2 link parameters were ignored" in text and "c.quota.nobody.h100" in text and "c.pool.a100" in text
+    assert any(n.value == 640 for n in at.number_input)
+
+
+def test_a_what_if_that_cannot_run_is_refused_in_one_sentence():
+    at = _page()
+    pool = next(n for n in at.number_input if n.label.startswith("h100 pool"))
+    pool.set_value(100)  # below the teams' quotas on it
+    at.run()
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert errors and "quota" in errors[0] and "\n" not in errors[0]
+    assert _metric(at, "Total cost").startswith("$")
