@@ -18,6 +18,8 @@ from pages import common
 
 DEFAULT = "cluster-quarter"
 IDLE_WORDS = {"quota": "By guaranteed quota", "use": "By GPU-hours used", "unallocated": "Left unallocated"}
+# common.RESOURCE_COLORS for the planner's resources, then preemption and idle capacity
+RESOURCE_COLORS = [common.RESOURCE_COLORS[r] for r in results.RESOURCE_TYPES[:-2]] + ["#FF9DA6", "#BAB0AC"]
 BY_WORDS = {"team": "Team", "project": "Project", "model_version": "Model version", "task_type": "Task type",
             "stage": "Stage", "resource": "Resource type", "pool": "Pool"}
 
@@ -101,10 +103,12 @@ def _gantt(res) -> None:
     seg = seg.assign(stage_name=[STAGE_LABELS[s] for s in seg["stage"]],
                      start=[fmt.days(v) for v in seg["start_day"]], end=[fmt.days(v) for v in seg["end_day"]])
     order = list(res.project_table.sort_values(["team", "start_day"])["project"])
-    base = alt.Chart(seg).encode(y=alt.Y("project:N", sort=order, title="Project"))
+    base = alt.Chart(seg).encode(y=alt.Y("project:N", sort=order, title="Project",
+                                         axis=alt.Axis(labelOverlap=False, labelLimit=220)))
     bars = base.mark_bar(height=9).encode(
-        x=alt.X("start_day:Q", title="Day of the horizon"), x2="end_day:Q",
-        color=alt.Color("team:N", title="Team"),
+        x=alt.X("start_day:Q", title="Day of the horizon", scale=alt.Scale(domain=[0, res.horizon_h / 24.0])),
+        x2="end_day:Q",
+        color=alt.Color("team:N", title="Team", legend=alt.Legend(symbolOpacity=1)),
         opacity=alt.Opacity("how:N", title="Segment", scale=alt.Scale(
             domain=["Ran to the end", "Preempted", "Burst (on-demand or spot)"], range=[1.0, 0.45, 0.7])),
         tooltip=[alt.Tooltip("project:N", title="Project"), alt.Tooltip("stage_name:N", title="Stage"),
@@ -112,7 +116,7 @@ def _gantt(res) -> None:
                  alt.Tooltip("end:N", title="End"), alt.Tooltip("how:N", title="Ended")])
     marks = base.transform_filter(alt.datum.preempted).mark_point(
         shape="cross", color="#d62728", size=60, filled=True).encode(x=alt.X("end_day:Q", title="Day of the horizon"))
-    common.show_chart((bars + marks).properties(height=16 * len(order) + 60),
+    common.show_chart((bars + marks).properties(height=alt.Step(18)),
                       "Jobs by team over the horizon (red crosses: preemptions)")
 
 
@@ -137,7 +141,9 @@ def _usage(res) -> None:
                                    "burst_gpus": "Burst GPUs"})
     line = alt.Chart(t).mark_line().encode(
         x=alt.X("day:Q", title="Day of the horizon"), y=alt.Y("value:Q", title="GPUs"),
-        color=alt.Color("series:N", title="Series"), strokeDash=alt.StrokeDash("series:N", title="Series"))
+        color=alt.Color("series:N", title="Series"),
+        strokeDash=alt.StrokeDash("series:N", title="Series", scale=alt.Scale(
+            domain=["Reserved GPUs held", "Guaranteed quota", "Burst GPUs"], range=[[1, 0], [6, 3], [2, 2]])))
     common.show_chart(line.properties(height=220), f"{team} on the {pool} pool: GPUs held against its quota")
 
 
@@ -152,13 +158,15 @@ def _attribution(res) -> None:
     a = res.attribute(["team", "resource"])
     a["resource"] = a["resource"].map(results.RESOURCE_WORDS)
     a["exact"] = [fmt.usd_exact(v) for v in a["usd"]]
+    words = [results.RESOURCE_WORDS[r] for r in results.RESOURCE_TYPES]
     bar = alt.Chart(a).mark_bar().encode(
-        x=alt.X("team:N", title="Team", sort="-y", axis=alt.Axis(labelAngle=-30)),
-        y=alt.Y("sum(usd):Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
-        color=alt.Color("resource:N", title="Resource type"),
+        y=alt.Y("team:N", title="Team", sort="-x", axis=alt.Axis(labelOverlap=False, labelLimit=220)),
+        x=alt.X("sum(usd):Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
+        color=alt.Color("resource:N", title="Resource type", legend=alt.Legend(labelLimit=320),
+                        scale=alt.Scale(domain=words, range=RESOURCE_COLORS)),
         tooltip=[alt.Tooltip("team:N", title="Team"), alt.Tooltip("resource:N", title="Resource type"),
                  alt.Tooltip("exact:N", title="Cost")])
-    common.show_chart(bar.properties(height=340), "Cost of each team by resource type")
+    common.show_chart(bar.properties(height=alt.Step(28)), "Cost of each team by resource type")
 
 
 def _deadlines(res) -> None:
@@ -177,6 +185,7 @@ def _deadlines(res) -> None:
                                         "wait_days": "Waited", "usd": "Cost"})
 
 
+common._leave_legacy_router()  # a deep link to /cluster on a fresh server goes through app.py's navigation
 st.title("Shared cluster")
 st.markdown("Many projects on one pool of reserved GPUs: each team has a guaranteed quota, may borrow what "
             "others leave idle and is preempted when the owner needs it back (Kueue's ClusterQueues in a "
@@ -205,11 +214,12 @@ if ss.cluster_upload is None:
 s = res.summary
 c = st.columns(5)
 c[0].metric("Total cost", fmt.usd(s["total_usd"]), help=fmt.usd_exact(s["total_usd"]))
-c[1].metric("Idle reserved capacity", fmt.usd(s["idle_usd"]), help=fmt.gpu_hours(s["idle_gpu_hours"]))
-c[2].metric("Utilization of reserved GPUs", fmt.pct(s["utilization"]))
+c[1].metric("Idle capacity", fmt.usd(s["idle_usd"]),
+            help=f"Reserved GPUs nobody held: {fmt.gpu_hours(s['idle_gpu_hours'])} at the reserved price")
+c[2].metric("Utilization", fmt.pct(s["utilization"]), help="Reserved GPU-hours held / reserved GPU-hours paid for")
 c[3].metric("Deadlines missed", f"{s['deadlines_missed']}", help=f"{s['deadlines_at_risk']} more at risk")
-c[4].metric("Burst GPU-hours", fmt.gpu_hours(s["burst_gpu_hours"]),
-            help=f"lost to preemption: {fmt.gpu_hours(s['lost_gpu_hours'])}")
+c[4].metric("Burst GPU-hours", fmt.num(s["burst_gpu_hours"]),
+            help=f"On-demand or spot GPU-hours; lost to preemption: {fmt.gpu_hours(s['lost_gpu_hours'])}")
 _deadlines(res)
 _gantt(res)
 _usage(res)

@@ -60,7 +60,7 @@ def test_the_page_shows_the_quarter_as_the_core_computes_it(quarter):
     res = quarter.run()
     assert at.title[0].value == "Shared cluster"
     assert _metric(at, "Total cost") == fmt.usd(res.total_usd)
-    assert _metric(at, "Utilization of reserved GPUs") == fmt.pct(res.utilization)
+    assert _metric(at, "Utilization") == fmt.pct(res.utilization)
     assert _metric(at, "Deadlines missed") == str(res.summary["deadlines_missed"])
     assert any("deadline at risk" in w.value for w in at.warning)
     assert len(at.get("vega_lite_chart")) >= 4
