@@ -1,0 +1,45 @@
+"""The Shared cluster page in headless Chromium on the real server: a deep link to /cluster with a
+what-if in its address shows the core's total, every chart is drawn with a size, and no exception.
+
+Skipped locally without chromium or playwright, failed under CI (tests/server_support.require_chromium).
+"""
+from __future__ import annotations
+
+import pytest
+
+from server_support import CHROMIUM_ARGS, require_chromium, server_for_tests
+
+CHROMIUM = require_chromium()
+from playwright.sync_api import expect, sync_playwright  # noqa: E402
+
+from costcore import fmt  # noqa: E402
+from costcore.cluster import portfolio, results  # noqa: E402
+
+CHART = '[data-testid="stVegaLiteChart"]'
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    with server_for_tests(tmp_path_factory.mktemp("cluster") / "server.log", 90) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            p = browser.new_page(viewport={"width": 1400, "height": 900})
+            p.set_default_timeout(90_000)
+            p.goto(base + "/cluster?c.p=cluster-quarter&c.burst=off")
+            yield p
+        finally:
+            browser.close()
+
+
+def test_a_deep_link_with_a_what_if_renders_the_core_numbers(page):
+    want = results.ClusterModel(portfolio.load("cluster-quarter")).run(burst=False)
+    metric = page.locator('[data-testid="stMetric"]').filter(has_text="Total cost").first
+    expect(metric.locator('[data-testid="stMetricValue"]')).to_have_text(fmt.usd(want.total_usd))
+    expect(page.locator(CHART)).to_have_count(4)
+    for k in range(4):
+        box = page.locator(CHART).nth(k).bounding_box()
+        assert box and box["width"] > 300 and box["height"] > 150, box
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert "c.burst=off" in page.url and "c.p=cluster-quarter" in page.url
+    nav = page.locator('[data-testid="stSidebarNav"]')
+    expect(nav).to_contain_text("Shared cluster")
