@@ -13,6 +13,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from costcore import api
 from costcore.cluster import focus, portfolio, results
@@ -95,6 +97,38 @@ def test_a_project_alone_on_an_ample_cluster_costs_what_the_estimate_says(warm_k
     assert row["gpu_hours"] == pytest.approx(alone.gpu_hours, rel=1e-12)
     assert row["wait_days"] == 0 and row["preempted_gpu_hours"] == 0
     assert res.total_usd == pytest.approx(alone.total_usd + res.idle_usd_by_pool.sum(), abs=0.01)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(preset=st.sampled_from(["qlora-single-gpu", "alpaca-7b-sft", "vertical-7b-lora", "scratch-7b"]),
+       start=st.integers(0, 30), price=st.sampled_from([0.8, 1.5, 2.6]), rule=st.sampled_from(portfolio.IDLE_RULES),
+       others=st.integers(0, 2))
+def test_any_project_alone_costs_its_estimate_whatever_the_pool_and_the_idle_rule(warm_kernels, preset, start,
+                                                                                 price, rule, others):
+    # an ample pool (4,096 GPUs), the project's team owns it all; `others` idle teams without quota
+    pf = {"horizon_days": 60, "idle_rule": rule,
+          "pools": {"p": {"gpu": "h100-80gb", "gpus": 4096, "reserved_usd_per_gpu_hour": price}},
+          "teams": {"t": {"quota_gpus": 4096}, **{f"idle{k}": {"quota_gpus": 0} for k in range(others)}},
+          "projects": {"x": {"team": "t", "preset": preset, "start_day": start, "pool": "p"}}}
+    p = portfolio.load(pf)
+    res = results.ClusterModel(p).run()
+    alone = api.estimate(p.projects["x"].scenario)
+    row = res.project_table.iloc[0]
+    assert row["usd"] == pytest.approx(alone.total_usd, abs=0.01)
+    assert row["start_day"] == start and row["wait_days"] == 0
+    assert res.attribution["cents"].sum() == res.total_cents
+
+
+def test_nodes_give_the_gpus_and_the_cluster_storage_prices_reach_every_project():
+    pf = copy.deepcopy(SMALL)
+    pf["pools"]["a100"] = {"gpu": "a100-80gb", "nodes": 2}
+    pf["storage"] = {"hot_usd_per_gb_month": 0.05}
+    p = portfolio.load(pf)
+    assert p.pools["a100"].gpus == 16 and p.pools["a100"].nodes == 2
+    assert all(q.scenario["storage"]["hot_usd_per_gb_month"] == 0.05 for q in p.projects.values())
+    pf["pools"]["a100"]["gpus"] = 12
+    with pytest.raises(ScenarioError, match=r"pools\.a100\.gpus.*2 nodes"):
+        portfolio.load(pf)
 
 
 # ---------------------------------------------------------------------------

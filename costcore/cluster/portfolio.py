@@ -29,8 +29,10 @@ MAX_TEAMS = 500
 MAX_POOLS = 20
 MAX_DAYS = 3_660.0  # ten years
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-TOP_KEYS = ("name", "description", "horizon_days", "start_date", "idle_rule", "burst", "pools", "teams", "projects")
-POOL_KEYS = ("gpu", "gpus", "reserved_usd_per_gpu_hour", "burst")
+TOP_KEYS = ("name", "description", "horizon_days", "start_date", "idle_rule", "burst", "storage", "pools", "teams",
+            "projects")
+POOL_KEYS = ("gpu", "gpus", "nodes", "reserved_usd_per_gpu_hour", "burst")
+STORAGE_KEYS = ("hot_usd_per_gb_month", "cold_usd_per_gb_month", "object_usd_per_gb_month")
 BURST_KEYS = ("kind", "usd_per_gpu_hour", "max_gpus")
 TEAM_KEYS = ("quota_gpus", "borrowing_limit_gpus", "priority")
 PROJECT_KEYS = ("team", "preset", "scenario", "set", "model_version", "task_type", "start_day", "deadline_day",
@@ -47,6 +49,11 @@ class Pool:
     burst_kind: str = "on_demand"
     burst_usd_per_gpu_hour: float = 0.0
     burst_max_gpus: int = 0
+
+    @property
+    def nodes(self) -> int:
+        """Whole nodes of the catalog's GPUs per node (hardware.yaml gpus_per_node) in the pool."""
+        return self.gpus // int(schema.CATALOG[self.gpu]["gpus_per_node"])
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,7 @@ class Portfolio:
     teams: dict
     projects: dict
     description: str = ""
-    meta: dict = field(default_factory=dict)
+    storage: dict = field(default_factory=dict)
 
     def project_priority(self, name: str) -> int:
         """A project's workload priority: its own, else its team's (a default WorkloadPriorityClass)."""
@@ -187,6 +194,13 @@ def _pool(name: str, d, path: str) -> Pool:
     if gpu not in schema.GPU_NAMES:
         raise ScenarioError(f"{path}.gpu", "must be a GPU of the catalog: " + ", ".join(schema.GPU_NAMES),
                             value=gpu if isinstance(gpu, str) else None)
+    per_node = int(schema.CATALOG[gpu]["gpus_per_node"])
+    if "nodes" in d:
+        nodes = number(d["nodes"], f"{path}.nodes", 1, 100_000, "nodes", integer=True)
+        if "gpus" in d and d["gpus"] != nodes * per_node:
+            raise ScenarioError(f"{path}.gpus", f"is {d['gpus']} but {nodes:,} nodes of {gpu} hold "
+                                                f"{nodes * per_node:,} GPUs ({per_node} per node); give one of the two")
+        d = {**d, "gpus": nodes * per_node}
     gpus = number(d.get("gpus"), f"{path}.gpus", 1, 1_000_000, "GPUs", integer=True)
     price = d.get("reserved_usd_per_gpu_hour", schema.CATALOG[gpu]["usd_per_gpu_hour"])
     price = number(price, f"{path}.reserved_usd_per_gpu_hour", 0, 1000, "$/GPU-hour")
@@ -228,8 +242,9 @@ def _team(name: str, d, pools: dict) -> Team:
     return Team(name, quota, limit, prio)
 
 
-def _project_scenario(name: str, d: dict, pools: dict) -> tuple[dict, str, str]:
-    """(validated scenario placed on its pool, pool name, preset name or '')."""
+def _project_scenario(name: str, d: dict, pools: dict, storage: dict) -> tuple[dict, str, str]:
+    """(validated scenario placed on its pool, pool name, preset name or ''). The cluster's storage prices
+    apply first, then the project's own ``set`` overrides."""
     path = f"projects.{name}"
     if ("preset" in d) == ("scenario" in d):
         raise ScenarioError(path, "needs exactly one of preset (a preset name) or scenario (an inline scenario)")
@@ -242,6 +257,8 @@ def _project_scenario(name: str, d: dict, pools: dict) -> tuple[dict, str, str]:
         where = "preset" if "preset" in d else "scenario"
         raise ScenarioError(f"{path}.{where}", str(err), value=err.value, allowed=err.allowed) from None
     sets = _mapping(d.get("set", {}) or {}, f"{path}.set")
+    for key, value in storage.items():
+        raw = schema.set_path(raw, f"storage.{key}", value)
     for key, value in sets.items():
         if not isinstance(key, str) or not key or key in ("hardware.gpu", "hardware.usd_per_gpu_hour"):
             raise ScenarioError(f"{path}.set", "keys are dotted settings; the GPU and its price come from the pool")
@@ -264,7 +281,7 @@ def _project_scenario(name: str, d: dict, pools: dict) -> tuple[dict, str, str]:
     return scn, pool, d.get("preset", "")
 
 
-def _project(name: str, d, pools: dict, teams: dict, horizon: float) -> Project:
+def _project(name: str, d, pools: dict, teams: dict, storage: dict) -> Project:
     path = f"projects.{name}"
     d = _mapping(d, path)
     _keys(d, PROJECT_KEYS, path)
@@ -272,7 +289,7 @@ def _project(name: str, d, pools: dict, teams: dict, horizon: float) -> Project:
     if team not in teams:
         shown = str(team)[:40] if team is not None else "none"
         raise ScenarioError(f"{path}.team", f"names an unknown team {shown!r}; teams: " + ", ".join(teams))
-    scn, pool, preset = _project_scenario(name, d, pools)
+    scn, pool, preset = _project_scenario(name, d, pools, storage)
     start = number(d.get("start_day", 0), f"{path}.start_day", 0, MAX_DAYS, "days")
     deadline = d.get("deadline_day")
     if deadline is not None:
@@ -349,7 +366,10 @@ def validate(data: Any) -> Portfolio:
     pools = {n: _pool(n, v, f"pools.{n}") for n, v in _entries(d, "pools", MAX_POOLS).items()}
     teams = {n: _team(n, v, pools) for n, v in _entries(d, "teams", MAX_TEAMS).items()}
     check_capacity(pools, teams)
-    projects = {n: _project(n, v, pools, teams, horizon) for n, v in _entries(d, "projects", MAX_PROJECTS).items()}
+    storage = _mapping(d.get("storage", {}) or {}, "storage")
+    _keys(storage, STORAGE_KEYS, "storage")
+    storage = {k: number(v, f"storage.{k}", 0, 100, "$/GB-month") for k, v in storage.items()}
+    projects = {n: _project(n, v, pools, teams, storage) for n, v in _entries(d, "projects", MAX_PROJECTS).items()}
     _check_dependencies(projects)
     return Portfolio(_text(d.get("name"), "name") or "Shared cluster", horizon, start, rule, burst, pools, teams,
-                     projects, _text(d.get("description"), "description", 2000))
+                     projects, _text(d.get("description"), "description", 2000), storage)
