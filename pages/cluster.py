@@ -105,19 +105,18 @@ def _gantt(res) -> None:
     order = list(res.project_table.sort_values(["team", "start_day"])["project"])
     base = alt.Chart(seg).encode(y=alt.Y("project:N", sort=order, title="Project",
                                          axis=alt.Axis(labelOverlap=False, labelLimit=220)))
-    bars = base.mark_bar(height=9).encode(
+    bars = base.mark_bar(height=10, strokeWidth=2).encode(
         x=alt.X("start_day:Q", title="Day of the horizon", scale=alt.Scale(domain=[0, res.horizon_h / 24.0])),
         x2="end_day:Q",
         color=alt.Color("team:N", title="Team", legend=alt.Legend(symbolOpacity=1)),
         opacity=alt.Opacity("how:N", title="Segment", scale=alt.Scale(
             domain=["Ran to the end", "Preempted", "Burst (on-demand or spot)"], range=[1.0, 0.45, 0.7])),
+        stroke=alt.condition(alt.datum.preempted, alt.value("#d62728"), alt.value(None)),
         tooltip=[alt.Tooltip("project:N", title="Project"), alt.Tooltip("stage_name:N", title="Stage"),
                  alt.Tooltip("gpus:Q", title="GPUs"), alt.Tooltip("start:N", title="Start"),
                  alt.Tooltip("end:N", title="End"), alt.Tooltip("how:N", title="Ended")])
-    marks = base.transform_filter(alt.datum.preempted).mark_point(
-        shape="cross", color="#d62728", size=60, filled=True).encode(x=alt.X("end_day:Q", title="Day of the horizon"))
-    common.show_chart((bars + marks).properties(height=alt.Step(18)),
-                      "Jobs by team over the horizon (red crosses: preemptions)")
+    common.show_chart(bars.properties(height=alt.Step(18)),
+                      "Jobs by team over the horizon (outlined in red: runs cut by a preemption)")
 
 
 def _usage(res) -> None:

@@ -384,17 +384,21 @@ class ClusterResult:
         edges = np.arange(0.0, self.horizon_h + step_days * 24.0, step_days * 24.0)
         j = s[:, 0].astype(np.int64)
         burst = s[:, 3] == ck.KIND_BURST
-        rows = []
+        cols: dict = {"day": [], "team": [], "pool": [], "gpus": [], "burst_gpus": [], "quota_gpus": []}
+        steps = len(edges) - 1
         for ti, team in enumerate(pf.teams):
             for pi, pool in enumerate(pf.pools):
                 sel = (jt.team[j] == ti) & (jt.pool[j] == pi)
-                cols = {}
                 for key, mask in (("gpus", sel & ~burst), ("burst_gpus", sel & burst)):
-                    cols[key] = _held_per_step(s[mask, 1], s[mask, 2], jt.gpus[j[mask]], edges) / (step_days * 24.0)
-                rows.append(pd.DataFrame({"day": edges[:-1] / 24.0, "team": team, "pool": pool,
-                                          "gpus": cols["gpus"], "burst_gpus": cols["burst_gpus"],
-                                          "quota_gpus": pf.teams[team].quota_gpus[pool]}))
-        return pd.concat(rows, ignore_index=True)
+                    cols[key].append(_held_per_step(s[mask, 1], s[mask, 2], jt.gpus[j[mask]], edges)
+                                     / (step_days * 24.0))
+                cols["day"].append(edges[:-1] / 24.0)
+                cols["team"] += [team] * steps
+                cols["pool"] += [pool] * steps
+                cols["quota_gpus"].append(np.full(steps, pf.teams[team].quota_gpus[pool]))
+        for key in ("day", "gpus", "burst_gpus", "quota_gpus"):
+            cols[key] = np.concatenate(cols[key])
+        return pd.DataFrame(cols)
 
     @cached_property
     def segment_table(self) -> pd.DataFrame:
