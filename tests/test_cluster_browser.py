@@ -34,12 +34,13 @@ def page(tmp_path_factory):
 def test_a_deep_link_with_a_what_if_renders_the_core_numbers(page):
     want = results.ClusterModel(portfolio.load("cluster-quarter")).run(burst=False)
     metric = page.locator('[data-testid="stMetric"]').filter(has_text="Total cost").first
-    expect(metric.locator('[data-testid="stMetricValue"]')).to_have_text(fmt.usd(want.total_usd))
-    expect(page.locator(CHART)).to_have_count(4)
+    # the first session of a fresh server loads the kernels and estimates the quarter: a generous wait
+    expect(metric.locator('[data-testid="stMetricValue"]')).to_have_text(fmt.usd(want.total_usd), timeout=90_000)
+    expect(page.locator(CHART)).to_have_count(4, timeout=30_000)
     for k in range(4):
         box = page.locator(CHART).nth(k).bounding_box()
         assert box and box["width"] > 300 and box["height"] > 150, box
     assert page.locator('[data-testid="stException"]').count() == 0
     assert "c.burst=off" in page.url and "c.p=cluster-quarter" in page.url
     nav = page.locator('[data-testid="stSidebarNav"]')
-    expect(nav).to_contain_text("Shared cluster")
+    expect(nav).to_contain_text("Shared cluster", timeout=30_000)
