@@ -163,6 +163,28 @@ class Result:
         row = self.resource_matrix()[STAGES.index(stage)]
         return {r: float(v) for r, v in zip(RESOURCES, row)}
 
+    def fine_tuning_view(self, stage: str) -> dict[str, Any]:
+        """What a fine-tuner compares first, for one training stage (issue 15's JSON contract).
+
+        ``memory_breakdown_gb``: the stage's plan memory per GPU by kind (weights, gradients,
+        optimizer states, activations, buffers; optimizer states paged to the CPU are not on the
+        GPU). They sum to ``memory_per_gpu_gb`` except in RL, whose figure is the larger of the
+        training plan and a rollout replica. ``tokens_per_s_per_gpu``: trained tokens per second
+        per GPU as the stage sustains them (data-pipeline stalls included); ``epoch_hours``:
+        wall-clock hours of one pass over the stage's data at that rate (failures, checkpoint
+        stalls and repeated experiments not included).
+        """
+        st = self.stats[STAGES.index(stage)]
+
+        def k(name):
+            return float(st[STATS.index(name)])
+        return {"memory_breakdown_gb": {"weights": k("mem_weights_gb"), "gradients": k("mem_grads_gb"),
+                                        "optimizer": k("mem_optimizer_gb"), "activations": k("mem_activations_gb"),
+                                        "buffers": k("mem_buffers_gb")},
+                "optimizer_paged_out_gb": k("mem_paged_gb"),
+                "tokens_per_s_per_gpu": k("tokens_per_s_per_gpu"), "epoch_hours": k("epoch_hours"),
+                "data_stall_gpu_hours": k("data_stall_gpu_hours")}
+
     def to_dict(self) -> dict[str, Any]:
         m = self.resource_matrix()
         stages = {}
@@ -188,6 +210,7 @@ class Result:
             }
             if s in TRAINING_STAGES:
                 stages[s]["plan"] = self.plan(s)
+                stages[s].update(self.fine_tuning_view(s))
         out = {
             "name": self.scenario.get("name", ""),
             "feasible": self.feasible,

@@ -148,6 +148,26 @@ def apply(path: str, value) -> bool:
         return False
 
 
+def apply_scenario(cand: dict) -> bool:
+    """Replace the scenario with ``cand`` (a model picked, a config read); on bad input keep the last good one."""
+    ss = st.session_state
+    try:
+        ss.scenario = schema.validate(cand)
+        ss.rev += 1  # widgets bound to the old model's values are rebuilt
+        return True
+    except ScenarioError as err:
+        ss.messages.append(str(err))
+        return False
+
+
+def gpu_label(scn: dict) -> str:
+    """The GPU in words: its catalog name, or a custom GPU's own name."""
+    gpu = schema.effective_value(scn, "hardware.gpu")
+    if gpu == "custom" and schema.effective_value(scn, "hardware.gpu_name"):
+        return f"Custom GPU: {schema.effective_value(scn, 'hardware.gpu_name')}"
+    return str(schema.CATALOG[gpu]["label"])
+
+
 def set_stage(stage: str, on: bool) -> None:
     ss = st.session_state
     stages = dict(ss.scenario.get("stages", {}))
@@ -183,6 +203,10 @@ CHOICE_WORDS = {
     "reference": {"live": "Live", "precomputed": "Precomputed", "none": "None"},
     "algorithm": {"grpo": "GRPO", "ppo": "PPO"},
     "reward": {"model": "Reward model", "rule": "Rule-based verifier"},
+    "optimizer": {"adamw": "AdamW", "adamw_8bit": "8-bit AdamW", "paged_adamw_8bit": "Paged 8-bit AdamW",
+                  "adafactor": "Adafactor", "sgd": "SGD with momentum"},
+    "offload": {"none": "None", "optimizer": "Optimizer states", "optimizer_and_params": "Optimizer states and weights"},
+    "base_bits": {16: "16-bit (BF16)", 8: "8-bit (LLM.int8)", 4: "4-bit (NF4)"},
 }
 
 
@@ -254,6 +278,10 @@ def _knob_widget(ss, key, path, label, lo, hi, step, widget, fmt_str, help, opti
                              help=tip, min_value=_dt.date(2000, 1, 1), max_value=_dt.date(2100, 12, 31))
     if f.kind == "str":
         return st.text_input(label, value=str(cur), key=key, on_change=changed, help=tip, max_chars=100)
+    if options is not None:  # a number from a short list (bits per weight): a choice in words
+        choices = list(options)
+        return st.selectbox(label, choices, index=choices.index(cur) if cur in choices else 0, key=key,
+                            on_change=changed, help=tip, format_func=lambda c: choice_words(path, c))
     is_int = f.kind == "int"
     cast = int if is_int else float
     lo = cast(f.lo if lo is None else lo)
@@ -412,7 +440,7 @@ def frame(title: str, intro: str) -> api.Result:
     ss.messages = []
     name = md_escape(ss.scenario.get("name", ""))
     st.caption(f"Scenario: **{name}** · preset `{ss.preset}` · {len(res.stages)} stage(s) · "
-               f"{costcore.scenario.schema.CATALOG[schema.effective_value(ss.scenario, 'hardware.gpu')]['label']}")
+               f"{md_escape(gpu_label(ss.scenario))}")
     if not res.feasible:  # no headline numbers for a plan that cannot run: the reason stands where they would be
         st.error("**No total: the plan is infeasible.**\n\n" + "\n".join(f"- {md_escape(x)}" for x in res.infeasible)
                  + "\n\nThe pages below still show each stage's figures as planned, to help find a layout "

@@ -1,78 +1,145 @@
-"""Full fine-tuning vs LoRA vs QLoRA on the same data."""
+"""Fine-tuning workbench: pick a model and a GPU, set the optimizer and memory techniques, compare methods."""
 import altair as alt
 import pandas as pd
 import streamlit as st
 
-import costcore
 from costcore import fmt
-from costcore.scenario import schema
+from costcore.analysis import finetune
+from costcore.errors import ScenarioError
+from costcore.scenario import hfconfig, schema
 from pages import common
 
 res = common.frame(
-    "Fine-tuning methods",
-    "The same SFT data trained three ways. **Full** fine-tuning updates every weight (6N FLOPs per token, "
-    "16-20 bytes of model state per parameter). **LoRA** freezes the base and trains low-rank adapters "
-    "(about 4N FLOPs per token: no weight gradients for the base; 2 bytes per base parameter). **QLoRA** "
-    "stores the base in 4-bit NF4 (about 0.52 bytes per parameter) and pays a dequantization overhead.")
+    "Fine-tuning workbench",
+    "Pick a model and a GPU, choose the optimizer and the memory techniques, and see full fine-tuning, "
+    "LoRA and QLoRA (and any other method you add) side by side on the same data: throughput, time per "
+    "epoch, GPU-hours, compute dollars apart from data and people, and memory per GPU by kind against "
+    "the GPU's usable memory. Every figure comes from the job-layout model of the SFT stage (the Job "
+    "layout page shows its plan; the Glossary explains the terms).")
 
+ss = common.state()
+if "sft" not in ss.scenario.get("stages", {}):
+    st.info("Supervised fine-tuning is off in this scenario; it is switched on with default settings below.")
+    common.set_stage("sft", True)
 scn = common.scenario()
-if "sft" not in scn.get("stages", {}):
-    st.info("SFT is off in this scenario: the comparison below uses SFT with default settings. "
-            "Switch it on to plan it.")
-    scn = schema.validate(dict(scn, stages=dict(scn.get("stages", {}), sft={})))
-common.knob_columns([("stages.sft.samples", "Samples", 1000, 5_000_000, 1000, "log")],
-                    [("stages.sft.lora_rank", "LoRA rank", 1, 256, 1)],
-                    [("stages.sft.num_gpus", "GPUs for SFT (0 = sidebar value)", None, None, 1, "number")])
-scn = common.scenario() if "sft" in common.scenario().get("stages", {}) else scn
+MODELS = hfconfig.shipped_configs()
 
-METHOD_WORDS = common.CHOICE_WORDS["method"]
-rows = []
-for method in ("full", "lora", "qlora"):
-    r = costcore.estimate(schema.set_path(scn, "stages.sft.method", method))
-    rows.append({"method": METHOD_WORDS[method], "usd": r.stat("sft", "usd_total"),
-                 "compute_usd": r.stage_usd("sft")["compute"] + r.stage_usd("sft")["hidden"],
-                 "gpu_hours": r.stat("sft", "gpu_hours"), "wall_days": r.stat("sft", "wall_days"),
-                 "checkpoint_gb": r.stat("sft", "ckpt_gb"), "memory_gb": r.stat("sft", "memory_per_gpu_gb"),
-                 "fits": r.stat("sft", "fits") > 0.5, "min_gpus": int(r.stat("sft", "min_gpus")),
-                 "trainable_b": r.stat("sft", "trainable_params_b")})
-df = pd.DataFrame(rows)
-current = schema.effective_value(scn, "stages.sft.method")
-st.markdown(f"Current plan uses **{METHOD_WORDS.get(current, current)}**. GPUs: {int(res.stat('sft', 'num_gpus')) if 'sft' in res.stages else int(schema.effective_value(scn, 'hardware.num_gpus'))} × "
-            f"{schema.CATALOG[schema.effective_value(scn, 'hardware.gpu')]['label']}.")
-show = df.copy()
-show["wall"] = show.wall_days.map(fmt.days)
-show["checkpoint"] = show.checkpoint_gb.map(fmt.gb)
-show["memory per GPU"] = show.memory_gb.map(lambda v: f"{v:,.1f} GB")
-show["min GPUs"] = show.apply(lambda r: f"{r.min_gpus:,}" if r.min_gpus > 0 else "no fit", axis=1)
-show["trainable params"] = show.trainable_b.map(lambda v: f"{v * 1e3:,.1f} M" if v < 1 else f"{v:,.2f} B")
-show["usd"] = show.usd.map(fmt.usd)
-show["compute_usd"] = show.compute_usd.map(fmt.usd)
-show["gpu_hours"] = show.gpu_hours.map(fmt.gpu_hours)
-show["fits"] = show.fits.map(lambda f: "yes" if f else "no")
-show = show.rename(columns={"method": "Method", "usd": "SFT cost", "compute_usd": "GPU cost", "gpu_hours": "GPU-hours",
-                            "wall": "Wall-clock time", "checkpoint": "Checkpoint", "memory per GPU": "Memory per GPU",
-                            "fits": "Fits", "min GPUs": "Fewest GPUs that fit", "trainable params": "Trainable parameters"})
-st.dataframe(show[["Method", "SFT cost", "GPU cost", "GPU-hours", "Wall-clock time", "Checkpoint", "Memory per GPU",
-                   "Fits", "Fewest GPUs that fit", "Trainable parameters"]], hide_index=True, width="stretch")
-for r in rows:
-    if not r["fits"]:
-        st.warning(f"{r['method']}: needs {r['memory_gb']:,.1f} GB per GPU and does not fit on this GPU count; "
-                   + (f"at least {r['min_gpus']:,} GPUs would." if r["min_gpus"] > 0 else
-                      "no GPU count fits with this sharding (try ZeRO-3 or more tensor parallelism)."))
+st.subheader("Model and GPU")
+left, right = st.columns(2)
+with left:
+    current = (scn.get("model") or {}).get("name", "")
+    options = [""] + list(MODELS)
+    key = f"ft:model:{ss.rev}"
 
-def method_bars(col: str, title: str, log: bool = False):
-    # a log axis has no zero: bars start from below the smallest value instead
-    extra = {"y2": alt.datum(float(df[col][df[col] > 0].min()) / 4)} if log and (df[col] > 0).any() else {}
-    return alt.Chart(df).mark_bar().encode(
-        x=alt.X("method:N", title="Method", sort=list(METHOD_WORDS.values()), axis=alt.Axis(labelAngle=0)),
-        y=alt.Y(f"{col}:Q", title=title, scale=alt.Scale(type="log") if log else alt.Scale()),
-        **extra,
-        color=alt.Color("method:N", scale=alt.Scale(domain=list(METHOD_WORDS.values()),
-                                                    range=["#4C78A8", "#54A24B", "#F58518"]), legend=None),
-        tooltip=[alt.Tooltip("method:N", title="Method"), alt.Tooltip(f"{col}:Q", format=",.1f", title=title)],
-    ).properties(width=230, height=240, title=title)
+    def picked():
+        common.apply_scenario(schema.pick_model(ss.scenario, st.session_state[key]))
 
+    st.selectbox("Model", options, index=options.index(current) if current in options else 0, key=key,
+                 on_change=picked, format_func=lambda n: MODELS[n]["label"] if n else "Any size (shape from the size)",
+                 help="A shipped open model sets its exact shape from its config.json (python -m costcore models "
+                      "lists them). 'Any size' derives a Llama-style shape from the size slider in the sidebar.")
+    with st.expander("Upload or paste a config.json"):
+        up = st.file_uploader("config.json", type=["json"], key=f"ft:cfgfile:{ss.rev}")
+        text = st.text_area("or paste its text", key=f"ft:cfgtext:{ss.rev}", height=100)
+        if st.button("Use this config", key=f"ft:cfguse:{ss.rev}"):
+            source = up.getvalue() if up is not None else text
+            try:
+                common.apply_scenario(schema.use_shape(ss.scenario, hfconfig.parse_hf_config(source)))
+                st.rerun()
+            except ScenarioError as err:
+                st.error(common.md_escape(str(err)))
+    v = schema.effective_value
+    st.caption(f"Shape: {res.stat('sft', 'model_layers'):,.0f} layers, hidden {res.stat('sft', 'model_hidden'):,.0f}, "
+               f"{v(scn, 'model.heads') or 'derived'} heads, {v(scn, 'model.kv_heads') or 'all'} key/value heads, "
+               f"vocabulary {v(scn, 'model.vocab'):,}; {fmt.num(v(scn, 'model.params_b'))}B parameters"
+               + (f", {v(scn, 'model.experts')} routed experts" if v(scn, "model.experts") else "") + ".")
+with right:
+    st.markdown(f"**GPU:** {common.md_escape(common.gpu_label(common.scenario()))}, "
+                f"{fmt.gb(res.stat('sft', 'usable_memory_gb'))} usable. Choose it in the sidebar; "
+                "*Custom GPU* there opens its figures here.")
+    if schema.effective_value(common.scenario(), "hardware.gpu") == "custom":
+        common.knob_columns(
+            [("hardware.gpu_name", "Name", None, None, None, "number"),
+             ("hardware.peak_tflops", "Peak BF16 TFLOP/s", None, None, 1.0, "number"),
+             ("hardware.fp8_peak_tflops", "Peak FP8 TFLOP/s", None, None, 1.0, "number"),
+             ("hardware.memory_gb", "Memory (GB)", None, None, 1.0, "number")],
+            [("hardware.mem_bandwidth_tbs", "Memory bandwidth (TB/s)", None, None, 0.1, "number"),
+             ("hardware.gpus_per_node", "GPUs per NVLink domain", None, None, 1.0, "number"),
+             ("hardware.inter_node_gbs", "Network per GPU (GB/s)", None, None, 1.0, "number"),
+             ("hardware.usd_per_gpu_hour", "Price per GPU-hour ($)", None, None, 0.1, "number")])
+    common.knob("stages.sft.num_gpus", "GPUs for fine-tuning (0 = the sidebar's count)", None, None, 1, "number")
 
-chart = alt.hconcat(method_bars("gpu_hours", "GPU-hours (billed)"), method_bars("memory_gb", "Memory per GPU (GB)"),
-                    method_bars("checkpoint_gb", "Checkpoint size (GB, log scale)", log=True))
-st.altair_chart(chart.properties(title="Full fine-tuning, LoRA and QLoRA side by side"))
+st.subheader("Optimizer and memory techniques")
+common.knob_columns(
+    [("stages.sft.optimizer", "Optimizer"), ("stages.sft.offload", "CPU offload (ZeRO-Offload)")],
+    [("stages.sft.base_bits", "Frozen base weights (LoRA)", None, None, None, "slider", None, None, [16, 8, 4]),
+     ("stages.sft.lora_rank", "LoRA rank", 1, 256, 1, "pow2")],
+    [("stages.sft.grad_accum", "Gradient accumulation (0 = from the global batch)", 0, 256, 1),
+     ("stages.sft.recompute", "Activation recompute (full = gradient checkpointing)")],
+    [("stages.sft.samples", "Samples", 1000, 5_000_000, 1000, "log"),
+     ("stages.sft.loader_tokens_per_s_per_node", "Data loader speed (tokens/s per node, 0 = not a limit)",
+      0, 10_000_000, 1000, "log")])
+
+st.subheader("Methods side by side")
+names = list(finetune.methods())
+words = {k: v["label"] for k, v in finetune.methods().items()}
+chosen = st.multiselect("Methods", names, default=list(finetune.DEFAULT_METHODS), format_func=words.get,
+                        key="ft:methods") or list(finetune.DEFAULT_METHODS)
+show_people = st.toggle("Show data and people costs", value=False, key="ft:people",
+                        help="Off: only what the GPUs cost (productive and hidden time) is compared.")
+rows = pd.DataFrame(finetune.compare_methods(common.scenario(), chosen))
+table = pd.DataFrame({
+    "Method": rows.label,
+    "Tokens/s per GPU": rows.tokens_per_s_per_gpu.map(fmt.num),
+    "Time per epoch": rows.epoch_hours.map(lambda h: fmt.duration_s(h * 3600.0)),
+    "GPU-hours": rows.gpu_hours.map(fmt.gpu_hours),
+    "GPU cost": rows.compute_usd.map(fmt.usd),
+    "Memory per GPU": rows.memory_per_gpu_gb.map(fmt.gb),
+    "Fits": rows.fits.map(lambda f: "yes" if f else "no"),
+    "Fewest GPUs that fit": rows.min_gpus.map(lambda g: f"{g:,}" if g > 0 else "none"),
+    "Trainable parameters": rows.trainable_params_b.map(lambda b: f"{fmt.num(b)}B" if b >= 1 else f"{fmt.num(b * 1e3)}M"),
+})
+if show_people:
+    table["Data cost"] = rows.data_usd.map(fmt.usd)
+    table["People and platform"] = rows.people_usd.map(fmt.usd)
+    table["Total"] = rows.usd_total.map(fmt.usd)
+st.dataframe(table, hide_index=True, width="stretch")
+
+mem = rows.melt(id_vars=["label"], value_vars=[f"memory_{k}_gb" for k in finetune.MEMORY_KINDS],
+                var_name="kind", value_name="gb")
+mem["kind"] = mem.kind.map(lambda c: finetune.MEMORY_WORDS[c[len("memory_"):-len("_gb")]])
+order = [finetune.MEMORY_WORDS[k] for k in finetune.MEMORY_KINDS]
+bars = alt.Chart(mem).mark_bar().encode(
+    x=alt.X("label:N", title="Method", sort=list(rows.label), axis=alt.Axis(labelAngle=0, labelLimit=160)),
+    y=alt.Y("gb:Q", title="Memory per GPU (GB)", stack="zero"),
+    color=alt.Color("kind:N", title="Memory", sort=order, scale=alt.Scale(domain=order)),
+    order=alt.Order("kind_order:Q"),
+    tooltip=[alt.Tooltip("label:N", title="Method"), alt.Tooltip("kind:N", title="Memory"),
+             alt.Tooltip("gb:Q", title="GB", format=",.2f")],
+).transform_calculate(kind_order=f"indexof({order!r}, datum.kind)")
+cap = float(rows.usable_memory_gb.iloc[0])
+line = alt.Chart(pd.DataFrame({"gb": [cap], "what": [f"Usable memory {fmt.gb(cap)}"]})).mark_rule(
+    color="#d62728", strokeDash=[6, 3], size=2).encode(y="gb:Q", tooltip=[alt.Tooltip("what:N", title="Line")])
+common.show_chart((bars + line).properties(height=320),
+                  f"Memory per GPU by kind against the usable {fmt.gb(cap)} (red line)")
+speed = alt.Chart(rows).mark_bar().encode(
+    x=alt.X("label:N", title="Method", sort=list(rows.label), axis=alt.Axis(labelAngle=0, labelLimit=160)),
+    y=alt.Y("tokens_per_s_per_gpu:Q", title="Tokens per second per GPU"),
+    color=alt.Color("label:N", title="Method", legend=None),
+    tooltip=[alt.Tooltip("label:N", title="Method"),
+             alt.Tooltip("tokens_per_s_per_gpu:Q", title="Tokens/s per GPU", format=",.0f")],
+).properties(height=240)
+common.show_chart(speed, "Training speed: tokens per second per GPU")
+
+for r in rows.itertuples():
+    if not r.fits:
+        st.warning(f"{r.label}: needs {fmt.gb(r.memory_per_gpu_gb)} per GPU, more than the usable "
+                   f"{fmt.gb(r.usable_memory_gb)} on {r.num_gpus:,} GPUs; "
+                   + (f"at least {r.min_gpus:,} GPUs would fit." if r.min_gpus > 0 else
+                      "no GPU count fits with this sharding."))
+    if r.optimizer_paged_out_gb > 0:
+        st.info(f"{r.label}: {fmt.gb(r.optimizer_paged_out_gb)} of paged optimizer states live in CPU memory "
+                "and cross PCIe every step.")
+st.markdown("**What each method costs in quality**")
+for r in rows.itertuples():
+    st.markdown(f"- **{r.label}**: {r.caveat} *Source: {r.source}.*")

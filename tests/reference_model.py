@@ -54,10 +54,19 @@ from costcore.engine.formulas import (
     DAYS_PER_MONTH,
     HOURS_PER_MONTH,
     KV_BYTES_PER_VALUE,
-    LORA_TRAINABLE_BYTES,
     NF4_BYTES_PER_PARAM,
-    QLORA_TRAINABLE_BYTES,
 )
+
+# Optimizer state bytes per trained parameter besides the FP32 master copy (schema.yaml's optimizer doc):
+# AdamW m + v in FP32; 8-bit (and paged 8-bit) AdamW one byte each; SGD one FP32 momentum buffer;
+# Adafactor a factored second moment, 4 (rows + cols) / (rows x cols) ~ 8 / hidden.
+STATE_BYTES = {"adamw": 8.0, "adamw_8bit": 2.0, "paged_adamw_8bit": 2.0, "sgd": 4.0}
+MASTER_BYTES = 4.0
+CPU_ADAM_BYTES = 28.0  # read master, m, v, grad (4 + 4 + 4 + 2); write master, m, v, weight (4 + 4 + 4 + 2)
+
+
+def state_bytes(optimizer: str, hidden: float) -> float:
+    return 8.0 / max(hidden, 1.0) if optimizer == "adafactor" else STATE_BYTES[optimizer]
 from costcore.scenario.schema import STAGES, effective_value, validate
 
 # The in-run checkpoint storage: the documented quantity is "checkpoint-hours
@@ -240,7 +249,8 @@ def layout_hardware(f) -> dict:
             "collective": f("efficiency.collective_efficiency"), "half_dim": f("efficiency.gemm_half_dim"),
             "traffic": f("efficiency.memory_traffic"), "dp_overlap": f("efficiency.dp_overlap"),
             "buffers": f("efficiency.comm_buffer_gb") * 1e9, "fp8_gemm": f("efficiency.fp8_gemm_efficiency"),
-            "grad_bytes": f("efficiency.grad_reduce_bytes"), "contention": f("efficiency.overlap_contention")}
+            "grad_bytes": f("efficiency.grad_reduce_bytes"), "contention": f("efficiency.overlap_contention"),
+            "pcie": f("hardware.pcie_gbs") * 1e9, "cpu_bw": f("efficiency.cpu_optimizer_gbs") * 1e9}
 
 
 def gemm_efficiency(m: float, n: float, k: float, best: float, half_dim: float) -> float:
@@ -274,7 +284,7 @@ def plan_memory(model: dict, hw: dict, job: dict, plan: dict) -> dict:
     layout._memory's docstring: mixed-precision AdamW 2 + (2 + 4) + 12 bytes per parameter held
     (1/(tp pp) of the dense, 1/(tp pp ep) of the experts'), ZeRO-1/2/3 sharding optimizer /
     fp32 gradients / everything over dp x cp; LoRA: frozen base 2 bytes (1 in FP8, NF4 for QLoRA)
-    plus LORA_/QLORA_TRAINABLE_BYTES per adapter parameter (2 of them the bf16 gradient);
+    plus 2 (BF16 weight) + 2 (gradient) + 4 (master) + the optimizer's state bytes per adapter parameter;
     frozen extra models 2 bytes (sharded by ZeRO-3). Activations per layer and micro-batch
     (Korthikanti et al. 2022 Table 2): 34 s b h / t with SP (s b h (10 + 24/t) without), the
     MLP's 19 scaled by its width / 4h, 7 bytes fewer in FP8; no recompute adds 5 a s^2 b / t;
@@ -286,9 +296,11 @@ def plan_memory(model: dict, hw: dict, job: dict, plan: dict) -> dict:
     zero = plan["zero"]
     replicas = dp * cp
     held_params = model["n_dense"] / (tp * pp) + model["n_routed"] / (tp * pp * ep)
+    per_trained_optimizer = MASTER_BYTES + state_bytes(job["optimizer"], model["h"])
     if job["method"] == "full":
         weights = 2.0 * held_params
-        bf16_grads, fp32_grads, optimizer = 2.0 * held_params, 4.0 * held_params, 12.0 * held_params
+        bf16_grads, fp32_grads = 2.0 * held_params, 4.0 * held_params
+        optimizer = per_trained_optimizer * held_params
         if zero >= 1:
             optimizer = optimizer / replicas
         if zero >= 2:
@@ -300,15 +312,17 @@ def plan_memory(model: dict, hw: dict, job: dict, plan: dict) -> dict:
     else:
         if job["method"] == "qlora":
             base_bytes = NF4_BYTES_PER_PARAM
+        elif job["int8_base"]:
+            base_bytes = 1.0
         else:
             base_bytes = 1.0 if job["fp8"] else 2.0
         weights = base_bytes * held_params
         if zero >= 3:
             weights = weights / replicas
         adapters = model["n_trainable"] / (tp * pp)
-        per_adapter = QLORA_TRAINABLE_BYTES if job["method"] == "qlora" else LORA_TRAINABLE_BYTES
+        weights += 2.0 * adapters  # the adapters' BF16 weights
         grads = 2.0 * adapters
-        optimizer = (per_adapter - 2.0) * adapters
+        optimizer = per_trained_optimizer * adapters
     if job["extra_params"] > 0:
         frozen = 2.0 * job["extra_params"] / (tp * pp)
         weights += frozen / replicas if zero >= 3 else frozen
@@ -326,7 +340,7 @@ def plan_memory(model: dict, hw: dict, job: dict, plan: dict) -> dict:
     if plan["recompute"] == "none":
         layer += 5.0 * model["heads"] * s * s * b / tp
     stage_layers = math.ceil(model["L"] / pp)
-    micro_batches = math.ceil(job["global_batch"] / (dp * plan["micro_batch"]))
+    micro_batches = step_micro_batches(job, dp, plan["micro_batch"])
     in_flight = float(min(pp, micro_batches))
     if plan["interleave"] > 1:
         in_flight = in_flight * (1.0 + (pp - 1.0) / (pp * plan["interleave"]))
@@ -334,13 +348,23 @@ def plan_memory(model: dict, hw: dict, job: dict, plan: dict) -> dict:
         activations = in_flight * stage_layers * (2.0 * sbh / tp) + layer
     else:
         activations = in_flight * stage_layers * layer
+    if job["offload"] != "none":  # ZeRO-Offload: states and gradients live in CPU memory
+        optimizer = grads = 0.0
+    if job["offload"] == "optimizer_and_params":  # ZeRO-Infinity: the weights too
+        weights = 0.0
     buffers = 4.0 * s * b * model["V"] / tp + hw["buffers"]
-    if zero >= 3 and job["method"] == "full":
+    if zero >= 3 and (job["method"] == "full" or job["offload"] == "optimizer_and_params"):
         attention, mlp, expert = layer_parameter_counts(model)
         buffers += 2.0 * 2.0 * (attention + max(mlp, expert)) / tp
     out = {"weights": weights, "grads": grads, "optimizer": optimizer, "activations": activations,
            "buffers": buffers}
-    out["total"] = sum(out.values())
+    total = sum(out.values())
+    paged = 0.0
+    if job["optimizer"] == "paged_adamw_8bit" and total > hw["capacity"]:  # pages out what does not fit
+        paged = min(optimizer, total - hw["capacity"])
+        out["optimizer"] = optimizer - paged
+    out["total"] = total - paged
+    out["paged"] = paged
     return out
 
 
@@ -412,7 +436,7 @@ def plan_step(model: dict, hw: dict, job: dict, plan: dict) -> dict:
     comm = layers * layer_comm + p2p
     recompute = layers * layer_recompute
     micro_batch_s = compute + comm + recompute
-    m = math.ceil(job["global_batch"] / (dp * plan["micro_batch"]))
+    m = step_micro_batches(job, dp, plan["micro_batch"])
     bubble = (pp - 1.0) / v * micro_batch_s
     if job["method"] == "full":
         held = model["n_dense"] / (tp * pp) + model["n_routed"] / (tp * pp * ep)
@@ -427,17 +451,34 @@ def plan_step(model: dict, hw: dict, job: dict, plan: dict) -> dict:
     if plan["zero"] >= 3 and job["method"] == "full":
         gathers = 2.0 * ring_collective_s(2.0 * held, replicas, dp_link, hw["collective"])
         zero_exposed = m * exposed_s(gathers, compute, hw["contention"])
-    optimizer_bytes = 16.0 * held / (replicas if plan["zero"] >= 1 else 1.0)
-    optimizer = 2.0 * optimizer_bytes / hw["hbm"]
-    step = m * micro_batch_s + bubble + dp_exposed + zero_exposed + optimizer
+    shard_params = held / (replicas if plan["zero"] >= 1 else 1.0)
+    per_param = 2.0 + 2.0 + MASTER_BYTES + state_bytes(job["optimizer"], model["h"])
+    optimizer, offload = 2.0 * per_param * shard_params / hw["hbm"], 0.0
+    if job["offload"] != "none":  # gradients down, weights up over PCIe; the Adam step on the CPU
+        optimizer = 0.0
+        offload = 4.0 * shard_params / hw["pcie"] + CPU_ADAM_BYTES * shard_params / hw["cpu_bw"]
+    if job["offload"] == "optimizer_and_params":  # each micro-batch fetches its weights, fwd + bwd
+        every = model["n_dense"] / (tp * pp) + model["n_routed"] / (tp * pp * ep)
+        base = 2.0 if job["method"] == "full" else (NF4_BYTES_PER_PARAM if job["method"] == "qlora"
+                                                   else (1.0 if job["int8_base"] or job["fp8"] else 2.0))
+        offload += m * exposed_s(2.0 * base * every / replicas / hw["pcie"], compute, hw["contention"])
+    offload += 2.0 * mem["paged"] / hw["pcie"]
+    step = m * micro_batch_s + bubble + dp_exposed + zero_exposed + optimizer + offload
     step_tokens = m * dp * plan["micro_batch"] * job["tokens_per_sample"]
     return {"step_time_s": step, "compute_s": m * compute, "communication_s": m * comm + dp_exposed + zero_exposed,
-            "bubble_s": bubble, "recompute_s": m * recompute, "optimizer_s": optimizer,
+            "bubble_s": bubble, "recompute_s": m * recompute, "optimizer_s": optimizer, "offload_s": offload,
             "micro_batches": float(m), "memory": mem,
             "fits": mem["total"] <= hw["capacity"] and plan_runs(model, job, plan),
             "gpus_used": tp * pp * dp * cp,
             "mfu": job["flops_per_token"] * step_tokens / (step * job["gpus"] * hw["peak"]),
             "tokens_per_gpu_s": step_tokens / (step * job["gpus"])}
+
+
+def step_micro_batches(job: dict, dp: float, micro_batch: float) -> float:
+    """Micro-batches per step: the gradient accumulation steps when set, else global batch / (dp x mb) up."""
+    if job["grad_accum"] > 0:
+        return job["grad_accum"]
+    return float(math.ceil(job["global_batch"] / (dp * micro_batch)))
 
 
 def plan_runs(model: dict, job: dict, plan: dict) -> bool:
@@ -460,11 +501,15 @@ def stage_job(v, stage: str, gpus: float, method: str, ctx: float, seqs_per_samp
     global_batch = float(v(f"stages.{stage}.global_batch"))
     if global_batch <= 0:
         global_batch = max(1.0, math.floor(float(v(f"stages.{stage}.global_batch_tokens")) / (ctx * seqs_per_sample)))
+    int8_base = method == "lora" and float(v(f"stages.{stage}.base_bits")) == 8
     return {"seq": ctx, "global_batch": global_batch, "gpus": gpus, "method": method,
-            "dequant": float(v(f"stages.{stage}.qlora_dequant_overhead")) if method == "qlora" else 0.0,
+            "dequant": float(v(f"stages.{stage}.qlora_dequant_overhead")) if (method == "qlora" or int8_base) else 0.0,
             "seqs_per_sample": seqs_per_sample, "extra_params": extra_params,
-            "fp8": v("hardware.precision") == "fp8", "flops_per_token": flops_per_token,
-            "tokens_per_sample": ctx * seqs_per_sample}
+            "fp8": v("hardware.precision") == "fp8" and float(v("hardware.fp8_peak_tflops")) > float(v("hardware.peak_tflops")),
+            "flops_per_token": flops_per_token,
+            "tokens_per_sample": ctx * seqs_per_sample, "optimizer": v(f"stages.{stage}.optimizer"),
+            "offload": v(f"stages.{stage}.offload"), "grad_accum": float(v(f"stages.{stage}.grad_accum")),
+            "int8_base": int8_base}
 
 
 def hours_at(flops: float, peak_tflops: float, utilization: float) -> float:
@@ -629,6 +674,8 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
 
         gpus = sf("num_gpus") if sf("num_gpus") > 0 else f("hardware.num_gpus")
         method = sv("method") if stage in PEFT_STAGES else "full"
+        if method == "lora" and sf("base_bits") == 4:  # LoRA on an NF4 base is QLoRA
+            method = "qlora"
         n_lora = lora_params(shape, sf("lora_rank"), sv("lora_targets"), bool(v("model.gated"))) if method != "full" else 0.0
         tps = sf("tokens_per_gpu_s")
         dequant = sf("qlora_dequant_overhead")
@@ -783,8 +830,15 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             replica_gpus = replica
             items["data.human_eval"] = runs * sf("human_samples") * sf("usd_per_human_sample")
 
+        # ---- the data pipeline: a loader slower than the GPUs' appetite stretches the training
+        data_h = 0.0
+        loader = sf("loader_tokens_per_s_per_node") if stage in ("pretrain", "cpt", "sft", "dpo") else 0.0
+        if loader > 0 and productive_h > 0:
+            eaten_per_node = min(gpus, f("hardware.gpus_per_node")) * tokens / (productive_h * SECONDS_PER_HOUR)
+            if eaten_per_node > loader:
+                data_h = productive_h * (eaten_per_node / loader - 1.0)
         # ---- reliability: checkpoints, interruptions, idle, failed runs, experiments
-        run_hours = productive_h / gpus  # wall-clock hours of productive work
+        run_hours = (productive_h + data_h) / gpus  # wall-clock hours of training
         trains = stage in TRAIN_STAGES
         saved_params = n_total if method == "full" else n_lora
         if trains:
@@ -809,7 +863,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
         lost_h = interruptions * gpus * (interval / 2.0 + f("reliability.restart_hours"))
         idle_h = productive_h * f("reliability.idle_fraction")
         failed_h = productive_h * f("reliability.failed_run_fraction")
-        main_h = productive_h + lost_h + stall_h + idle_h + failed_h
+        main_h = productive_h + data_h + lost_h + stall_h + idle_h + failed_h
         experiments_h = sf("experiments") * sf("experiment_size") * main_h
         billed_h = main_h + experiments_h
         months = sf("setup_months") + billed_h / gpus / HOURS_PER_DAY / DAYS_PER_MONTH
@@ -820,6 +874,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
         items["hidden.idle"] = idle_h * price
         items["hidden.failed_runs"] = failed_h * price
         items["hidden.experiments"] = experiments_h * price
+        items["hidden.data_stalls"] = data_h * price
 
         # ---- storage
         ckpt_gb = ckpt_bytes / 1e9
@@ -958,14 +1013,19 @@ def candidate_plans(model: dict, job: dict, pins: dict, choices) -> list[dict]:
                     continue
                 most = math.floor(G / (tp * pp * cp))
                 for mb in options("micro_batch", choices.MB_CHOICES):
-                    dp = pins.get("dp", min(most, max(1.0, math.floor(job["global_batch"] / mb))))
-                    if dp > most or ("micro_batch" not in pins and mb > 1 and mb > job["global_batch"] / dp):
+                    if job["grad_accum"] > 0:  # the global batch follows the plan: only the GPUs cap dp
+                        dp = pins.get("dp", most)
+                    else:
+                        dp = pins.get("dp", min(most, max(1.0, math.floor(job["global_batch"] / mb))))
+                    if dp > most or ("micro_batch" not in pins and mb > 1 and mb > job["global_batch"] / dp
+                                     and job["grad_accum"] <= 0):
                         continue
-                    out += _inner_candidates(model, pins, options, choices, dict(tp=tp, pp=pp, cp=cp, dp=dp, micro_batch=mb))
+                    out += _inner_candidates(model, job, pins, options, choices,
+                                             dict(tp=tp, pp=pp, cp=cp, dp=dp, micro_batch=mb))
     return out
 
 
-def _inner_candidates(model, pins, options, choices, outer) -> list[dict]:
+def _inner_candidates(model, job, pins, options, choices, outer) -> list[dict]:
     out = []
     experts = max(1.0, model["experts"])
     eps = options("ep", [2.0 ** i for i in range(0, 64) if 2.0 ** i <= experts])
@@ -974,7 +1034,12 @@ def _inner_candidates(model, pins, options, choices, outer) -> list[dict]:
         if not (ep == 1 or (replicas % ep == 0 and experts % ep == 0)):
             continue
         for rc in options("recompute", RECOMPUTE_NAMES):
-            for zero in options("zero", [z for z in range(4) if z == 0 or replicas > 1]):
+            # CPU offload needs ZeRO-2 (optimizer) or ZeRO-3 (and weights), on one GPU too
+            need = {"none": 0, "optimizer": 2, "optimizer_and_params": 3}[job["offload"]]
+            allowed = [z for z in range(4) if z >= need and (z == 0 or replicas > 1 or need > 0)]
+            for zero in options("zero", allowed):
+                if zero < need:
+                    continue
                 for v in options("interleave", choices.V_CHOICES):
                     if "interleave" not in pins and v > 1 and (outer["pp"] <= 1 or math.ceil(model["L"] / outer["pp"]) % v):
                         continue
@@ -1010,6 +1075,7 @@ ITEM_KEYS = (
     "network.dataset", "network.ckpt_replication", "network.model_export", "data.acquisition",
     "data.cleaning", "data.labeling", "data.synthetic", "data.human_eval", "labor.team", "ops.platform",
     "hidden.failures", "hidden.ckpt_stalls", "hidden.idle", "hidden.experiments", "hidden.failed_runs",
+    "hidden.data_stalls",
 )
 FIXED_ITEM_KEYS = ("storage.dataset", "data.acquisition", "labor.team", "ops.platform")
 STAT_KEYS = ("num_gpus", "productive_gpu_hours", "gpu_hours", "wall_days", "months", "flops", "mfu", "tokens",

@@ -71,6 +71,21 @@ def _put(d: dict, dotted: str, value) -> None:
     d[parts[-1]] = value
 
 
+def consistent_stage(sdata: dict) -> dict:
+    """A stage's drawn settings made to obey schema._stage_rules: base bits 16, 8 or 4 (16 for a full
+    fine-tune, not 8 for QLoRA) and CPU offload only with a ZeRO stage that allows it."""
+    if "base_bits" in sdata:
+        bits = min((16, 8, 4), key=lambda b: abs(b - sdata["base_bits"]))
+        method = sdata.get("method", "full")
+        if method == "full" or (method == "qlora" and bits == 8):
+            bits = 16
+        sdata["base_bits"] = bits
+    need = {"none": 0, "optimizer": 2, "optimizer_and_params": 3}[sdata.get("offload", "none")]
+    if 0 <= sdata.get("zero_stage", -1) < need:
+        sdata["offload"] = "none"
+    return sdata
+
+
 @st.composite
 def scenarios(draw, stages=None, min_stages=1, max_set=20, fixed=None):
     """A random valid scenario.
@@ -84,6 +99,9 @@ def scenarios(draw, stages=None, min_stages=1, max_set=20, fixed=None):
     chosen = draw(st.lists(st.sampled_from(GLOBAL_FIELDS), max_size=max_set, unique=True), label="globals")
     for f in chosen:
         _put(scn, f.path, draw(field_values(f), label=f.path))
+    model = scn.get("model", {})
+    if model.get("name") and model.get("hf_config") and model["name"] != model["hf_config"]:
+        del model["name"]  # one source of the shape (schema._model_name refuses two)
     if stages is None:
         stages = draw(st.lists(st.sampled_from(STAGES), min_size=min_stages, unique=True), label="stages")
     scn["stages"] = {}
@@ -94,7 +112,7 @@ def scenarios(draw, stages=None, min_stages=1, max_set=20, fixed=None):
         sdata = {}
         for key in draw(st.lists(st.sampled_from(keys), max_size=max_set, unique=True), label=s):
             sdata[key] = draw(field_values(BY_PATH[f"stages.{s}.{key}"]), label=f"{s}.{key}")
-        scn["stages"][s] = sdata
+        scn["stages"][s] = consistent_stage(sdata)
     for path, value in (fixed or {}).items():
         _put(scn, path, value)
     return scn

@@ -375,8 +375,10 @@ NO_BUFFERS = _arr(layout.HW_FIELDS, memory_bytes=1e15)
 
 
 def memory(model, plan, seq=2048.0, global_batch=1.0, method=0.0, fp8=0.0, extra=0.0, hw=NO_BUFFERS):
+    # the frozen base's bytes per parameter, as kernel._fill_job_pins sets them
+    base = F.NF4_BYTES_PER_PARAM if method == F.METHOD_QLORA else (1.0 if fp8 else 2.0)
     job = _arr(layout.JOB_FIELDS, seq=seq, global_batch=global_batch, gpus=1.0, method=method, mbs_mult=1.0,
-               fp8=fp8, extra_weights=extra, tokens_per_seq=seq)
+               fp8=fp8, extra_weights=extra, tokens_per_seq=seq, base_bytes=base)
     out = np.zeros(layout.NROW)
     total = layout._memory(model, hw, job, plan, out)
     kinds = ("mem_weights", "mem_grads", "mem_optimizer", "mem_activations", "mem_buffers")
@@ -442,13 +444,15 @@ def test_lora_and_qlora_states_by_hand():
     m = gpt_model(7e9)
     m[layout.MODEL_FIELDS.index("n_trainable")] = 40e6
     lora = memory(m, plan(), method=F.METHOD_LORA)
-    assert lora["weights"] == 14e9  # frozen bf16 base
-    assert lora["grads"] == 2 * 40e6 and lora["optimizer"] == (F.LORA_TRAINABLE_BYTES - 2) * 40e6
+    adapters = 2 * 40e6  # the adapters' own BF16 weights
+    assert lora["weights"] == 14e9 + adapters  # frozen bf16 base
+    # AdamW on the adapters: 2 (grad) + 4 (FP32 master) + 8 (m, v) bytes besides the weight: 16 in all
+    assert lora["grads"] == 2 * 40e6 and lora["optimizer"] == 12 * 40e6
     q = memory(m, plan(), method=F.METHOD_QLORA)
-    assert q["weights"] == pytest.approx(F.NF4_BYTES_PER_PARAM * 7e9)  # 3.61 GB of NF4
-    assert q["grads"] + q["optimizer"] == F.QLORA_TRAINABLE_BYTES * 40e6
-    assert memory(m, plan(), method=F.METHOD_LORA, fp8=1.0)["weights"] == 7e9  # an FP8 base: 1 byte
-    assert memory(m, plan(dp=4.0, zero=3.0), method=F.METHOD_LORA)["weights"] == 14e9 / 4  # ZeRO-3 shards it
+    assert q["weights"] == pytest.approx(F.NF4_BYTES_PER_PARAM * 7e9 + adapters)  # 3.61 GB of NF4
+    assert q["grads"] + q["optimizer"] == 14 * 40e6  # the same adapters, the same optimizer
+    assert memory(m, plan(), method=F.METHOD_LORA, fp8=1.0)["weights"] == 7e9 + adapters  # an FP8 base: 1 byte
+    assert memory(m, plan(dp=4.0, zero=3.0), method=F.METHOD_LORA)["weights"] == 14e9 / 4 + adapters
     # a frozen bf16 copy of another model (DPO live reference), sharded only by ZeRO-3
     assert memory(m, plan(dp=4.0, zero=2.0), extra=7e9)["weights"] == 14e9 + 14e9
     assert memory(m, plan(dp=4.0, zero=3.0), extra=7e9)["weights"] == pytest.approx((14e9 + 14e9) / 4)

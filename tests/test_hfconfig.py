@@ -55,12 +55,12 @@ def _rel(a: float, b: float) -> float:
 def test_sources_list_exactly_the_shipped_files():
     files = sorted(p.stem for p in CONFIGS.glob("*.json"))
     assert files == NAMES
-    assert 15 <= len(NAMES) <= 30
+    assert 20 <= len(NAMES) <= 40  # issue 14 asked for about 15, issue 15 for about 20 fine-tuning targets
     for name, row in SOURCES.items():
         assert re.fullmatch(r"[a-z0-9][a-z0-9.-]*", name), name
         assert row["label"] and re.fullmatch(r"[\w.-]+/[\w.-]+", row["repo"]), name
         assert row["params_b"] > 0 and row["published"], name
-        assert str(row["checked"]) == "2026-12-01", name
+        assert str(row["checked"]) in ("2026-12-01", "2026-12-02"), name  # the dates the configs were copied
 
 
 def test_data_files_read_the_same_with_pyyaml_and_with_the_stdlib_reader():
@@ -118,7 +118,7 @@ def test_shipped_configs_carry_label_and_source_and_are_copies():
     assert set(a) == set(NAMES)
     for name, v in a.items():
         assert v["label"] == SOURCES[name]["label"]
-        assert SOURCES[name]["repo"] in v["source"] and "2026-12-01" in v["source"]
+        assert SOURCES[name]["repo"] in v["source"] and f"checked {SOURCES[name]['checked']}" in v["source"]
     a["llama-3.1-8b"]["model"]["layers"] = 1
     assert shipped_configs()["llama-3.1-8b"]["model"]["layers"] == 32
 

@@ -286,7 +286,8 @@ def test_hidden_time():
     x = _reliable()
     _, st = rows()
     hidden, cal = K._hidden_time(x, PT, STAGE_BASE[PT], 100.0, 10000.0, 1.6e12, st)
-    fail, stall, idle, failed, exp = hidden
+    fail, stall, idle, failed, exp, data = hidden
+    assert data == 0.0  # no loader speed given: the data pipeline never waits
     write_h = 16.0 / 3600
     assert stall == pytest.approx(10 * write_h * 100)  # 10 checkpoints stall 100 GPUs
     assert fail == pytest.approx(1.0 * (0.5 * 10 + 0.5) * 100)  # 1 interruption x (tau/2 + restart) x G
@@ -300,6 +301,25 @@ def test_hidden_time():
     assert stat(st, PT, "setup_months") == 1
     assert (n, gb, spacing) == (10.0, 1600.0, 10.0)
     assert stat(st, PT, "wall_days") == pytest.approx(main / 100 / 24)
+
+
+def test_a_slow_data_loader_stretches_the_run_and_is_billed_as_stalls():
+    # 10,000 productive GPU-hours for 3.6e9 tokens on 100 GPUs = 100 tokens/s per GPU, 800 per 8-GPU node;
+    # a loader that delivers 400 per node halves the rate: 10,000 more GPU-hours spent waiting
+    x = vec(stages__pretrain__loader_tokens_per_s_per_node=400.0, hardware__gpus_per_node=8,
+            reliability__failures_per_gpu_hour=0.0, reliability__idle_fraction=0.0,
+            reliability__failed_run_fraction=0.0)
+    _, st = rows()
+    st[PT, K.K_TOKENS] = 3.6e9
+    st[PT, K.K_UNIQUE_TOKENS] = 1.8e9  # two epochs
+    hidden, _ = K._hidden_time(x, PT, STAGE_BASE[PT], 100.0, 10000.0, 1.6e12, st)
+    assert hidden[5] == pytest.approx(10000.0)
+    assert stat(st, PT, "data_stall_gpu_hours") == pytest.approx(10000.0)
+    assert stat(st, PT, "tokens_per_s_per_gpu") == pytest.approx(50.0)
+    assert stat(st, PT, "epoch_hours") == pytest.approx(20000.0 / 100 / 2)
+    x_fast = vec(stages__pretrain__loader_tokens_per_s_per_node=800.0, hardware__gpus_per_node=8)
+    hidden, _ = K._hidden_time(x_fast, PT, STAGE_BASE[PT], 100.0, 10000.0, 1.6e12, st)
+    assert hidden[5] == 0.0  # a loader that keeps up costs nothing
 
 
 def test_retention_keep_last_three_weights_after():
@@ -327,11 +347,11 @@ def test_compute_usd():
     items, st = rows()
     st[RL, K.STATS.index("verifier_samples")] = 80.0
     st[RL, K.STATS.index("gpu_hours")] = 160.0
-    K._compute_usd(x, 100.0, (10.0, 20.0, 5.0, 15.0, 10.0), st, RL, items)
+    K._compute_usd(x, 100.0, (10.0, 20.0, 5.0, 15.0, 10.0, 3.0), st, RL, items)
     row = dict(zip((k for k, *_ in K.LINE_ITEMS), items[RL]))
     assert row["compute.gpu"] == 200.0 and row["compute.verifier"] == pytest.approx(0.8)
     assert (row["hidden.failures"], row["hidden.ckpt_stalls"], row["hidden.idle"], row["hidden.failed_runs"],
-            row["hidden.experiments"]) == (20.0, 40.0, 10.0, 30.0, 20.0)
+            row["hidden.experiments"], row["hidden.data_stalls"]) == (20.0, 40.0, 10.0, 30.0, 20.0, 6.0)
     assert stat(st, RL, "gpu_usd") == 320.0  # all 160 billed GPU-hours
 
 

@@ -111,6 +111,23 @@ def cmd_plan(args) -> int:
     return 0 if plans else EXIT_INFEASIBLE
 
 
+def cmd_models(args) -> int:
+    """The shipped open models (model.name): name, label, shape and source."""
+    from costcore.scenario.hfconfig import shipped_configs
+    rows = shipped_configs()
+    if args.format == "json":
+        print(json.dumps({n: dict(v["model"], label=v["label"], source=v["source"]) for n, v in rows.items()},
+                         indent=2))
+        return 0
+    print(f"{'name':30s} {'model':30s} {'params':>8s} {'layers':>6s} {'hidden':>6s} {'KV heads':>8s} {'vocab':>8s}")
+    for name, v in rows.items():
+        m = v["model"]
+        size = f"{m['params_b']:.3g}B" + (f" ({m['active_params_b']:.3g}B active)" if m.get("experts") else "")
+        print(f"{name:30s} {fmt.one_line(v['label'], 30):30s} {size:>8s} {m['layers']:>6d} {m['hidden']:>6d} "
+              f"{m['kv_heads']:>8d} {m['vocab']:>8,d}")
+    return 0
+
+
 def cmd_presets(args) -> int:
     for name, title in loaders.preset_titles().items():
         print(f"{name:28s} {fmt.one_line(title)}")
@@ -138,6 +155,9 @@ def main(argv=None) -> int:
     pl.set_defaults(func=cmd_plan)
     pr = sub.add_parser("presets", help="list the bundled presets")
     pr.set_defaults(func=cmd_presets)
+    mo = sub.add_parser("models", help="list the shipped open models (model.name in a scenario)")
+    mo.add_argument("--format", choices=("table", "json"), default="table")
+    mo.set_defaults(func=cmd_models)
     from costcore.cli import validate_levers
     validate_levers.register(sub)
     from costcore.actuals import cli as actuals_cli; actuals_cli.register(sub)  # noqa: E702

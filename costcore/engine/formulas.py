@@ -22,9 +22,6 @@ KV_BYTES_PER_VALUE = 2.0  # bf16 KV cache
 # Hardware to model FLOPs with full activation recompute: a token costs 8N instead of 6N
 # (forward recomputed once; Narayanan et al. 2021: 96 instead of 72 in the per-iteration formula).
 MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE = 6.0 / 8.0
-# Adapter (trainable) bytes per parameter on the GPU:
-LORA_TRAINABLE_BYTES = 16.0  # fp32 weights + grads + Adam m, v (cost-model-notes Sec. 2: "16 per trainable param")
-QLORA_TRAINABLE_BYTES = 4.0  # bf16 weights + grads; Adam states paged to CPU (QLoRA arXiv:2305.14314 Sec. 3, paged optimizers)
 
 # Codes the formulas compare against, as floats (the scenario vector holds floats). The method and
 # LoRA-target codes are the positions in data/schema.yaml's choices (tests/test_structure.py checks);
@@ -32,6 +29,48 @@ QLORA_TRAINABLE_BYTES = 4.0  # bf16 weights + grads; Adam states paged to CPU (Q
 METHOD_FULL, METHOD_LORA, METHOD_QLORA = 0.0, 1.0, 2.0
 LORA_QV, LORA_ATTN, LORA_ALL = 0.0, 1.0, 2.0
 RECOMPUTE_MODE_NONE, RECOMPUTE_MODE_SELECTIVE, RECOMPUTE_MODE_FULL = 0.0, 1.0, 2.0
+# Optimizer and CPU-offload codes (positions in data/schema.yaml's choices).
+OPT_ADAMW, OPT_ADAMW_8BIT, OPT_PAGED_ADAMW_8BIT, OPT_ADAFACTOR, OPT_SGD = 0.0, 1.0, 2.0, 3.0, 4.0
+OFFLOAD_NONE, OFFLOAD_OPTIMIZER, OFFLOAD_OPTIMIZER_AND_PARAMS = 0.0, 1.0, 2.0
+MASTER_BYTES_PER_PARAM = 4.0  # FP32 master copy of each trained weight under BF16 mixed precision (ZeRO Sec. 3.1)
+# Bytes a CPU Adam step streams per parameter: reads FP32 master, m, v and the BF16 gradient (14), writes
+# master, m, v and the BF16 weight sent back (14). ZeRO-Offload (arXiv:2101.06840) Sec. 4.2: memory bound.
+CPU_ADAM_BYTES_PER_PARAM = 28.0
+INT8_BYTES_PER_PARAM = 1.0  # LLM.int8 base weights (Dettmers et al. 2022, arXiv:2208.07339); scales ignored
+
+
+@njit(cache=True)
+def optimizer_state_bytes(optimizer, hidden):
+    """Optimizer state bytes per trained parameter, besides the FP32 master copy (bytes/parameter).
+
+    AdamW: m and v in FP32, 8 (Loshchilov & Hutter 2019; ZeRO arXiv:1910.02054 Sec. 3.1 K = 12
+    with the master copy). 8-bit AdamW and paged 8-bit AdamW: block-wise quantized m and v, 1 byte
+    each, 2 (Dettmers et al. 2022, arXiv:2110.02861 Sec. 2: 75% less than 32-bit states).
+    Adafactor without momentum (its default, beta1 = None): a factored second moment of
+    rows + columns values per matrix, 4 (rows + cols) / (rows cols) ~ 8 / hidden in FP32
+    (Shazeer & Stern 2018, arXiv:1804.04235 Sec. 3). SGD with momentum: one FP32 buffer, 4.
+    """
+    if optimizer == OPT_ADAMW_8BIT or optimizer == OPT_PAGED_ADAMW_8BIT:
+        return 2.0
+    if optimizer == OPT_ADAFACTOR:
+        return 8.0 / max(hidden, 1.0)
+    if optimizer == OPT_SGD:
+        return 4.0
+    return 8.0
+
+
+@njit(cache=True)
+def data_stall_gpu_hours(productive_gpu_hours, consumed_tokens_per_s_per_node, loader_tokens_per_s_per_node):
+    """GPU-hours spent waiting for the data pipeline (GPU-hours).
+
+    When the loader delivers fewer tokens per second to a node than its GPUs consume, every step
+    waits for data: the run stretches by consumed / delivered, and the extra time is idle GPU
+    time that is still billed (the source articles' "data-pipeline stalls"). 0 when the loader
+    keeps up or is not given (0).
+    """
+    if loader_tokens_per_s_per_node <= 0.0 or consumed_tokens_per_s_per_node <= loader_tokens_per_s_per_node:
+        return 0.0
+    return productive_gpu_hours * (consumed_tokens_per_s_per_node / loader_tokens_per_s_per_node - 1.0)
 
 
 @njit(cache=True)

@@ -25,7 +25,8 @@ from numba import njit, prange
 
 from costcore.engine import config
 from costcore.engine import layout as lay
-from costcore.engine.formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, METHOD_FULL, METHOD_QLORA,
+from costcore.engine.formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, METHOD_FULL, METHOD_LORA, METHOD_QLORA,
+                       INT8_BYTES_PER_PARAM, NF4_BYTES_PER_PARAM, data_stall_gpu_hours,
                        MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE, RECOMPUTE_MODE_FULL,
                        checkpoint_storage_usd, dataset_storage_usd,
                        decode_gpu_seconds_per_token, forward_flops_per_token, gpu_hours_for_flops,
@@ -55,7 +56,8 @@ from costcore.scenario.schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_
                      S_SEQ_LEN, S_SETUP_MO, S_TFLOPS, S_SYNTH_M, S_TOK_PER_GPU_S, S_TP, S_USD_PER_LABEL,
                      S_ZERO, SFT_EPOCHS, SFT_SAMPLES, SFT_TOK_PER_SAMPLE, STAGE_BASE, ST_BYTES_PER_TOKEN,
                      ST_COLD, ST_COLD_AFTER_D, ST_FINISHED_WEIGHTS, ST_FULL_CKPT_BPP, ST_HOT, ST_OBJECT, ST_RETENTION_MO,
-                     ST_VERSIONS, ST_WEIGHTS_CKPT_BPP)
+                     ST_VERSIONS, ST_WEIGHTS_CKPT_BPP, H_PCIE_GBS, E_CPU_OPT_GBS, S_BASE_BITS, S_OPTIMIZER,
+                     S_OFFLOAD, S_GRAD_ACCUM, S_LOADER_TPS)
 from costcore.scenario.schema import METHOD_QLORA as _SCHEMA_METHOD_QLORA
 
 assert METHOD_QLORA == _SCHEMA_METHOD_QLORA, "formulas.METHOD_QLORA must be the schema's code"
@@ -92,6 +94,7 @@ LINE_ITEM_TABLE = (
     ("hidden.idle", "hidden", False, "Idle and queued GPUs", "run", False),
     ("hidden.experiments", "hidden", False, "Repeated experiments", "run", False),
     ("hidden.failed_runs", "hidden", False, "Failed runs", "run", False),
+    ("hidden.data_stalls", "hidden", False, "Data-pipeline stalls", "run", False),
 )
 PROFILES = ("setup", "run", "span", "kept", "end")
 # The first four columns, as (key, resource, fixed, label) rows: what api.py and the tests unpack.
@@ -104,7 +107,7 @@ ITEM_FIXED = np.array([1.0 if f else 0.0 for _, _, f, _ in LINE_ITEMS])
 NR = len(RESOURCES)
 (I_COMPUTE, I_VERIFIER, I_ST_DATA, I_ST_HOT, I_ST_COLD, I_NET_DATA, I_NET_REPL, I_NET_EXPORT,
  I_DATA_ACQ, I_DATA_CLEAN, I_DATA_LABEL, I_DATA_SYNTH, I_DATA_HEVAL, I_LABOR, I_OPS,
- I_HID_FAIL, I_HID_STALL, I_HID_IDLE, I_HID_EXP, I_HID_FAILED) = range(NI)
+ I_HID_FAIL, I_HID_STALL, I_HID_IDLE, I_HID_EXP, I_HID_FAILED, I_HID_DATA) = range(NI)
 
 # Per-stage statistics (columns of `stats`). Append new names at the end: the order is the layout.
 STATS = ("enabled", "num_gpus", "productive_gpu_hours", "gpu_hours", "wall_days", "months", "flops",
@@ -144,7 +147,10 @@ STATS = ("enabled", "num_gpus", "productive_gpu_hours", "gpu_hours", "wall_days"
          "step_tp_comm_s", "step_dp_comm_s", "step_zero_comm_s", "step_cp_comm_s", "step_ep_comm_s",
          "step_p2p_s",
          # ... and the plan's own memory per GPU (memory_per_gpu_gb may be an RL rollout replica's)
-         "plan_memory_gb", "plan_gpus_used")
+         "plan_memory_gb", "plan_gpus_used",
+         # ... fine-tuning: CPU offload and paging seconds per step, optimizer state paged out (GB);
+         # the data pipeline's stall, the time of one epoch and the sustained training rate
+         "plan_offload_s", "mem_paged_gb", "data_stall_gpu_hours", "epoch_hours", "tokens_per_s_per_gpu")
 NK = len(STATS)
 (K_ENABLED, K_GPUS, K_PROD_H, K_GPU_H, K_WALL_D, K_MONTHS, K_FLOPS, K_MFU, K_TOKENS, K_INTERRUPT,
  K_CKPT_INT, K_YOUNG_DALY, K_CKPT_N, K_CKPT_GB, K_CKPT_WRITE_S, K_DATASET_GB, K_STORAGE_PEAK_GB,
@@ -157,7 +163,7 @@ NK = len(STATS)
  K_STEP, K_STEP_COMPUTE, K_STEP_COMM, K_STEP_BUBBLE, K_STEP_RECOMP, K_STEP_OPT,
  K_MEM_W, K_MEM_G, K_MEM_O, K_MEM_A, K_MEM_B, K_PLANS_FIT, K_MICRO, K_GLOBAL_BATCH, K_PLAN_MFU,
  K_PLAN_TOKS, K_COMM_TP, K_COMM_DP, K_COMM_ZERO, K_COMM_CP, K_COMM_EP, K_COMM_P2P, K_PLAN_MEM,
- K_PLAN_USED) = range(NK)
+ K_PLAN_USED, K_PLAN_OFFLOAD, K_MEM_PAGED, K_DATA_STALL_H, K_EPOCH_H, K_TOKS_RATE) = range(NK)
 # Scratch rows the callers allocate for _eval_one (it allocates nothing): model, hw, job, pins,
 # one plan row, the best plan; then one row per stage of plans to reuse (batch).
 SCRATCH_ROWS = 6
@@ -270,6 +276,8 @@ def _fill_hw(x, w):
     w[lay.W_FP8_EFF] = x[E_FP8_EFF]
     w[lay.W_GRAD_BYTES] = x[E_GRAD_BYTES]
     w[lay.W_CONTENTION] = x[E_CONTENTION]
+    w[lay.W_PCIE] = x[H_PCIE_GBS] * 1e9
+    w[lay.W_CPU_BW] = x[E_CPU_OPT_GBS] * 1e9
 
 
 @njit(cache=True)
@@ -284,6 +292,17 @@ def _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, j, pins):
     j[lay.J_G] = G
     j[lay.J_METHOD] = method
     j[lay.J_DEQ] = x[b + S_QLORA_DEQ] if method == METHOD_QLORA else 0.0
+    j[lay.J_OPT] = x[b + S_OPTIMIZER]
+    j[lay.J_OFFLOAD] = x[b + S_OFFLOAD]
+    j[lay.J_ACCUM] = x[b + S_GRAD_ACCUM]
+    fp8_store = x[H_PRECISION] == PRECISION_FP8 and x[H_FP8_TFLOPS] > x[H_PEAK_TFLOPS]
+    base = 1.0 if fp8_store else 2.0
+    if method == METHOD_QLORA:
+        base = NF4_BYTES_PER_PARAM
+    elif method != METHOD_FULL and x[b + S_BASE_BITS] == 8.0:
+        base = INT8_BYTES_PER_PARAM
+        j[lay.J_DEQ] = x[b + S_QLORA_DEQ]  # dequantizing int8 blocks costs like NF4's (assumption)
+    j[lay.J_BASE_BYTES] = base
     j[lay.J_MBS] = mbs_mult
     j[lay.J_EXTRA] = extra_w
     # FP8 only where the GPU has FP8 tensor cores (else the job runs, and stores, BF16; a warning says so)
@@ -341,7 +360,8 @@ PLAN_STATS = (
     ("step_tp_comm_s", "tp_comm_s", 1.0), ("step_dp_comm_s", "dp_comm_s", 1.0),
     ("step_zero_comm_s", "zero_comm_s", 1.0), ("step_cp_comm_s", "cp_comm_s", 1.0),
     ("step_ep_comm_s", "ep_comm_s", 1.0), ("step_p2p_s", "p2p_s", 1.0),
-    ("plan_memory_gb", "mem_total", 1e9), ("plan_gpus_used", "gpus_used", 1.0))
+    ("plan_memory_gb", "mem_total", 1e9), ("plan_gpus_used", "gpus_used", 1.0),
+    ("plan_offload_s", "offload_s", 1.0), ("mem_paged_gb", "mem_paged_out", 1e9))
 _PLAN_ROW_FIELDS = lay.PLAN_FIELDS + lay.TERM_FIELDS
 PLAN_STAT_COL = np.array([STATS.index(a) for a, _, _ in PLAN_STATS], dtype=np.int64)
 PLAN_STAT_ROW = np.array([_PLAN_ROW_FIELDS.index(b) for _, b, _ in PLAN_STATS], dtype=np.int64)
@@ -629,17 +649,27 @@ def _hidden_time(x, s, b, G, prod_h, ckpt_bytes, st):
     """Hidden GPU-hours (failures, checkpoint stalls, idle, failed runs, experiments) and the calendar.
 
     Failures lose half an interval plus the restart each (Llama 3 arXiv:2407.21783 Sec. 3.3.4 rate);
-    every checkpoint stalls all G GPUs while written. Returns the five hidden GPU-hour terms
-    (failures, stalls, idle, failed runs, experiments) and (months, checkpoints, GB each, spacing h).
+    every checkpoint stalls all G GPUs while written; a data loader slower than the GPUs stretches
+    the run (formulas.data_stall_gpu_hours). Returns the six hidden GPU-hour terms (failures,
+    stalls, idle, failed runs, experiments, data stalls) and (months, checkpoints, GB each, spacing h).
     """
-    wall_h = prod_h / G
+    data_h = 0.0
+    if s != EVAL and s != RL and prod_h > 0.0:
+        per_node = min(G, x[H_GPUS_PER_NODE]) * st[s, K_TOKENS] / (prod_h * 3600.0)
+        data_h = data_stall_gpu_hours(prod_h, per_node, x[b + S_LOADER_TPS])
+    train_h = prod_h + data_h
+    st[s, K_DATA_STALL_H] = data_h
+    if st[s, K_TOKENS] > 0.0 and s != EVAL:
+        st[s, K_TOKS_RATE] = st[s, K_TOKENS] / (train_h * 3600.0)
+        st[s, K_EPOCH_H] = train_h / G * st[s, K_UNIQUE_TOKENS] / st[s, K_TOKENS]
+    wall_h = train_h / G
     write_h, lam, yd, tau, n_ckpt = _checkpoint_plan(x, s, b, G, ckpt_bytes, wall_h)
     stall_h = n_ckpt * write_h * G
     interruptions = wall_h * lam
     fail_h = interruptions * (0.5 * tau + x[R_RESTART_H]) * G
     idle_h = x[R_IDLE] * prod_h
     failed_h = x[R_FAILED_RUNS] * prod_h
-    main_h = prod_h + fail_h + stall_h + idle_h + failed_h
+    main_h = train_h + fail_h + stall_h + idle_h + failed_h
     exp_h = x[b + S_EXPERIMENTS] * x[b + S_EXP_SIZE] * main_h
     billed = main_h + exp_h
     run_months = billed / G / 24.0 / DAYS_PER_MONTH
@@ -658,7 +688,7 @@ def _hidden_time(x, s, b, G, prod_h, ckpt_bytes, st):
     st[s, K_CKPT_SPACING_H] = spacing_h
     months = x[b + S_SETUP_MO] + run_months
     st[s, K_MONTHS] = months
-    return (fail_h, stall_h, idle_h, failed_h, exp_h), (months, n_ckpt, ckpt_bytes / 1e9, spacing_h)
+    return (fail_h, stall_h, idle_h, failed_h, exp_h, data_h), (months, n_ckpt, ckpt_bytes / 1e9, spacing_h)
 
 
 @njit(cache=True, inline='always')
@@ -700,7 +730,7 @@ def _retention(x, b, n_ckpt, ckpt_gb, spacing_h, unique_tokens, st, s):
 def _compute_usd(x, prod_h, hidden, st, s, it):
     """Productive and hidden GPU time, the RL verifier's sandbox runs."""
     price = x[H_USD_GPU_H]
-    fail_h, stall_h, idle_h, failed_h, exp_h = hidden
+    fail_h, stall_h, idle_h, failed_h, exp_h, data_h = hidden
     it[s, I_COMPUTE] = gpu_time_usd(prod_h, price)
     st[s, K_GPU_USD] = gpu_time_usd(st[s, K_GPU_H], price)  # shown by explain; not a line item
     it[s, I_VERIFIER] = per_sample_usd(st[s, K_VERIFIER_SAMPLES], x[RL_VERIFIER_USD])
@@ -709,6 +739,7 @@ def _compute_usd(x, prod_h, hidden, st, s, it):
     it[s, I_HID_IDLE] = gpu_time_usd(idle_h, price)
     it[s, I_HID_FAILED] = gpu_time_usd(failed_h, price)
     it[s, I_HID_EXP] = gpu_time_usd(exp_h, price)
+    it[s, I_HID_DATA] = gpu_time_usd(data_h, price)
 
 
 @njit(cache=True)
@@ -793,6 +824,8 @@ def _eval_one(x, items, stats, sc, plans, reuse):
             continue
         G = x[b + S_NUM_GPUS] if x[b + S_NUM_GPUS] > 0.0 else x[H_NUM_GPUS]
         method = x[b + S_METHOD] if (s == SFT or s == DPO or s == RL) else METHOD_FULL
+        if method == METHOD_LORA and x[b + S_BASE_BITS] == 4.0:  # LoRA on a 4-bit NF4 base is QLoRA
+            method = METHOD_QLORA
         n_lora = 0.0
         if method != METHOD_FULL:
             n_lora = lora_trainable_params(shape[3], shape[4], shape[9], shape[7], x[b + S_LORA_RANK],

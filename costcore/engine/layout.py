@@ -33,35 +33,38 @@ import math
 import numpy as np
 from numba import njit
 
-from costcore.engine.formulas import (LORA_TRAINABLE_BYTES, METHOD_FULL, METHOD_QLORA, NF4_BYTES_PER_PARAM,
-                                      QLORA_TRAINABLE_BYTES, RECOMPUTE_MODE_FULL, RECOMPUTE_MODE_NONE,
-                                      RECOMPUTE_MODE_SELECTIVE)
+from costcore.engine.formulas import (CPU_ADAM_BYTES_PER_PARAM, MASTER_BYTES_PER_PARAM, METHOD_FULL,
+                                      OFFLOAD_OPTIMIZER, OFFLOAD_OPTIMIZER_AND_PARAMS, OPT_PAGED_ADAMW_8BIT,
+                                      RECOMPUTE_MODE_FULL, RECOMPUTE_MODE_NONE, RECOMPUTE_MODE_SELECTIVE,
+                                      optimizer_state_bytes)
 
 MODEL_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "gated", "experts",
                 "experts_active", "shared_experts", "moe_ffn", "n_total", "n_active", "n_expert_params",
                 "n_trainable")
 HW_FIELDS = ("peak_flops", "fp8_peak_flops", "memory_bytes", "hbm_bytes_s", "intra_bytes_s", "inter_bytes_s",
              "gpus_per_node", "gemm_efficiency", "attn_efficiency", "collective_efficiency", "gemm_half_dim",
-             "memory_traffic", "dp_overlap", "buffer_bytes", "fp8_efficiency", "grad_reduce_bytes", "overlap_contention")
+             "memory_traffic", "dp_overlap", "buffer_bytes", "fp8_efficiency", "grad_reduce_bytes", "overlap_contention",
+             "pcie_bytes_s", "cpu_optimizer_bytes_s")
 JOB_FIELDS = ("seq", "global_batch", "gpus", "method", "deq", "mbs_mult", "extra_weights", "fp8",
-              "flops_per_token", "tokens_per_seq")
+              "flops_per_token", "tokens_per_seq", "optimizer", "offload", "grad_accum", "base_bytes")
 PLAN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sp")
 # Terms of one evaluated plan (columns of a plan row after the PLAN_FIELDS).
 TERM_FIELDS = ("step_time_s", "compute_s", "communication_s", "bubble_s", "recompute_s", "optimizer_s",
                "tp_comm_s", "dp_comm_s", "zero_comm_s", "cp_comm_s", "ep_comm_s", "p2p_s",
                "mem_weights", "mem_grads", "mem_optimizer", "mem_activations", "mem_buffers", "mem_total",
-               "mfu", "micro_batches", "fits", "gpus_used", "tokens_per_gpu_s")
+               "mfu", "micro_batches", "fits", "gpus_used", "tokens_per_gpu_s", "offload_s", "mem_paged_out")
 NP = len(PLAN_FIELDS)
 NT = len(TERM_FIELDS)
 NROW = NP + NT
 (M_L, M_H, M_A, M_KV, M_HD, M_FFN, M_V, M_GATED, M_E, M_K, M_SHARED, M_MOE_FFN, M_NTOT, M_NACT, M_NEXP,
  M_NTRAIN) = range(len(MODEL_FIELDS))
 (W_PEAK, W_FP8, W_MEM, W_HBM, W_INTRA, W_INTER, W_GPN, W_GEMM, W_ATTN, W_COLL, W_HALF, W_TRAFFIC, W_OVERLAP,
- W_BUFFER, W_FP8_EFF, W_GRAD_BYTES, W_CONTENTION) = range(len(HW_FIELDS))
-J_SEQ, J_GB, J_G, J_METHOD, J_DEQ, J_MBS, J_EXTRA, J_FP8, J_FPT, J_TOKSEQ = range(len(JOB_FIELDS))
+ W_BUFFER, W_FP8_EFF, W_GRAD_BYTES, W_CONTENTION, W_PCIE, W_CPU_BW) = range(len(HW_FIELDS))
+(J_SEQ, J_GB, J_G, J_METHOD, J_DEQ, J_MBS, J_EXTRA, J_FP8, J_FPT, J_TOKSEQ, J_OPT, J_OFFLOAD, J_ACCUM,
+ J_BASE_BYTES) = range(len(JOB_FIELDS))
 P_TP, P_PP, P_DP, P_CP, P_EP, P_MB, P_RC, P_ZERO, P_V, P_SP = range(NP)
 (T_STEP, T_COMPUTE, T_COMM, T_BUBBLE, T_RECOMP, T_OPT, T_TP, T_DP, T_ZERO, T_CP, T_EP, T_P2P, T_WEIGHTS,
- T_GRADS, T_OPTIM, T_ACT, T_BUF, T_MEM, T_MFU, T_MICRO, T_FITS, T_USED, T_TOKS) = range(NP, NROW)
+ T_GRADS, T_OPTIM, T_ACT, T_BUF, T_MEM, T_MFU, T_MICRO, T_FITS, T_USED, T_TOKS, T_OFFLOAD, T_PAGED) = range(NP, NROW)
 
 RC_NONE, RC_SELECTIVE, RC_FULL = RECOMPUTE_MODE_NONE, RECOMPUTE_MODE_SELECTIVE, RECOMPUTE_MODE_FULL
 # Candidate degrees the search tries (each also capped by the job: heads, layers, GPUs, batch).
@@ -130,6 +133,15 @@ def _link(group, inner, hw):
 
 
 @njit(cache=True)
+def micro_batches(job, dp, mb):
+    """Micro-batches per optimizer step on each data-parallel rank: the gradient accumulation steps
+    when given, else global batch / (dp x micro-batch), rounded up (Narayanan et al. 2021 Sec. 2.2: m)."""
+    if job[J_ACCUM] > 0.0:
+        return job[J_ACCUM]
+    return math.ceil(job[J_GB] / (dp * mb))
+
+
+@njit(cache=True)
 def layer_params(model):
     """(attention, dense MLP, one routed expert) parameters of one layer, counts.
 
@@ -162,7 +174,7 @@ def _activation_bytes(model, job, plan):
     if rc == RC_NONE:
         per_layer += 5.0 * model[M_A] * s * sbh / h / tp
     layers_local = math.ceil(model[M_L] / pp)
-    m = math.ceil(job[J_GB] / (dp * mb))
+    m = micro_batches(job, dp, mb)
     in_flight = min(pp, m)
     if v > 1.0:
         in_flight *= 1.0 + (pp - 1.0) / (pp * v)
@@ -174,37 +186,32 @@ def _activation_bytes(model, job, plan):
 
 
 @njit(cache=True)
-def _memory(model, hw, job, plan, out):
-    """Memory per GPU by kind into ``out`` (bytes); returns the total.
+def model_state_bytes(model, job, plan):
+    """(weights, gradients, optimizer) bytes per GPU of the model states, before any paging.
 
-    Model states (mixed-precision AdamW, DeepSpeed estimators ``stage_1_and_2.py`` /
-    ``stage3.py``): weights 2 bytes, gradients 2 (bf16) + 4 (fp32 main grads), optimizer 12 (fp32
-    master, m, v), per parameter held by the GPU; ZeRO-1 shards the optimizer, ZeRO-2 the fp32
-    gradients too, ZeRO-3 everything, over the dp x cp ranks that replicate the model.
-    A GPU holds 1/(tp pp) of the dense parameters and 1/(tp pp ep) of the experts'.
-    LoRA/QLoRA: frozen base 2 bytes (1 in FP8, NF4 0.516 for QLoRA) plus 16 (4 for QLoRA with
-    paged optimizer states) per adapter parameter.
-    Activations (Korthikanti et al. 2022, arXiv:2205.05198 Sec. 4, Table 2), per layer and
-    micro-batch of b sequences of s/cp tokens: selective recompute with sequence parallelism
-    34 s b h / t (no SP: s b h (10 + 24 / t)); none adds the attention scores 5 a s^2 b / t;
-    full keeps only the layer input 2 s b h / t plus one layer's working set. The MLP's share
-    (19 of the 34) scales with its width (MoE: top-k experts). FP8 stores the linear layers'
-    inputs (14 of the 34) in one byte. With 1F1B the first stage holds min(p, m) micro-batches of
-    L/p layers (Narayanan et al. 2021 Sec. 2.2); interleaving adds (p - 1)/(p v) of that.
-    Buffers: fp32 logits 4 s b V / t, ZeRO-3's two prefetched layers, communication buckets.
+    Full fine-tuning with BF16 mixed precision (DeepSpeed estimators ``stage_1_and_2.py``
+    ``estimate_zero2_model_states_mem_needs`` / ``stage3.py`` ``estimate_zero3_...``): weights 2
+    bytes, gradients 2 (BF16) + 4 (FP32 main grads), optimizer the FP32 master 4 plus the
+    optimizer's states (:func:`~costcore.engine.formulas.optimizer_state_bytes`: 8 for AdamW, so
+    16 + 4 = 20 in all), per parameter the GPU holds. ZeRO-1 shards the optimizer, ZeRO-2 the FP32
+    gradients too (4 N + 16 N / G for AdamW), ZeRO-3 everything (18 N / G), over the dp x cp
+    ranks that replicate the model. A GPU holds 1/(tp pp) of the dense parameters and
+    1/(tp pp ep) of the experts'. CPU offload of the optimizer (ZeRO-Offload) keeps only the BF16
+    weights on the GPU (the estimators' 2 N with ZeRO-2, 2 N / G with ZeRO-3; gradients stream to
+    the CPU in buckets); of the weights too (ZeRO-Infinity) nothing but the working layers.
+    LoRA / QLoRA: the frozen base at ``base_bytes`` per parameter (2 BF16, 1 FP8 or LLM.int8, 0.516
+    NF4), and per adapter parameter 2 (BF16 weight) + 2 (gradient) + master 4 + states.
     """
-    tp, pp, dp, cp, ep = plan[P_TP], plan[P_PP], plan[P_DP], plan[P_CP], plan[P_EP]
-    mb, rc, zero, v, sp = plan[P_MB], plan[P_RC], plan[P_ZERO], plan[P_V], plan[P_SP]
-    L, h, V = model[M_L], model[M_H], model[M_V]
+    tp, pp, dp, cp, ep, zero = plan[P_TP], plan[P_PP], plan[P_DP], plan[P_CP], plan[P_EP], plan[P_ZERO]
     n_exp = model[M_NEXP]
-    n_dense = model[M_NTOT] - n_exp
-    local = n_dense / (tp * pp) + n_exp / (tp * pp * ep)
+    local = (model[M_NTOT] - n_exp) / (tp * pp) + n_exp / (tp * pp * ep)
     shard = dp * cp
-    method = job[J_METHOD]
-    if method == METHOD_FULL:
+    off = job[J_OFFLOAD]
+    opt_bpp = MASTER_BYTES_PER_PARAM + optimizer_state_bytes(job[J_OPT], model[M_H])
+    if job[J_METHOD] == METHOD_FULL:
         w_b = 2.0 * local
         g_b = 2.0 * local + 4.0 * local
-        o_b = 12.0 * local
+        o_b = opt_bpp * local
         if zero >= 0.5:
             o_b /= shard
         if zero >= 1.5:
@@ -213,28 +220,61 @@ def _memory(model, hw, job, plan, out):
             w_b /= shard
             g_b = 4.0 * local / shard
     else:
-        base_bpp = NF4_BYTES_PER_PARAM if method == METHOD_QLORA else (1.0 if job[J_FP8] > 0.5 else 2.0)
-        w_b = base_bpp * local
+        w_b = job[J_BASE_BYTES] * local
         if zero >= 2.5:
             w_b /= shard
         n_tr = model[M_NTRAIN] / (tp * pp)
-        g_b = 2.0 * n_tr  # bf16 adapter gradients; the rest of the adapter bytes are optimizer states
-        o_b = ((QLORA_TRAINABLE_BYTES if method == METHOD_QLORA else LORA_TRAINABLE_BYTES) - 2.0) * n_tr
+        w_b += 2.0 * n_tr
+        g_b = 2.0 * n_tr
+        o_b = opt_bpp * n_tr
     if job[J_EXTRA] > 0.0:  # a frozen copy of another model (DPO live reference), bf16
         extra = 2.0 * job[J_EXTRA] / (tp * pp)
         w_b += extra / shard if zero >= 2.5 else extra
+    if off >= OFFLOAD_OPTIMIZER:
+        o_b = 0.0
+        g_b = 0.0
+    if off >= OFFLOAD_OPTIMIZER_AND_PARAMS:
+        w_b = 0.0
+    return w_b, g_b, o_b
+
+
+@njit(cache=True)
+def _memory(model, hw, job, plan, out):
+    """Memory per GPU by kind into ``out`` (bytes); returns the total.
+
+    Model states: :func:`model_state_bytes`. Paged 8-bit AdamW keeps its states in unified memory
+    that the driver pages to the CPU when the GPU runs out (Dettmers et al. 2023, arXiv:2305.14314
+    Sec. 2): what does not fit is paged out (``mem_paged_out``; :func:`plan_terms` charges the
+    page traffic) rather than failing. Activations (Korthikanti et al. 2022, arXiv:2205.05198
+    Sec. 4, Table 2), per layer and micro-batch of b sequences of s/cp tokens: selective
+    recompute with sequence parallelism 34 s b h / t (no SP: s b h (10 + 24 / t)); none adds the
+    attention scores 5 a s^2 b / t; full keeps only the layer input 2 s b h / t plus one layer's
+    working set. The MLP's share (19 of the 34) scales with its width (MoE: top-k experts). FP8
+    stores the linear layers' inputs (14 of the 34) in one byte. With 1F1B the first stage holds
+    min(p, m) micro-batches of L/p layers (Narayanan et al. 2021 Sec. 2.2); interleaving adds
+    (p - 1)/(p v) of that. Buffers: fp32 logits 4 s b V / t, ZeRO-3's two prefetched layers (also
+    with offloaded weights: the layers being computed), communication buckets.
+    """
+    tp, cp, mb, zero = plan[P_TP], plan[P_CP], plan[P_MB], plan[P_ZERO]
+    w_b, g_b, o_b = model_state_bytes(model, job, plan)
     s = job[J_SEQ] / cp
     act = _activation_bytes(model, job, plan)
-    buf = 4.0 * s * mb * job[J_MBS] * V / tp + hw[W_BUFFER]
-    if zero >= 2.5 and method == METHOD_FULL:
+    buf = 4.0 * s * mb * job[J_MBS] * model[M_V] / tp + hw[W_BUFFER]
+    if zero >= 2.5 and (job[J_METHOD] == METHOD_FULL or job[J_OFFLOAD] >= OFFLOAD_OPTIMIZER_AND_PARAMS):
         attn_p, mlp_p, exp_p = layer_params(model)
         buf += 2.0 * 2.0 * (attn_p + max(mlp_p, exp_p)) / tp
+    total = w_b + g_b + o_b + act + buf
+    paged = 0.0
+    if job[J_OPT] == OPT_PAGED_ADAMW_8BIT and total > hw[W_MEM]:
+        paged = min(o_b, total - hw[W_MEM])
+        o_b -= paged
+        total -= paged
     out[T_WEIGHTS] = w_b
     out[T_GRADS] = g_b
     out[T_OPTIM] = o_b
     out[T_ACT] = act
     out[T_BUF] = buf
-    total = w_b + g_b + o_b + act + buf
+    out[T_PAGED] = paged
     out[T_MEM] = total
     return total
 
@@ -277,7 +317,7 @@ def _layer_forward(model, hw, job, plan):
     else:
         e_mlp = gemm_efficiency(tokens, model[M_FFN] / tp, h, eff_max, half)
         t_lin += 2.0 * tokens * mlp_p / tp / (peak_lin * e_mlp)
-    if job[J_METHOD] == METHOD_QLORA:
+    if job[J_DEQ] > 0.0:  # QLoRA's NF4 (or an 8-bit base) dequantized for every matmul
         t_lin *= 1.0 + job[J_DEQ]
     t_attn = 2.0 * tokens * job[J_SEQ] * q / tp / (hw[W_PEAK] * hw[W_ATTN] * hw[W_GEMM])
     sp_div = tp if (plan[P_SP] > 0.5 or tp <= 1.0) else 1.0
@@ -337,7 +377,7 @@ def plan_terms(model, hw, job, plan, out):
     t_comm = nl * comm_l + p2p
     t_recomp = nl * recomp_l
     t_mb = t_compute + t_comm + t_recomp
-    m = math.ceil(job[J_GB] / (dp * mb))
+    m = micro_batches(job, dp, mb)
     bubble = (pp - 1.0) / v * t_mb
     n_exp = model[M_NEXP]
     local = (model[M_NTOT] - n_exp) / (tp * pp) + n_exp / (tp * pp * ep)
@@ -352,10 +392,10 @@ def plan_terms(model, hw, job, plan, out):
     if plan[P_ZERO] >= 2.5 and job[J_METHOD] == METHOD_FULL:
         gather = 2.0 * ring_seconds(2.0 * local, replicas, bw_dp, hw[W_COLL])
         zero_exposed = m * overlapped_seconds(gather, t_compute, hw[W_CONTENTION])
-    opt_states = 16.0 * local / (replicas if plan[P_ZERO] >= 0.5 else 1.0)
-    t_opt = 2.0 * opt_states / hw[W_HBM]
-    step = m * t_mb + bubble + dp_exposed + zero_exposed + t_opt
+    t_opt, t_off = _optimizer_seconds(model, hw, job, plan, out, local, replicas, m, t_compute)
+    step = m * t_mb + bubble + dp_exposed + zero_exposed + t_opt + t_off
     out[T_STEP] = step
+    out[T_OFFLOAD] = t_off
     out[T_COMPUTE] = m * t_compute
     out[T_COMM] = m * t_comm + dp_exposed + zero_exposed
     out[T_BUBBLE] = bubble
@@ -374,6 +414,40 @@ def plan_terms(model, hw, job, plan, out):
     out[T_MFU] = job[J_FPT] * step_tokens / (step * job[J_G] * hw[W_PEAK])
     out[T_TOKS] = step_tokens / (step * job[J_G])
     return step
+
+
+@njit(cache=True)
+def _optimizer_seconds(model, hw, job, plan, out, local, replicas, m, t_compute):
+    """(optimizer step on the GPU, CPU offload and paging) seconds of one step.
+
+    On the GPU the step reads and writes the trained parameters' weights, gradients, master copy
+    and states at HBM bandwidth (2 x (2 + 2 + 4 + states) bytes per parameter it holds; sharded
+    by ZeRO-1 and up). Offloaded optimizer (ZeRO-Offload, Ren et al. 2021, arXiv:2101.06840
+    Sec. 4): the BF16 gradients go to the CPU and the updated BF16 weights come back over PCIe
+    (2 + 2 bytes per parameter of the GPU's shard), and the CPU Adam step streams
+    CPU_ADAM_BYTES_PER_PARAM per parameter through host memory; neither overlaps (no delayed
+    update). Offloaded weights (ZeRO-Infinity, Rajbhandari et al. 2021, arXiv:2104.07857 Sec. 5):
+    each micro-batch fetches the GPU's shard of the weights over PCIe for the forward and the
+    backward pass, prefetched behind that micro-batch's compute. Paged optimizer states that do
+    not fit cross PCIe twice per step (paged out, paged back for the update).
+    """
+    shard = replicas if plan[P_ZERO] >= 0.5 else 1.0
+    n = local / shard
+    states = MASTER_BYTES_PER_PARAM + optimizer_state_bytes(job[J_OPT], model[M_H])
+    t_opt = 0.0
+    t_off = 0.0
+    if job[J_OFFLOAD] >= OFFLOAD_OPTIMIZER:
+        t_off = 4.0 * n / hw[W_PCIE] + CPU_ADAM_BYTES_PER_PARAM * n / hw[W_CPU_BW]
+    else:
+        t_opt = 2.0 * (4.0 + states) * n / hw[W_HBM]
+    if job[J_OFFLOAD] >= OFFLOAD_OPTIMIZER_AND_PARAMS:
+        n_all = (model[M_NTOT] - model[M_NEXP]) / (plan[P_TP] * plan[P_PP]) + model[M_NEXP] / (
+            plan[P_TP] * plan[P_PP] * plan[P_EP])
+        bpp = 2.0 if job[J_METHOD] == METHOD_FULL else job[J_BASE_BYTES]
+        fetch = 2.0 * bpp * n_all / replicas / hw[W_PCIE]
+        t_off += m * overlapped_seconds(fetch, t_compute, hw[W_CONTENTION])
+    t_off += 2.0 * out[T_PAGED] / hw[W_PCIE]
+    return t_opt, t_off
 
 
 @njit(cache=True)
@@ -455,7 +529,10 @@ def _cp_ok(cp, job, pins):
 @njit(cache=True)
 def _dp_cap(job, pins, mb):
     """The most data-parallel ranks a micro-batch size allows: global batch / micro-batch (or the
-    pinned dp); -1 when the micro-batch exceeds the global batch (a searched micro-batch above 1)."""
+    pinned dp); -1 when the micro-batch exceeds the global batch (a searched micro-batch above 1).
+    With gradient accumulation given, the global batch follows the plan, so only the pin caps dp."""
+    if job[J_ACCUM] > 0.0:
+        return pins[P_DP] if pins[P_DP] > 0.0 else 1e9
     cap = max(1.0, math.floor(job[J_GB] / mb))
     if pins[P_DP] > 0.0:
         cap = pins[P_DP]
@@ -471,10 +548,18 @@ def _ep_ok(ep, replicas, ep_max):
 
 
 @njit(cache=True)
-def _zero_ok(zero, replicas, pins):
-    """A searched ZeRO stage above 0 needs more than one replica to shard over."""
+def _zero_ok(zero, replicas, pins, job):
+    """A searched ZeRO stage above 0 needs more than one replica to shard over; CPU offload needs
+    ZeRO-2 (the optimizer) or ZeRO-3 (and the weights), on one GPU too (DeepSpeed ZeRO-Offload)."""
+    need = 0.0
+    if job[J_OFFLOAD] >= OFFLOAD_OPTIMIZER_AND_PARAMS:
+        need = 3.0
+    elif job[J_OFFLOAD] >= OFFLOAD_OPTIMIZER:
+        need = 2.0
     if pins[P_ZERO] >= 0.0:
-        return zero == pins[P_ZERO]
+        return zero == pins[P_ZERO] and zero >= need
+    if need > 0.0:
+        return zero >= need
     return zero == 0.0 or replicas > 1.0
 
 
@@ -535,7 +620,7 @@ def search(model, hw, job, pins, top, row):
                     if cap < 0.0 or (pins[P_DP] > 0.0 and cap > dp_max):
                         continue
                     dp = min(dp_max, cap)
-                    if mb > job[J_GB] / dp and mb > 1.0 and pins[P_MB] <= 0.0:
+                    if mb > job[J_GB] / dp and mb > 1.0 and pins[P_MB] <= 0.0 and job[J_ACCUM] <= 0.0:
                         continue
                     fits += _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max)
     return fits
@@ -557,7 +642,7 @@ def _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max):
                     continue
                 for iz in range(4):
                     zero = float(iz)
-                    if not _zero_ok(zero, dp * cp, pins):
+                    if not _zero_ok(zero, dp * cp, pins, job):
                         continue
                     for iv in range(V_CHOICES.shape[0] + 1):
                         v = _cand(V_CHOICES, iv, pins[P_V])
@@ -638,9 +723,9 @@ def _min_dp_gpus(model, hw, job, pins, row, tp, pp, cp, mb, cap, ep_max, cap_mem
                 continue
             for iz in range(4):
                 zero = float(iz)
-                if pins[P_ZERO] >= 0.0 and zero != pins[P_ZERO]:
+                if not _zero_ok(zero, 2.0, pins, job):  # the stage rule; the one-replica rule is lo_dp
                     continue
-                lo_dp = 2.0 if (zero > 0.0 and pins[P_ZERO] < 0.0 and cp <= 1.0) else 1.0
+                lo_dp = 2.0 if (zero > 0.0 and pins[P_ZERO] < 0.0 and cp <= 1.0 and job[J_OFFLOAD] <= 0.0) else 1.0
                 # interleaving only adds micro-batches in flight: v = 1 unless pinned
                 v = pins[P_V] if pins[P_V] > 0.0 else 1.0
                 if not _v_ok(v, pp, model, pins):

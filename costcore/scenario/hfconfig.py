@@ -396,9 +396,21 @@ def _style(cfg: dict, pre: str, what: str, typ: str) -> dict:
     return out
 
 
+# Model types that are not transformers of the shape above (state-space, recurrent, encoder-decoder
+# or diffusion models): the planner cannot count their FLOPs or memory, and says so by name.
+UNMODELLED_TYPES = frozenset({"mamba", "mamba2", "rwkv", "rwkv5", "rwkv6", "jamba", "recurrent_gemma", "xlstm",
+                              "t5", "mt5", "bart", "mbart", "whisper", "bert", "roberta", "deberta", "deberta-v2",
+                              "electra", "marian", "pegasus", "vit", "clip", "siglip", "dinov2", "unet"})
+
+
 def _full_shape(cfg: dict, what: str) -> dict:
     part, pre = _language_part(cfg)
     typ = _model_type(part) or _model_type(cfg)
+    if typ in UNMODELLED_TYPES:
+        raise ScenarioError(what, f"model_type {_shown(typ)} is not a decoder-only transformer the planner can "
+                            "model (state-space, recurrent, encoder-decoder and encoder-only models are not); "
+                            "give its layers, hidden size and heads by hand if it is one in disguise",
+                            value=typ, allowed="a decoder-only transformer config")
     shape = _core(part, pre, what)
     shape.update(_moe(part, pre, what, shape))
     shape.update(_mla(part, pre, what))

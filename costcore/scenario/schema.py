@@ -49,7 +49,8 @@ CATALOG: dict[str, dict] = _load_yaml("hardware.yaml")
 GPU_NAMES: tuple[str, ...] = tuple(CATALOG)
 _SCHEMA = _load_yaml("schema.yaml")
 CATALOG_KEYS = ("usd_per_gpu_hour", "peak_tflops", "memory_gb", "mem_bandwidth_tbs", "attn_efficiency",
-                "fp8_peak_tflops", "gemm_efficiency", "intra_node_gbs", "inter_node_gbs", "gpus_per_node")
+                "fp8_peak_tflops", "gemm_efficiency", "intra_node_gbs", "inter_node_gbs", "gpus_per_node",
+                "pcie_gbs")
 
 
 @dataclass(frozen=True)
@@ -206,6 +207,7 @@ H_ATTN_EFF = IX["hardware.attn_efficiency"]
 H_FP8_TFLOPS = IX["hardware.fp8_peak_tflops"]
 H_GEMM_EFF = IX["hardware.gemm_efficiency"]
 H_INTRA_GBS = IX["hardware.intra_node_gbs"]
+H_PCIE_GBS = IX["hardware.pcie_gbs"]
 H_INTER_GBS = IX["hardware.inter_node_gbs"]
 H_GPUS_PER_NODE = IX["hardware.gpus_per_node"]
 H_PRECISION = IX["hardware.precision"]
@@ -218,6 +220,7 @@ E_FP8_EFF = IX["efficiency.fp8_gemm_efficiency"]
 E_BUFFER_GB = IX["efficiency.comm_buffer_gb"]
 E_CONTENTION = IX["efficiency.overlap_contention"]
 E_SUSTAINED = IX["efficiency.sustained_fraction"]
+E_CPU_OPT_GBS = IX["efficiency.cpu_optimizer_gbs"]
 E_INFER_MFU = IX["efficiency.inference_mfu"]
 E_USABLE_MEM = IX["efficiency.usable_memory_fraction"]
 R_FAIL_RATE = IX["reliability.failures_per_gpu_hour"]
@@ -274,6 +277,11 @@ S_METHOD = _stage_offset("method")
 S_LORA_RANK = _stage_offset("lora_rank")
 S_LORA_TARGETS = _stage_offset("lora_targets")
 S_QLORA_DEQ = _stage_offset("qlora_dequant_overhead")
+S_BASE_BITS = _stage_offset("base_bits")
+S_OPTIMIZER = _stage_offset("optimizer")
+S_OFFLOAD = _stage_offset("offload")
+S_GRAD_ACCUM = _stage_offset("grad_accum")
+S_LOADER_TPS = _stage_offset("loader_tokens_per_s_per_node")
 S_ACQ_USD_B = _stage_offset("acquisition_usd_per_b_tokens")
 S_CLEAN_USD_B = _stage_offset("cleaning_usd_per_b_tokens")
 S_LABELS = _stage_offset("labels")
@@ -346,7 +354,8 @@ DEFAULT_VECTOR.setflags(write=False)
 def _flatten_keys(d: dict, prefix: str, out: dict) -> None:
     for k, v in d.items():
         if not isinstance(k, str):
-            raise ScenarioError(prefix.rstrip(".") or "scenario", f"keys must be text, got {_show(k)}")
+            where = ".".join(_key(p) for p in prefix.rstrip(".").split(".")) if prefix else "scenario"
+            raise ScenarioError(where, f"keys must be text, got {_show(k)}")  # a parent key shown safely
         if isinstance(v, dict):
             _flatten_keys(v, prefix + k + ".", out)
         else:
@@ -443,6 +452,7 @@ def validate(data: Any) -> dict:
         raise ScenarioError("scenario", f"must be a mapping of sections (got {type(data).__name__})")
     check_depth(data)
     data = _plain(data)  # from here on only built-in dicts and lists are read
+    data = _custom_gpu(_model_name(data))
     out: dict = {}
     for key in data:
         if key not in TOP_LEVEL_KEYS:
@@ -496,8 +506,90 @@ def validate(data: Any) -> dict:
                 raise ScenarioError(_path("stages", sname, k), "unknown setting; allowed: "
                                     + ", ".join(sorted(STAGE_KEYS[sname])))
             clean[k] = _check_value(BY_PATH[path], v)
+        _stage_rules(sname, clean)
         out["stages"][sname] = clean
     return out
+
+
+# hardware.gpu as a mapping (a custom GPU): its keys -> the hardware fields they set.
+CUSTOM_GPU_KEYS = {"name": "gpu_name", "peak_tflops": "peak_tflops", "fp8_peak_tflops": "fp8_peak_tflops",
+                   "memory_gb": "memory_gb", "mem_bandwidth_tbs": "mem_bandwidth_tbs",
+                   "gpus_per_node": "gpus_per_node", "intra_node_gbs": "intra_node_gbs",
+                   "inter_node_gbs": "inter_node_gbs", "pcie_gbs": "pcie_gbs",
+                   "usd_per_gpu_hour": "usd_per_gpu_hour", "gemm_efficiency": "gemm_efficiency",
+                   "attn_efficiency": "attn_efficiency"}
+CUSTOM_GPU_REQUIRED = ("peak_tflops", "memory_gb")
+
+
+def _custom_gpu(data: dict) -> dict:
+    """``hardware.gpu`` given as a mapping of figures -> gpu ``custom`` plus those hardware fields.
+
+    The figures it does not give are the ``custom`` catalog entry's placeholders; keys set
+    directly in ``hardware`` conflict. The result is an ordinary scenario, so a custom GPU is
+    validated, exported and shared like any other setting.
+    """
+    hw = data.get("hardware")
+    if not isinstance(hw, dict) or not isinstance(hw.get("gpu"), dict):
+        return data
+    spec = hw["gpu"]
+    out = {k: v for k, v in hw.items() if k != "gpu"}
+    for k, v in spec.items():
+        if not isinstance(k, str) or k not in CUSTOM_GPU_KEYS:
+            raise ScenarioError(_path("hardware", "gpu", k), "unknown figure of a custom GPU; allowed: "
+                                + ", ".join(CUSTOM_GPU_KEYS))
+        target = CUSTOM_GPU_KEYS[k]
+        if target in out and out[target] != v:
+            raise ScenarioError(_path("hardware", "gpu", k), f"conflicts with hardware.{target}; set it in one place")
+        out[target] = v
+    for k in CUSTOM_GPU_REQUIRED:
+        if k not in spec:
+            f = BY_PATH["hardware." + k]
+            raise ScenarioError(f"hardware.gpu.{k}", f"a custom GPU needs its {f.label.lower()}: {f.allowed()}",
+                                allowed=f.allowed())
+    out["gpu"] = "custom"
+    return dict(data, hardware=out)
+
+
+def _model_name(data: dict) -> dict:
+    """``model.name`` (a shipped model) -> ``model.hf_config`` of that name, checked against the list."""
+    model = data.get("model")
+    if not isinstance(model, dict) or model.get("name") in (None, ""):
+        return data
+    name = model["name"]
+    from costcore.scenario.hfconfig import shipped_configs
+    known = shipped_configs()
+    if not isinstance(name, str) or name not in known:
+        raise ScenarioError("model.name", f"must be a shipped model (python -m costcore models lists them), "
+                            f"e.g. {', '.join(list(known)[:4])} (got {_show(name)})", value=name,
+                            allowed="a shipped model's name")
+    if model.get("hf_config") not in (None, "", name):
+        raise ScenarioError("model.name", "conflicts with model.hf_config; set one of them")
+    return dict(data, model=dict(model, hf_config=name))
+
+
+BASE_BITS = (16, 8, 4)
+
+
+def _stage_rules(sname: str, clean: dict) -> None:
+    """Settings of one training stage that only make sense together (one sentence naming the field)."""
+    bits = clean.get("base_bits", 16)
+    method = clean.get("method", "full")
+    where = f"stages.{sname}.base_bits"
+    if bits not in BASE_BITS:
+        raise ScenarioError(where, f"must be 16, 8 or 4 bits (got {bits})", value=bits, allowed="16, 8 or 4")
+    if method == "full" and bits != 16:
+        raise ScenarioError(where, "full fine-tuning trains 16-bit weights; a 8- or 4-bit base needs method "
+                            "lora or qlora", value=bits, allowed="16 with method full")
+    if method == "qlora" and bits == 8:
+        raise ScenarioError(where, "QLoRA stores its base in 4 bits; for an 8-bit base use method lora",
+                            value=bits, allowed="4 or 16 with method qlora")
+    offload = clean.get("offload", "none")
+    zero = clean.get("zero_stage", -1)
+    need = {"optimizer": 2, "optimizer_and_params": 3}.get(offload, 0)
+    if zero >= 0 and zero < need:
+        raise ScenarioError(f"stages.{sname}.offload", f"offloading the {offload.replace('_', ' ')} to the CPU "
+                            f"needs ZeRO stage {need} or more (zero_stage is {zero})", value=offload,
+                            allowed=f"none with ZeRO stage {zero}")
 
 
 
@@ -551,7 +643,7 @@ def _resolve_hf_config(out: dict) -> None:
     out["model"] = model
 
 
-SHAPE_KEYS = ("layers", "hidden", "heads", "kv_heads", "ffn", "moe_ffn", "hf_config")
+SHAPE_KEYS = ("layers", "hidden", "heads", "kv_heads", "ffn", "moe_ffn", "hf_config", "name")
 
 
 def resize_model(scn: dict, params_b) -> dict:
@@ -567,6 +659,35 @@ def resize_model(scn: dict, params_b) -> dict:
     if model.get("active_params_b") and old > 0 and _is_real(params_b):
         model["active_params_b"] = round(float(model["active_params_b"]) * float(params_b) / old, 4)
     model["params_b"] = params_b
+    return dict(scn, model=model)
+
+
+MODEL_IDENTITY_KEYS = SHAPE_KEYS + ("params_b", "active_params_b", "vocab", "gated", "experts", "experts_active",
+                                   "shared_experts")
+
+
+def pick_model(scn: dict, name: str) -> dict:
+    """A copy of ``scn`` whose model is the shipped model ``name``: the old model's size and shape go,
+    the config's come (through ``model.name`` when validated). ``name`` "" keeps the old size with
+    the shape derived from it."""
+    old = scn.get("model") or {}
+    model = {k: v for k, v in old.items() if k not in MODEL_IDENTITY_KEYS}
+    if name:
+        model["name"] = name
+    else:
+        model["params_b"] = effective_value(scn, "model.params_b")
+    return dict(scn, model=model)
+
+
+def use_shape(scn: dict, shape: dict) -> dict:
+    """A copy of ``scn`` whose model is ``shape`` (the keys hfconfig.parse_hf_config returns), set explicitly."""
+    old = scn.get("model") or {}
+    model = {k: v for k, v in old.items() if k not in MODEL_IDENTITY_KEYS}
+    for key, v in shape.items():
+        f = BY_PATH.get("model." + key)
+        if f is None:
+            continue
+        model[key] = bool(v) if f.kind == "bool" else (round(float(v), 4) if f.kind == "float" else int(v))
     return dict(scn, model=model)
 
 
