@@ -22,6 +22,7 @@ res = common.frame(
     "operations and hidden losses) are compared, since labor and bought data never reach a cloud bill.")
 
 WORK = Path(tempfile.gettempdir()) / "costcore-review"
+MAX_UPLOAD_MB = int(st.get_option("server.maxUploadSize"))  # the server refuses more, whatever the widget says
 
 
 @st.cache_resource(show_spinner="Generating the sample data...")
@@ -75,7 +76,9 @@ def _view(key: str, plan_key: str, _plan, filters: tuple, since, until, budget, 
 ss = st.session_state
 c1, c2 = st.columns([3, 1])
 uploads = c1.file_uploader("Bills and job records (FOCUS CSV, sacct --parsable2 output, run CSV)",
-                           accept_multiple_files=True, key="review_upload")
+                           accept_multiple_files=True, key="review_upload",
+                           help=f"Up to {MAX_UPLOAD_MB} MB a file; bigger files go through the command line "
+                                "(python -m costcore actuals import FILE).")
 
 
 def _use_sample() -> None:
@@ -168,12 +171,11 @@ with left:
     colors = alt.Scale(domain=["Plan", "Adds to the plan", "Saves against the plan", "Actual"],
                        range=["#4C78A8", "#E45756", "#54A24B", "#222222"])
     chart = alt.Chart(wf).mark_bar().encode(
-        x=alt.X("label:N", sort=list(wf["label"]), title="From plan to actual",
-                axis=alt.Axis(labelAngle=-35, labelLimit=220)),
-        y=alt.Y("start:Q", title="Dollars ($)", axis=alt.Axis(format="$~s")), y2="end:Q",
-        color=alt.Color("direction:N", title="Step", scale=colors),
+        y=alt.Y("label:N", sort=list(wf["label"]), title="From plan to actual", axis=alt.Axis(labelLimit=260)),
+        x=alt.X("start:Q", title="Dollars ($)", axis=alt.Axis(format="$~s")), x2="end:Q",
+        color=alt.Color("direction:N", title="Step", scale=colors, legend=alt.Legend(orient="bottom", columns=2)),
         tooltip=[alt.Tooltip("label:N", title="step"), alt.Tooltip("usd:Q", title="$", format="$,.3s")])
-    common.show_chart(chart.properties(height=420), "Variance waterfall: from plan to actual")
+    common.show_chart(chart.properties(height=380), "Variance waterfall: from plan to actual")
 with right:
     pva = pd.DataFrame([{"stage": STAGE_LABELS.get(s, s), "plan": float(x["plan_usd"]), "actual": float(x["actual_usd"]),
                          "variance": float(x["variance_usd"]), "cause": x["cause"]}

@@ -3,6 +3,8 @@
 #  - Python packages from requirements-dev.txt (pip)
 #  - Chromium from Debian's packages for the browser tests (Playwright drives it;
 #    no browser is downloaded by Playwright itself)
+#  - PostgreSQL from Debian's packages for the actuals report tests (tests/pg_support.py starts
+#    a throwaway server itself; no service is enabled)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
@@ -11,5 +13,15 @@ if ! command -v chromium >/dev/null 2>&1; then
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+pg_found() {
+  command -v pg_ctl >/dev/null 2>&1 && command -v initdb >/dev/null 2>&1 && return 0
+  ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1
+}
+if ! pg_found; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends postgresql >/dev/null
 fi
 python3 -m pytest "$@"

@@ -112,25 +112,23 @@ def _focus_stage(duck, path: Path) -> None:
         raise ScenarioError("file", f"{_where(path)}: cannot be read as CSV ({one_line(msg, 300)})") from None
 
 
-def _focus_bad_sql(header: list[str]) -> str:
-    """SELECT rowid, column of the first value that does not parse (NULL when every value does)."""
+TS_SQL = "timezone('UTC', CAST(v AS TIMESTAMPTZ))"
+
+
+def _focus_bad_money_sql() -> str:
+    """SELECT rowid, column of the first money value that does not parse (no row when all do)."""
     tests = []
     for c in FOCUS_MONEY:
-        empty_ok = c not in FOCUS_REQUIRED_VALUES
         v = _q(c)
         cond = f"TRY_CAST(trim({v}) AS {MONEY_SQL}) IS NULL"
-        tests.append(((f"{v} IS NOT NULL AND trim({v}) <> '' AND " if empty_ok else "") + cond, c))
-    for c in ("ChargePeriodStart", "ChargePeriodEnd"):
-        tests.append((f"TRY_CAST(trim({_q(c)}) AS TIMESTAMPTZ) IS NULL", c))
-    tests.append(("Tags IS NOT NULL AND trim(Tags) <> '' AND (NOT json_valid(Tags) OR NOT starts_with(ltrim(Tags), "
-                  "'{'))", "Tags"))
+        tests.append(((f"{v} IS NOT NULL AND trim({v}) <> '' AND " if c not in FOCUS_REQUIRED_VALUES else "") + cond, c))
     case = " ".join(f"WHEN {cond} THEN '{col}'" for cond, col in tests)
     return f"SELECT rowid, bad FROM (SELECT rowid, CASE {case} END AS bad FROM _stg) WHERE bad IS NOT NULL " \
            "ORDER BY rowid LIMIT 1"
 
 
 def _tag_sql(key: str) -> str:
-    return f"nullif(trim(json_extract_string(CASE WHEN trim(Tags) = '' THEN NULL ELSE Tags END, '$.{key}')), '')"
+    return f"nullif(trim(json_extract_string(j, '$.{key}')), '')"
 
 
 def _stage_sql(expr: str) -> str:
@@ -139,55 +137,89 @@ def _stage_sql(expr: str) -> str:
     return f"coalesce(CASE {low} {words} ELSE lower(trim({expr})) END, '{UNATTRIBUTED}')"
 
 
+def _lookups(duck) -> tuple | None:
+    """Parse the distinct times and tags once (a bill repeats them on every line) into _ts and _tags.
+
+    Returns (column, value) of the first time or Tags value that does not parse, else None.
+    """
+    duck.execute("DROP TABLE IF EXISTS _ts")
+    duck.execute("CREATE TEMP TABLE _ts AS SELECT v, TRY_CAST(trim(v) AS TIMESTAMPTZ) AS t FROM "
+                 "(SELECT DISTINCT ChargePeriodStart AS v FROM _stg UNION SELECT DISTINCT ChargePeriodEnd FROM _stg)")
+    for c in ("ChargePeriodStart", "ChargePeriodEnd"):
+        bad = duck.execute(f"SELECT s.{c} FROM _stg s LEFT JOIN _ts ON s.{c} = _ts.v WHERE _ts.t IS NULL "
+                           "ORDER BY s.rowid LIMIT 1").fetchall()
+        if bad:
+            return c, bad[0][0]
+    duck.execute("DROP TABLE IF EXISTS _tags")
+    duck.execute("CREATE TEMP TABLE _tags AS SELECT Tags AS v, CASE WHEN trim(Tags) = '' THEN NULL "
+                 "WHEN json_valid(Tags) AND starts_with(ltrim(Tags), '{') THEN Tags::JSON END AS j, "
+                 "trim(Tags) <> '' AND NOT (json_valid(Tags) AND starts_with(ltrim(Tags), '{')) AS bad "
+                 "FROM (SELECT DISTINCT Tags FROM _stg WHERE Tags IS NOT NULL)")
+    bad = duck.execute("SELECT s.Tags FROM _stg s JOIN _tags ON s.Tags = _tags.v WHERE _tags.bad ORDER BY s.rowid "
+                       "LIMIT 1").fetchall()
+    if bad:
+        return "Tags", bad[0][0]
+    tags = ", ".join(f"coalesce({_tag_sql(k)}, '{UNATTRIBUTED}') AS {k}" for k in ("project", "team", "model_version",
+                                                                                    "task_type"))
+    duck.execute(f"CREATE OR REPLACE TEMP TABLE _tags AS SELECT v, {tags}, {_stage_sql(_tag_sql('stage'))} AS stage, "
+                 f"{_tag_sql('run_id')} AS run_id FROM _tags")
+    return None
+
+
 def _focus_norm_sql() -> str:
     money = {c: f"CAST(trim({_q(c)}) AS {MONEY_SQL})" for c in FOCUS_MONEY}
-    ts = {c: f"timezone('UTC', CAST(trim({_q(c)}) AS TIMESTAMPTZ))" for c in ("ChargePeriodStart", "ChargePeriodEnd")}
     text = {c: f"nullif(trim({_q(c)}), '')" for c in ("ServiceCategory", "ServiceName", "ResourceId", "ResourceType",
                                                       "SkuId", "ConsumedUnit")}
     units = ", ".join(f"'{u}'" for u in GPU_HOUR_UNITS)
-    tags = {k: f"coalesce({_tag_sql(k)}, '{UNATTRIBUTED}')" for k in ("project", "team", "model_version",
-                                                                       "task_type")}
+    unt = f"'{UNATTRIBUTED}'"
     cols = {
-        "charge_start": ts["ChargePeriodStart"], "charge_end": ts["ChargePeriodEnd"],
+        "charge_start": "timezone('UTC', a.t)", "charge_end": "timezone('UTC', b.t)",
         "billed_usd": money["BilledCost"], "effective_usd": money["EffectiveCost"], "list_usd": money["ListCost"],
         "service_category": text["ServiceCategory"], "service_name": text["ServiceName"],
-        "resource_id": text["ResourceId"], "resource_type": f"coalesce({text['ResourceType']}, '{UNATTRIBUTED}')",
+        "resource_id": text["ResourceId"], "resource_type": f"coalesce({text['ResourceType']}, {unt})",
         "sku_id": text["SkuId"], "consumed_quantity": money["ConsumedQuantity"], "consumed_unit": text["ConsumedUnit"],
         "gpu_hours": f"CASE WHEN replace(replace(lower(trim(ConsumedUnit)), ' ', '-'), '_', '-') IN ({units}) "
                      f"THEN coalesce({money['ConsumedQuantity']}, 0) ELSE 0 END",
-        "tags": "nullif(trim(Tags), '')", **tags, "stage": _stage_sql(_tag_sql("stage")),
-        "run_id": _tag_sql("run_id"),
+        "tags": "nullif(trim(Tags), '')",
+        **{k: f"coalesce(g.{k}, {unt})" for k in ("project", "team", "model_version", "task_type", "stage")},
+        "run_id": "g.run_id",
     }
     inner = ", ".join(f"{sql} AS {name}" for name, sql in cols.items())
     keyed = [c for c in cols if c != "tags"] + ["tags"]
     key = "md5(concat_ws(chr(31), 'focus', " + ", ".join(f"coalesce(CAST({c} AS VARCHAR), '')" for c in keyed) + "))"
     order = ", ".join(cols)
-    return (f"SELECT {key} AS row_key, {{file}} AS file, {order} FROM (SELECT {inner} FROM _stg) "
-            "QUALIFY row_number() OVER (PARTITION BY row_key) = 1")
+    source = ("_stg s JOIN _ts a ON s.ChargePeriodStart = a.v JOIN _ts b ON s.ChargePeriodEnd = b.v "
+              "LEFT JOIN _tags g ON s.Tags = g.v")
+    return (f"SELECT DISTINCT ON (row_key) {key} AS row_key, {{file}} AS file, {order} FROM (SELECT {inner} FROM {source})")
 
 
 def import_focus(duck, path: Path) -> tuple[int, int]:
     """Stage, check and insert one FOCUS file (inside the caller's transaction): (imported, duplicates)."""
     header = _focus_header(path)
     _focus_stage(duck, path)
-    bad = duck.execute(_focus_bad_sql(header)).fetchone()
+    base = duck.execute("SELECT min(rowid) FROM _stg").fetchone()[0]  # rowids of a new table start anywhere
+    bad = duck.execute(_focus_bad_money_sql()).fetchone()
+    if bad is None:
+        found = _lookups(duck)
+        if found is not None:
+            col, value = found
+            rowid = duck.execute(f"SELECT min(rowid) FROM _stg WHERE {_q(col)} = ?", [value]).fetchone()[0]
+            bad = (rowid, col)
     if bad is not None:
         rowid, col = bad
         value = duck.execute(f"SELECT {_q(col)} FROM _stg WHERE rowid = ?", [rowid]).fetchone()[0]
         what = {"Tags": "is not a JSON object"}.get(col, "is not a date and time (ISO 8601)"
                                                          if col.startswith("Charge") else "is not a number")
-        base = duck.execute("SELECT min(rowid) FROM _stg").fetchone()[0]  # rowids of a new table start anywhere
         raise ScenarioError("file", f"{_where(path, int(rowid - base) + 2, col, header.index(col) + 1)}: "
                                     f"{one_line(repr(value or ''), 80)} {what}")
     total = duck.execute("SELECT count(*) FROM _stg").fetchone()[0]
-    duck.execute("DROP TABLE IF EXISTS _norm")
     literal = "'" + path.name.replace("'", "''") + "'"
-    duck.execute("CREATE TEMP TABLE _norm AS " + _focus_norm_sql().replace("{file}", literal))
+    duck.execute("CREATE OR REPLACE TEMP TABLE _norm AS " + _focus_norm_sql().replace("{file}", literal))
     before = duck.execute("SELECT count(*) FROM cost_rows").fetchone()[0]
     duck.execute("INSERT INTO cost_rows SELECT n.* FROM _norm n ANTI JOIN cost_rows c ON n.row_key = c.row_key")
     added = duck.execute("SELECT count(*) FROM cost_rows").fetchone()[0] - before
-    duck.execute("DROP TABLE IF EXISTS _stg")
-    duck.execute("DROP TABLE IF EXISTS _norm")
+    for t in ("_stg", "_norm", "_ts", "_tags"):
+        duck.execute(f"DROP TABLE IF EXISTS {t}")
     return int(added), int(total - added)
 
 

@@ -9,8 +9,8 @@ How it is made
     noise of sigma ``NOISE_SIGMA``), plus untagged support charges. Into these daily series go
     ``n_anomalies`` known anomalies: one-day spikes (x2.5 to x4) and drifts (x1.7 to x2.2 for three
     to five days). Each day's amount is split over the runs active that day (GPU), the checkpoints
-    of the project's runs (storage: those of runs that ended over ``RETENTION_DAYS`` ago are
-    orphaned), idle reserved capacity (platform team, no run) and ``pieces`` billing rows. Runs
+    of the project's first and last two runs (storage: those of runs that ended over
+    ``RETENTION_DAYS`` ago are orphaned), idle reserved capacity (platform team, no run) and ``pieces`` billing rows. Runs
     chain one after another per project; some fail, some are cancelled, some repeat an earlier
     run's configuration. Pre-training runs carry model size, tokens and GPU type, and their
     GPU-hours are the planner's own estimate divided by ``TRUE_EFFICIENCY`` (times a small noise),
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 START = dt.date(2025, 1, 6)
-DAYS = 150
+DAYS = 120
 NOISE_SIGMA = 0.06
 RETENTION_DAYS = 30
 TRUE_EFFICIENCY = 0.8
@@ -155,17 +155,19 @@ def _day_targets(day: dt.date, project: str, resource: str, runs: list[dict]) ->
             out.append((None, s * idle / (1 - idle), f"reservation-{project}"))
         return out
     if resource == "Storage":
-        ended = [r for r in mine if r["start"] < t1][-10:]  # checkpoints of the last runs kept
-        return [(r, 1.0, f"bucket-{project}-{r['run_id']}") for r in ended] or [(None, 1.0, f"bucket-{project}")]
+        started = [r for r in mine if r["start"] < t1]
+        kept = started[:1] + started[-2:] if len(started) > 2 else started  # the first run's checkpoints never go
+        return [(r, 1.0, f"bucket-{project}-{r['run_id']}") for r in kept] or [(None, 1.0, f"bucket-{project}")]
     active = [r for r in mine if r["start"] < t1 and r["end"] > t0]
     return [(r, 1.0, f"net-{project}") for r in active] or [(None, 1.0, f"net-{project}")]
 
 
 def _tags(run: dict | None, project: str) -> str:
+    compact = {"separators": (",", ":")}
     if run is None:
-        team = PROJECTS[project][0]
-        return json.dumps({"project": project, "team": team})
-    return json.dumps({k: run[k] for k in ("project", "team", "model_version", "task_type", "stage", "run_id")})
+        return json.dumps({"project": project, "team": PROJECTS[project][0]}, **compact)
+    return json.dumps({k: run[k] for k in ("project", "team", "model_version", "task_type", "stage", "run_id")},
+                      **compact)
 
 
 def _focus_rows(rng, runs, anomalies, pieces: int):
@@ -180,8 +182,9 @@ def _focus_rows(rng, runs, anomalies, pieces: int):
                 usd = base * float(np.exp(rng.normal(0.0, NOISE_SIGMA))) * anomalies.get((project, res, d), 1.0)
                 targets = _day_targets(day, project, res, runs)
                 wsum = sum(w for _, w, _ in targets)
-                for run, w, rid in targets:
-                    for micro in _split_micro(rng, int(round(usd * w / wsum * 1e6)), pieces):
+                for run, w, rid0 in targets:
+                    for k, micro in enumerate(_split_micro(rng, int(round(usd * w / wsum * 1e6)), pieces)):
+                        rid = rid0 if pieces == 1 else f"{rid0}-{k}"  # one line per resource of the day
                         cat, svc, unit = RESOURCES[res]
                         qty = micro / 1e6 / rate if res == "GPU" else micro / 1e6 / (0.023 if res == "Storage" else 0.05)
                         yield ((period, stamp, stamp_end, _money(micro), _money(micro), _money(int(micro * 1.25)), "USD",
@@ -232,7 +235,7 @@ def _write_sacct(out: Path, runs: list[dict]) -> None:
 def write_sample(out_dir, seed: int = 7, pieces: int = 1, n_anomalies: int = 14, focus_only: bool = False) -> dict:
     """Write the sample files into ``out_dir`` and return the truth (also written to truth.json).
 
-    ``pieces``: billing rows per (day, project, resource, run) (1 gives ~5,000 rows; ~200 gives a
+    ``pieces``: billing rows per (day, project, resource, run) (1 gives ~2,600 rows, under 1 MB; ~390 gives a
     million). Returns {"files", "anomalies": [{"date", "project", "resource_type"}], "billed_usd",
     "by_project_usd", "true_efficiency", "plan"}; the sums are exact decimal strings.
     """
