@@ -119,7 +119,8 @@ bars = alt.Chart(mem).mark_bar().encode(
 ).transform_calculate(kind_order=f"indexof({order!r}, datum.kind)")
 cap = float(rows.usable_memory_gb.iloc[0])
 line = alt.Chart(pd.DataFrame({"gb": [cap], "what": [f"Usable memory {fmt.gb(cap)}"]})).mark_rule(
-    color="#d62728", strokeDash=[6, 3], size=2).encode(y="gb:Q", tooltip=[alt.Tooltip("what:N", title="Line")])
+    color="#d62728", strokeDash=[6, 3], size=2).encode(y=alt.Y("gb:Q", title="Memory per GPU (GB)"),
+                                                       tooltip=[alt.Tooltip("what:N", title="Line")])
 common.show_chart((bars + line).properties(height=320),
                   f"Memory per GPU by kind against the usable {fmt.gb(cap)} (red line)")
 speed = alt.Chart(rows).mark_bar().encode(
