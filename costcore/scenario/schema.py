@@ -649,17 +649,41 @@ SHAPE_KEYS = ("layers", "hidden", "heads", "kv_heads", "ffn", "moe_ffn", "hf_con
 def resize_model(scn: dict, params_b) -> dict:
     """A copy of ``scn`` whose model has ``params_b`` parameters and the shape of that size.
 
-    The explicit shape (layers, hidden, heads, KV heads, FFN, expert width, a Hugging Face config)
-    belongs to the old size, so it is dropped and the core derives the new one
-    (formulas.model_shape); a MoE's active parameters keep their share of the total. What the
-    size slider does: without it a "7B" on a 70B preset kept the 70B's 80 x 8192 shape.
+    The explicit shape (layers, hidden, heads, KV heads, FFN, expert width, vocabulary, a Hugging
+    Face config or a shipped model's name) belongs to the old size, so it is dropped and the new
+    one comes from the family table (:func:`_family_shape`: 8B is Llama-3.1-8B's 32 x 4096, 70B
+    Llama-3.1-70B's 80 x 8192, vocabulary 128,256); a MoE's active parameters keep their share of
+    the total. What the size slider does: without it a "7B" on a 70B preset kept the 70B's 80 x
+    8192 shape.
     """
     model = {k: v for k, v in (scn.get("model") or {}).items() if k not in SHAPE_KEYS}
     old = float(effective_value(scn, "model.params_b"))
     if model.get("active_params_b") and old > 0 and _is_real(params_b):
         model["active_params_b"] = round(float(model["active_params_b"]) * float(params_b) / old, 4)
     model["params_b"] = params_b
-    return dict(scn, model=model)
+    return dict(scn, model=_family_shape(model))
+
+
+def _family_shape(model: dict) -> dict:
+    """The model's shape from the family table (hfconfig.family_shape: Llama-style dense anchors, or
+    DeepSeek-style MoE) for its new size; outside the table's range the keys stay unset and the
+    core derives the shape (formulas.model_shape). Keys of the family's: layers, hidden, heads,
+    KV heads, MLP widths, vocabulary, gating, experts."""
+    from costcore.scenario.hfconfig import family_shape
+    size, active = model.get("params_b"), model.get("active_params_b") or 0.0
+    moe = bool(model.get("experts")) or (_is_real(active) and _is_real(size) and 0 < active < size)
+    for k in ("experts", "experts_active", "shared_experts", "vocab", "gated"):
+        model.pop(k, None)
+    try:
+        shape = family_shape(float(size), "moe" if moe else "dense", float(active) if moe else 0.0)
+    except (ScenarioError, TypeError, ValueError):  # out of the table's range, or not a number (validate says so)
+        return model
+    for key, v in shape.items():
+        f = BY_PATH.get("model." + key)
+        if f is None or key in ("params_b", "active_params_b"):
+            continue
+        model[key] = bool(v) if f.kind == "bool" else (round(float(v), 4) if f.kind == "float" else int(v))
+    return model
 
 
 MODEL_IDENTITY_KEYS = SHAPE_KEYS + ("params_b", "active_params_b", "vocab", "gated", "experts", "experts_active",
@@ -669,14 +693,14 @@ MODEL_IDENTITY_KEYS = SHAPE_KEYS + ("params_b", "active_params_b", "vocab", "gat
 def pick_model(scn: dict, name: str) -> dict:
     """A copy of ``scn`` whose model is the shipped model ``name``: the old model's size and shape go,
     the config's come (through ``model.name`` when validated). ``name`` "" keeps the old size with
-    the shape derived from it."""
+    the family table's shape for it (:func:`resize_model`)."""
     old = scn.get("model") or {}
     model = {k: v for k, v in old.items() if k not in MODEL_IDENTITY_KEYS}
     if name:
         model["name"] = name
-    else:
-        model["params_b"] = effective_value(scn, "model.params_b")
-    return dict(scn, model=model)
+        return dict(scn, model=model)
+    model["params_b"] = effective_value(scn, "model.params_b")
+    return dict(scn, model=_family_shape(model))
 
 
 def use_shape(scn: dict, shape: dict) -> dict:
