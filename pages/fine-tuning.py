@@ -51,7 +51,7 @@ with left:
     v = schema.effective_value
     st.caption(f"Shape: {res.stat('sft', 'model_layers'):,.0f} layers, hidden {res.stat('sft', 'model_hidden'):,.0f}, "
                f"{v(scn, 'model.heads') or 'derived'} heads, {v(scn, 'model.kv_heads') or 'all'} key/value heads, "
-               f"vocabulary {v(scn, 'model.vocab'):,}; {fmt.num(v(scn, 'model.params_b'))}B parameters"
+               f"vocabulary {v(scn, 'model.vocab') / 1000:.1f}k tokens; {fmt.num(v(scn, 'model.params_b'))}B parameters"
                + (f", {v(scn, 'model.experts')} routed experts" if v(scn, "model.experts") else "") + ".")
 with right:
     st.markdown(f"**GPU:** {common.md_escape(common.gpu_label(common.scenario()))}, "

@@ -213,6 +213,11 @@ def _in_range(f) -> st.SearchStrategy:
     return vals
 
 
+# Fields whose in-range values are refused by a rule that reads other settings too (base bits of a
+# full fine-tune, ZeRO stage with CPU offload): tests/test_finetune.py checks those sentences.
+CROSS_FIELD_RULES = ("base_bits", "zero_stage")
+
+
 def _settable_fields(scn: dict) -> list:
     """Numeric kernel fields of the sections and of the stages this scenario enables."""
     enabled = set(scn.get("stages", {}))
@@ -222,6 +227,8 @@ def _settable_fields(scn: dict) -> list:
             continue
         parts = f.path.split(".")
         if parts[0] == "stages" and (parts[1] not in enabled or parts[2] not in STAGE_KEYS[parts[1]]):
+            continue
+        if parts[-1] in CROSS_FIELD_RULES:  # allowed only with other settings (schema._stage_rules)
             continue
         out.append(f)
     return out
