@@ -304,3 +304,30 @@ def test_property_any_focus_file_reconciles_to_the_cent(rows):
         p = str(tags.get("project", "")).strip() or "unattributed"
         projects[p] = projects.get(p, Decimal(0)) + usd
     assert doc["by"]["project"] == {k: cents(v) for k, v in projects.items()}
+
+
+def test_money_beyond_the_fast_parse_is_exact_and_keyed_alike(tmp_path):
+    """Money is parsed as DECIMAL(18, 12) where it fits and as DECIMAL(38, 12) beyond: both give the
+    same exact value, and the same amount written two ways is one row (one key)."""
+    path = tmp_path / "big.csv"
+    amounts = [("1.5", "1.50"), ("12345678901.123456789012", "12345678901.1234567890120"),
+               ("-999999.999999999999", "-999999.9999999999990"), ("1000000", "1e6")]
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(importers.FOCUS_COLUMNS)
+        for i, pair in enumerate(amounts):
+            for usd in pair:
+                w.writerow([usd, usd, "", "2025-03-01T00:00:00Z", "2025-03-02T00:00:00Z", "Compute", "svc", f"r{i}",
+                            "GPU", "sku", usd, "GPU-Hours", '{"project": "p"}'])
+    st = store.open_store(tmp_path / "s.duckdb")
+    try:
+        out = importers.import_files(st, [path])
+        assert (out["imported_rows"], out["duplicate_rows"]) == (len(amounts), len(amounts))
+        got = st.duck.execute("SELECT billed_usd, effective_usd, list_usd, consumed_quantity, gpu_hours FROM cost_rows "
+                              "ORDER BY resource_id").fetchall()
+        for (usd, _), row in zip(amounts, got):
+            assert row == (Decimal(usd), Decimal(usd), None, Decimal(usd), Decimal(usd)), row
+        assert st.duck.execute("SELECT sum(billed_usd) FROM cost_rows").fetchone()[0] == sum(
+            Decimal(a) for a, _ in amounts)
+    finally:
+        st.close()

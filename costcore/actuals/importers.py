@@ -6,7 +6,8 @@ row gets a stable key, the MD5 of its normalized values (numbers and dates as pa
 written), so importing the same rows twice counts them once (``duplicate_rows``).
 
 FOCUS files stream through DuckDB's CSV reader (chunked, parallel, never whole in Python memory);
-money is cast to DECIMAL(38, 12). Job files stream line by line in batches of ``BATCH_ROWS``.
+money is DECIMAL(38, 12), parsed through DECIMAL(18, 12) where it fits (``MONEY_FAST``); they are
+read and checked before the import's transaction opens. Job files stream line by line in batches of ``BATCH_ROWS``.
 Tags (project, team, model_version, task_type, stage, run_id) come from FOCUS ``Tags`` (a JSON
 object), from sacct ``Account`` and ``Comment`` (``key=value`` pairs or a JSON object) or from the
 run CSV's columns; a row without them is kept under "unattributed".
@@ -112,7 +113,18 @@ def _focus_stage(duck, path: Path) -> None:
         raise ScenarioError("file", f"{_where(path)}: cannot be read as CSV ({one_line(msg, 300)})") from None
 
 
-TS_SQL = "timezone('UTC', CAST(v AS TIMESTAMPTZ))"
+# Money is parsed as DECIMAL(18, 12) first (a 64-bit integer: DuckDB parses and prints it about ten
+# times faster than the 128-bit DECIMAL(38, 12)) and widened; a value that does not fit (beyond
+# +-999,999.999999999999) takes the 128-bit parse. Value and text are the same either way.
+MONEY_FAST = "DECIMAL(18, 12)"
+
+
+def _money_sql(col: str) -> tuple[str, str]:
+    """(DECIMAL(38, 12) value, its text as CAST(value AS VARCHAR) prints it) of a FOCUS money column."""
+    raw = f"trim({_q(col)})"
+    fast = f"TRY_CAST({raw} AS {MONEY_FAST})"
+    value = f"coalesce(CAST({fast} AS {MONEY_SQL}), CAST({raw} AS {MONEY_SQL}))"
+    return value, f"coalesce(CAST({fast} AS VARCHAR), CAST({value} AS VARCHAR))"
 
 
 def _focus_bad_money_sql() -> str:
@@ -120,7 +132,7 @@ def _focus_bad_money_sql() -> str:
     tests = []
     for c in FOCUS_MONEY:
         v = _q(c)
-        cond = f"TRY_CAST(trim({v}) AS {MONEY_SQL}) IS NULL"
+        cond = f"TRY_CAST(trim({v}) AS {MONEY_FAST}) IS NULL AND TRY_CAST(trim({v}) AS {MONEY_SQL}) IS NULL"
         tests.append(((f"{v} IS NOT NULL AND trim({v}) <> '' AND " if c not in FOCUS_REQUIRED_VALUES else "") + cond, c))
     case = " ".join(f"WHEN {cond} THEN '{col}'" for cond, col in tests)
     return f"SELECT rowid, bad FROM (SELECT rowid, CASE {case} END AS bad FROM _stg) WHERE bad IS NOT NULL " \
@@ -143,8 +155,9 @@ def _lookups(duck) -> tuple | None:
     Returns (column, value) of the first time or Tags value that does not parse, else None.
     """
     duck.execute("DROP TABLE IF EXISTS _ts")
-    duck.execute("CREATE TEMP TABLE _ts AS SELECT v, TRY_CAST(trim(v) AS TIMESTAMPTZ) AS t FROM "
-                 "(SELECT DISTINCT ChargePeriodStart AS v FROM _stg UNION SELECT DISTINCT ChargePeriodEnd FROM _stg)")
+    duck.execute("CREATE TEMP TABLE _ts AS SELECT v, t, CAST(timezone('UTC', t) AS VARCHAR) AS txt FROM "
+                 "(SELECT v, TRY_CAST(trim(v) AS TIMESTAMPTZ) AS t FROM "
+                 "(SELECT DISTINCT ChargePeriodStart AS v FROM _stg UNION SELECT DISTINCT ChargePeriodEnd FROM _stg))")
     for c in ("ChargePeriodStart", "ChargePeriodEnd"):
         bad = duck.execute(f"SELECT s.{c} FROM _stg s LEFT JOIN _ts ON s.{c} = _ts.v WHERE _ts.t IS NULL "
                            "ORDER BY s.rowid LIMIT 1").fetchall()
@@ -167,60 +180,102 @@ def _lookups(duck) -> tuple | None:
 
 
 def _focus_norm_sql() -> str:
-    money = {c: f"CAST(trim({_q(c)}) AS {MONEY_SQL})" for c in FOCUS_MONEY}
+    """SELECT of the rows of ``cost_rows`` from _stg (checked) and the lookups _ts and _tags.
+
+    The row key is the MD5 of the normalized values as text (CAST(value AS VARCHAR), '' for NULL),
+    in the column order below with tags last; the texts are made the cheap way (money from its
+    64-bit parse, times once per distinct value in _ts) and equal CAST(column AS VARCHAR).
+    """
+    money = {c: _money_sql(c) for c in FOCUS_MONEY}
     text = {c: f"nullif(trim({_q(c)}), '')" for c in ("ServiceCategory", "ServiceName", "ResourceId", "ResourceType",
                                                       "SkuId", "ConsumedUnit")}
     units = ", ".join(f"'{u}'" for u in GPU_HOUR_UNITS)
     unt = f"'{UNATTRIBUTED}'"
-    cols = {
-        "charge_start": "timezone('UTC', a.t)", "charge_end": "timezone('UTC', b.t)",
+    is_gpu = f"replace(replace(lower(trim(ConsumedUnit)), ' ', '-'), '_', '-') IN ({units})"
+    quantity, quantity_text = money["ConsumedQuantity"]
+    zero = "'0.000000000000'"  # CAST(0 AS DECIMAL(38, 12)) as text
+    cols = {  # name: (value, its text in the key)
+        "charge_start": ("timezone('UTC', a.t)", "a.txt"), "charge_end": ("timezone('UTC', b.t)", "b.txt"),
         "billed_usd": money["BilledCost"], "effective_usd": money["EffectiveCost"], "list_usd": money["ListCost"],
         "service_category": text["ServiceCategory"], "service_name": text["ServiceName"],
         "resource_id": text["ResourceId"], "resource_type": f"coalesce({text['ResourceType']}, {unt})",
         "sku_id": text["SkuId"], "consumed_quantity": money["ConsumedQuantity"], "consumed_unit": text["ConsumedUnit"],
-        "gpu_hours": f"CASE WHEN replace(replace(lower(trim(ConsumedUnit)), ' ', '-'), '_', '-') IN ({units}) "
-                     f"THEN coalesce({money['ConsumedQuantity']}, 0) ELSE 0 END",
+        "gpu_hours": (f"CAST(CASE WHEN {is_gpu} THEN coalesce({quantity}, 0) ELSE 0 END AS {MONEY_SQL})",
+                      f"CASE WHEN {is_gpu} THEN coalesce({quantity_text}, {zero}) ELSE {zero} END"),
         "tags": "nullif(trim(Tags), '')",
         **{k: f"coalesce(g.{k}, {unt})" for k in ("project", "team", "model_version", "task_type", "stage")},
         "run_id": "g.run_id",
     }
-    inner = ", ".join(f"{sql} AS {name}" for name, sql in cols.items())
+    cols = {k: v if isinstance(v, tuple) else (v, None) for k, v in cols.items()}
+    inner = ", ".join(f"{sql} AS {name}" + (f", {txt} AS _k_{name}" if txt else "")
+                      for name, (sql, txt) in cols.items())
     keyed = [c for c in cols if c != "tags"] + ["tags"]
-    key = "md5(concat_ws(chr(31), 'focus', " + ", ".join(f"coalesce(CAST({c} AS VARCHAR), '')" for c in keyed) + "))"
+    key = "md5(concat_ws(chr(31), 'focus', " + ", ".join(
+        f"coalesce({'_k_' + c if cols[c][1] else f'CAST({c} AS VARCHAR)'}, '')" for c in keyed) + "))"
     order = ", ".join(cols)
     source = ("_stg s JOIN _ts a ON s.ChargePeriodStart = a.v JOIN _ts b ON s.ChargePeriodEnd = b.v "
               "LEFT JOIN _tags g ON s.Tags = g.v")
-    return (f"SELECT DISTINCT ON (row_key) {key} AS row_key, {{file}} AS file, {order} FROM (SELECT {inner} FROM {source})")
+    return f"SELECT {key} AS row_key, {{file}} AS file, {order} FROM (SELECT {inner} FROM {source})"
+
+
+def prepare_focus(duck, path: Path, table: str) -> int:
+    """Stage and check one FOCUS file and write its normalized, keyed rows (one per key) into the
+    temporary table ``table``; return the file's line count. Touches no store table.
+
+    Run it before the import's transaction: DuckDB scans tables created inside a transaction (its
+    local storage) about twice as slowly, and a refusal here needs no rollback.
+    """
+    header = _focus_header(path)
+    try:
+        _focus_stage(duck, path)
+        base = duck.execute("SELECT min(rowid) FROM _stg").fetchone()[0]  # rowids of a new table start anywhere
+        bad = duck.execute(_focus_bad_money_sql()).fetchone()
+        if bad is None:
+            found = _lookups(duck)
+            if found is not None:
+                col, value = found
+                rowid = duck.execute(f"SELECT min(rowid) FROM _stg WHERE {_q(col)} = ?", [value]).fetchone()[0]
+                bad = (rowid, col)
+        if bad is not None:
+            rowid, col = bad
+            value = duck.execute(f"SELECT {_q(col)} FROM _stg WHERE rowid = ?", [rowid]).fetchone()[0]
+            what = {"Tags": "is not a JSON object"}.get(col, "is not a date and time (ISO 8601)"
+                                                             if col.startswith("Charge") else "is not a number")
+            raise ScenarioError("file", f"{_where(path, int(rowid - base) + 2, col, header.index(col) + 1)}: "
+                                        f"{one_line(repr(value or ''), 80)} {what}")
+        total = duck.execute("SELECT count(*) FROM _stg").fetchone()[0]
+        literal = "'" + path.name.replace("'", "''") + "'"
+        duck.execute("SET preserve_insertion_order = false")  # the store's rows have no order: run parallel
+        duck.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS " + _focus_norm_sql().replace("{file}", literal))
+        if duck.execute(f"SELECT count(DISTINCT row_key) FROM {table}").fetchone()[0] < total:  # repeated lines
+            duck.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT DISTINCT ON (row_key) * FROM {table}")
+    finally:
+        duck.execute("RESET preserve_insertion_order")
+        for t in ("_stg", "_ts", "_tags"):
+            duck.execute(f"DROP TABLE IF EXISTS {t}")
+    return int(total)
+
+
+def insert_focus(duck, table: str, total: int) -> tuple[int, int]:
+    """Insert a prepared file's rows whose key the store lacks (inside the caller's transaction):
+    (imported, duplicates)."""
+    before = duck.execute("SELECT count(*) FROM cost_rows").fetchone()[0]
+    duck.execute("SET preserve_insertion_order = false")
+    try:
+        duck.execute(f"INSERT INTO cost_rows SELECT n.* FROM {table} n ANTI JOIN cost_rows c ON n.row_key = c.row_key")
+    finally:
+        duck.execute("RESET preserve_insertion_order")
+    added = duck.execute("SELECT count(*) FROM cost_rows").fetchone()[0] - before
+    return int(added), int(total - added)
 
 
 def import_focus(duck, path: Path) -> tuple[int, int]:
-    """Stage, check and insert one FOCUS file (inside the caller's transaction): (imported, duplicates)."""
-    header = _focus_header(path)
-    _focus_stage(duck, path)
-    base = duck.execute("SELECT min(rowid) FROM _stg").fetchone()[0]  # rowids of a new table start anywhere
-    bad = duck.execute(_focus_bad_money_sql()).fetchone()
-    if bad is None:
-        found = _lookups(duck)
-        if found is not None:
-            col, value = found
-            rowid = duck.execute(f"SELECT min(rowid) FROM _stg WHERE {_q(col)} = ?", [value]).fetchone()[0]
-            bad = (rowid, col)
-    if bad is not None:
-        rowid, col = bad
-        value = duck.execute(f"SELECT {_q(col)} FROM _stg WHERE rowid = ?", [rowid]).fetchone()[0]
-        what = {"Tags": "is not a JSON object"}.get(col, "is not a date and time (ISO 8601)"
-                                                         if col.startswith("Charge") else "is not a number")
-        raise ScenarioError("file", f"{_where(path, int(rowid - base) + 2, col, header.index(col) + 1)}: "
-                                    f"{one_line(repr(value or ''), 80)} {what}")
-    total = duck.execute("SELECT count(*) FROM _stg").fetchone()[0]
-    literal = "'" + path.name.replace("'", "''") + "'"
-    duck.execute("CREATE OR REPLACE TEMP TABLE _norm AS " + _focus_norm_sql().replace("{file}", literal))
-    before = duck.execute("SELECT count(*) FROM cost_rows").fetchone()[0]
-    duck.execute("INSERT INTO cost_rows SELECT n.* FROM _norm n ANTI JOIN cost_rows c ON n.row_key = c.row_key")
-    added = duck.execute("SELECT count(*) FROM cost_rows").fetchone()[0] - before
-    for t in ("_stg", "_norm", "_ts", "_tags"):
-        duck.execute(f"DROP TABLE IF EXISTS {t}")
-    return int(added), int(total - added)
+    """Stage, check and insert one FOCUS file: (imported, duplicates). ``import_files`` prepares
+    its FOCUS files before its transaction instead."""
+    try:
+        return insert_focus(duck, "_norm", prepare_focus(duck, path, "_norm"))
+    finally:
+        duck.execute("DROP TABLE IF EXISTS _norm")
 
 
 # ---------------------------------------------------------------------------
@@ -462,16 +517,24 @@ def import_files(store, paths) -> dict:
             raise ScenarioError("file", f"{one_line(str(p))}: no such file")
     kinds = [sniff(p) for p in files]
     out = {"imported_rows": 0, "duplicate_rows": 0, "files": []}
-    duck.execute("BEGIN TRANSACTION")
+    staged = {}  # file index -> (temporary table, line count) of each FOCUS file
     try:
-        for p, kind in zip(files, kinds):
-            added, dups = import_focus(duck, p) if kind == "focus" else import_jobs(duck, p, kind)
-            duck.execute("INSERT INTO imports VALUES (?, ?, ?, ?, now()::TIMESTAMP)", [p.name, kind, added, dups])
-            out["imported_rows"] += added
-            out["duplicate_rows"] += dups
-            out["files"].append({"file": p.name, "kind": kind, "imported_rows": added, "duplicate_rows": dups})
-        duck.execute("COMMIT")
-    except BaseException:
-        duck.execute("ROLLBACK")
-        raise
+        for i, (p, kind) in enumerate(zip(files, kinds)):
+            if kind == "focus":
+                staged[i] = (f"_norm_{i}", prepare_focus(duck, p, f"_norm_{i}"))
+        duck.execute("BEGIN TRANSACTION")
+        try:
+            for i, (p, kind) in enumerate(zip(files, kinds)):
+                added, dups = insert_focus(duck, *staged[i]) if kind == "focus" else import_jobs(duck, p, kind)
+                duck.execute("INSERT INTO imports VALUES (?, ?, ?, ?, now()::TIMESTAMP)", [p.name, kind, added, dups])
+                out["imported_rows"] += added
+                out["duplicate_rows"] += dups
+                out["files"].append({"file": p.name, "kind": kind, "imported_rows": added, "duplicate_rows": dups})
+            duck.execute("COMMIT")
+        except BaseException:
+            duck.execute("ROLLBACK")
+            raise
+    finally:
+        for table, _ in staged.values():
+            duck.execute(f"DROP TABLE IF EXISTS {table}")
     return out
