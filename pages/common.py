@@ -232,7 +232,7 @@ def _catch_up() -> None:
     """
     ss = st.session_state
     suffix = f":{ss.rev}"
-    for key in [k for k in ss if isinstance(k, str) and k.startswith("k:") and k.endswith(suffix)]:
+    for key in [k for k in ss if isinstance(k, str) and k[:2] in ("k:", "t:") and k.endswith(suffix)]:
         f = BY_PATH.get(key[2:-len(suffix)])
         v = ss[key]
         if f is None or ss.handled.get(key, _UNSEEN) == v:
@@ -240,20 +240,55 @@ def _catch_up() -> None:
         ss.handled[key] = v
         value = _widget_value(f, v)
         if value != schema.effective_value(ss.scenario, f.path):
-            apply(f.path, value)
+            if apply(f.path, value) and key.startswith("t:"):
+                ss.rev += 1  # a typed value: the slider is drawn afresh at it (_typed_box)
 
 
 _UNSEEN = object()
 
 
 def knob(path: str, label: str, lo=None, hi=None, step=None, widget: str = "slider", fmt_str=None,
-         help: str | None = None, options=None):
-    """A widget bound to one scenario path; its change recomputes everything."""
+         help: str | None = None, options=None, typed: str | None = None):
+    """A widget bound to one scenario path; its change recomputes everything.
+
+    ``typed``: the label of a number box under the widget, for a value off the slider's ladder
+    (a log slider's 70B can be typed as 65.5); it is checked like a URL value (schema.validate).
+    """
     ss = state()
     key = f"k:{path}:{ss.rev}"
     out = _knob_widget(ss, key, path, label, lo, hi, step, widget, fmt_str, help, options)
     ss.handled[key] = st.session_state.get(key, _UNSEEN)  # what it shows now is handled (_catch_up)
+    if typed:
+        _typed_box(ss, path, typed)
     return out
+
+
+def _typed_box(ss, path: str, label: str) -> None:
+    """A number box showing the scenario's value of ``path``; typing a value applies it.
+
+    A typed value off the ladder makes the slider's ladder change: the widgets are rebuilt (ss.rev)
+    so the slider shows it. The box follows the slider (or a link) by being set to the scenario's
+    value before it is drawn.
+    """
+    f = BY_PATH[path]
+    key = f"t:{path}:{ss.rev}"
+    cast = int if f.kind == "int" else float
+    cur = cast(_num(schema.effective_value(ss.scenario, path)))
+
+    def typed():
+        ss.handled[key] = st.session_state[key]
+        if apply(path, st.session_state[key]):
+            ss.rev += 1  # the slider (keyed by rev) is drawn afresh at the typed value
+
+    kwargs = {}
+    if key in st.session_state and st.session_state[key] != cur:
+        st.session_state[key] = cur  # the slider or a link moved the value: show it (no value= then)
+    elif key not in st.session_state:
+        kwargs["value"] = cur
+    st.number_input(label, min_value=cast(f.lo), max_value=cast(f.hi), key=key, on_change=typed,
+                    help=f"Any value from {fmt.num(f.lo)} to {fmt.num(f.hi)}, checked like a value in a link.",
+                    format="%g" if cast is float else None, **kwargs)
+    ss.handled[key] = st.session_state.get(key, _UNSEEN)
 
 
 def _knob_widget(ss, key, path, label, lo, hi, step, widget, fmt_str, help, options):
@@ -291,9 +326,11 @@ def _knob_widget(ss, key, path, label, lo, hi, step, widget, fmt_str, help, opti
     if fmt_str is None and not is_int and step is not None and float(step) >= 1:
         fmt_str = "%.0f"
     if widget in ("log", "pow2"):  # quantities spanning orders of magnitude: a ladder of round values
-        options = log_ladder(lo, hi, cur, is_int, pow2=widget == "pow2")
+        show = (lambda v: f"{v:,.0f}") if widget == "pow2" else fmt.num
+        # the slider keeps its value as the shown text: no rung may read like the current value
+        options = [v for v in log_ladder(lo, hi, cur, is_int, pow2=widget == "pow2") if v == cur or show(v) != show(cur)]
         return st.select_slider(label, options=options, value=cur, key=key, on_change=changed, help=tip,
-                                format_func=(lambda v: f"{v:,.0f}") if widget == "pow2" else fmt.num)
+                                format_func=show)
     if widget == "slider":
         return st.slider(label, min_value=lo, max_value=hi, value=cur,
                          step=cast(step) if step is not None else None, key=key, on_change=changed,
@@ -319,7 +356,7 @@ def log_ladder(lo: float, hi: float, cur: float, is_int: bool, pow2: bool = Fals
     else:
         for e in range(math.floor(math.log10(lo_pos)), math.ceil(math.log10(hi)) + 1):
             for m in LADDER_MANTISSAS:
-                v = m * 10.0 ** e
+                v = float(f"{m * 10.0 ** e:.12g}")  # 0.15, not 0.15000000000000002 (it goes into the link)
                 if lo_pos <= v <= hi:
                     vals.add(v)
     if lo <= 0 < lo_pos:

@@ -23,7 +23,9 @@ MAIN_VOLUME = {"pretrain": ("tokens_b", "Pre-training tokens (billions)", 1.0, 3
 main = next((s for s in MAIN_VOLUME if s in res.stages), None)
 c1, c2, c3 = st.columns(3)
 with c1:
-    common.knob("model.params_b", "Model size (billion parameters)", 0.1, 1000.0, 0.1, fmt_str="%.1f")
+    # 0.01 B to 5,000 B on a log ladder (70B sits two thirds along); any other size can be typed
+    common.knob("model.params_b", "Model size (billion parameters)", widget="log",
+                typed="Or type a model size (billion parameters)")
 if main:
     key, label, lo, hi, step = MAIN_VOLUME[main]
     with c2:

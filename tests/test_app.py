@@ -72,14 +72,45 @@ def test_every_preset_renders_overview(preset):
     assert _metric(at, "Total cost") == fmt.usd(costcore.estimate(preset).total_usd)
 
 
+def _size_slider(at: AppTest):
+    return at.select_slider(key=f"k:model.params_b:{at.session_state['rev']}")
+
+
 def test_overview_model_size_slider_raises_total():
+    """The size slider is a log ladder (pages/common.log_ladder over the input's 0.01-5,000 B): 70B
+    sits about two thirds along, and one step right is the next round size."""
+    from pages.common import log_ladder
     at = _app(p="pipeline-70b")
     before = _total(at)
     shown = _metric(at, "Total cost")
-    _move(at, "model.params_b", 140.0)
+    size = float(costcore.scenario.schema.effective_value(at.session_state["scenario"], "model.params_b"))
+    ladder = log_ladder(0.01, 5000.0, size, False)  # the preset's own 70.6 B is a rung too
+    assert _size_slider(at).options == [costcore.fmt.num(v) for v in ladder] and _size_slider(at).value == size
+    assert 0.6 < ladder.index(size) / (len(ladder) - 1) < 0.75
+    _move(at, "model.params_b", ladder[ladder.index(size) + 1])
+    assert at.session_state["scenario"]["model"]["params_b"] == 80.0
     assert _total(at) > before
     assert _metric(at, "Total cost") != shown
-    assert at.query_params["model.params_b"] == "140"
+    assert at.query_params["model.params_b"] == "80"
+
+
+def test_overview_model_size_can_be_typed_off_the_ladder():
+    """A typed size (not a rung) is applied, put on the slider's ladder and carried in the link;
+    a bad one is refused with a message like a bad URL value, and the last good size is kept."""
+    at = _app(p="pipeline-70b")
+    before = _total(at)
+    box = at.number_input(key=f"t:model.params_b:{at.session_state['rev']}")
+    assert box.value == costcore.scenario.schema.effective_value(at.session_state["scenario"], "model.params_b")
+    box.set_value(65.5)
+    at.run()
+    assert not at.exception
+    assert at.session_state["scenario"]["model"]["params_b"] == 65.5
+    assert at.query_params["model.params_b"] == "65.5"
+    assert _size_slider(at).value == 65.5 and "65.5" in _size_slider(at).options
+    assert _total(at) < before
+    _move(at, "model.params_b", 80.0)  # the slider moves on; the box follows it
+    assert at.number_input(key=f"t:model.params_b:{at.session_state['rev']}").value == 80.0
+    assert "65.5" not in _size_slider(at).options
 
 
 def test_a_slider_value_whose_callback_was_lost_is_still_applied():
@@ -87,16 +118,16 @@ def test_a_slider_value_whose_callback_was_lost_is_still_applied():
     rerun applies the value the widget holds, so numbers and share link follow the slider."""
     at = _app(p="llama3-8b")
     key = f"k:model.params_b:{at.session_state['rev']}"
-    at.session_state[key] = 4.2  # the widget's value changes without its callback
+    at.session_state[key] = 4.0  # the widget's value (a rung of its log ladder) changes without its callback
     at.run()
     assert not at.exception
-    assert at.session_state["scenario"]["model"]["params_b"] == 4.2
-    assert at.query_params["model.params_b"] == "4.2"
+    assert at.session_state["scenario"]["model"]["params_b"] == 4.0
+    assert at.query_params["model.params_b"] == "4"
     assert _metric(at, "Total cost") == fmt.usd(_total(at))
     at.session_state[key] = 99999.0  # refused once, then left alone (no message on every rerun)
     at.run()
     at.run()
-    assert at.session_state["scenario"]["model"]["params_b"] == 4.2
+    assert at.session_state["scenario"]["model"]["params_b"] == 4.0
     assert sum("model.params_b" in w.value for w in at.warning) <= 1
 
 

@@ -5,11 +5,13 @@
 Eight headless Chromium contexts (one browser, one thread, Playwright's async
 API under asyncio.gather) each open a different scenario link, read their
 Total cost, move the "Model size (billion parameters)" slider with the
-keyboard at the same moment, and wait for their Total cost to change. Each
-session's final Total cost must be the one costcore computes for the
-scenario in that session's own final URL (costcore.scenario.share.decode +
-costcore.estimate + costcore.fmt.usd), and its model size must be its own
-start value plus its own key presses: no session sees another's state.
+keyboard at the same moment (a few rapid presses, faster than the reruns),
+and wait for their Total cost to change. Each session's final Total cost
+must be the one costcore computes for the scenario in that session's own
+final URL (costcore.scenario.share.decode + costcore.estimate +
+costcore.fmt.usd), and its model size must be its own start value moved its
+own number of rungs up the slider's log ladder (pages/common.log_ladder): no
+session sees another's state.
 
 Uses Debian's chromium (``shutil.which("chromium")``); no browser is ever
 downloaded. Without chromium (or playwright) the module is skipped locally,
@@ -41,10 +43,10 @@ METRIC_LABEL = '[data-testid="stMetricLabel"]'
 EXCEPTION = '[data-testid="stException"]'
 MODEL_SLIDER_LABEL = "Model size (billion parameters)"
 DEFAULT_PRESET = "pipeline-70b"
-SLIDER_STEP = 0.1
+PRESSES = 3  # ArrowRight presses per session: more than one, so key presses interrupt reruns
 
 # (preset, model.params_b in the link or None for the preset's own): eight different scenarios whose
-# Total cost moves visibly (3 significant digits) within a few 0.1 B steps of the model-size slider.
+# Total cost moves visibly (3 significant digits) and that still fit a few rungs up the size ladder.
 SESSIONS = [
     ("llama2-7b-pretrain", None), ("llama2-7b-pretrain", "1"), ("llama2-7b-pretrain", "3"),
     ("llama3-8b", None), ("llama3-8b", "1.5"), ("llama3-8b", "3"),
@@ -82,22 +84,31 @@ def _start_value(preset: str, params_b: str | None) -> float:
     return float(schema.effective_value(api.load_preset(preset), "model.params_b"))
 
 
-def _on_grid(v: float) -> float:
-    """The slider shows (and steps from) the value rounded to its 0.1 B grid (a preset's 6.74 shows as 6.7)."""
-    return round(round(v / SLIDER_STEP) * SLIDER_STEP, 6)
+def _ladder(start: float) -> list:
+    """The size slider's options at ``start``, as the page builds them (pages/common.knob, widget="log"):
+    round sizes on a log scale over the input's range, plus the current value."""
+    from pages.common import log_ladder
+    f = schema.BY_PATH["model.params_b"]
+    return log_ladder(f.lo, f.hi, start, False)
+
+
+def _after_presses(start: float, presses: int) -> float:
+    """The size ``presses`` ArrowRight presses lead to: that many rungs up the ladder. The ladder drops
+    an off-rung start once the slider leaves it, but the rungs above it stay the same."""
+    ladder = _ladder(start)
+    return ladder[ladder.index(start) + presses]
 
 
 def _presses_needed(preset: str, start: float) -> int:
-    """Fewest ArrowRight presses (0.1 B each) that change the displayed Total cost."""
+    """PRESSES, checked: the plan still fits there and its displayed Total cost differs from the start's."""
     base = api.load_preset(preset)
     # the size slider resizes the model (pages/common.apply -> schema.resize_model), as here
     shown = fmt.usd(costcore.estimate(schema.validate(schema.resize_model(base, start))).total_usd)
-    for k in range(1, 16):
-        v = round(_on_grid(start) + k * SLIDER_STEP, 6)
-        if fmt.usd(costcore.estimate(schema.validate(schema.resize_model(base, v))).total_usd) != shown:
-            return k
-    raise AssertionError(f"{preset} at {start} B: 15 slider steps never change the displayed Total cost; "
-                         "pick another scenario for this test")
+    res = costcore.estimate(schema.validate(schema.resize_model(base, _after_presses(start, PRESSES))))
+    if not res.feasible or fmt.usd(res.total_usd) == shown:
+        raise AssertionError(f"{preset} at {start} B: {PRESSES} rungs up the size ladder does not fit or does not "
+                             "change the displayed Total cost; pick another scenario for this test")
+    return PRESSES
 
 
 # ---------------------------------------------------------------------------
@@ -127,13 +138,12 @@ async def _wait_idle(page, quiet_s: float = 0.8, timeout_s: float = 60.0) -> Non
 
 def _slider_thumb(page):
     return page.locator('[data-testid="stSlider"]').filter(has_text=MODEL_SLIDER_LABEL).first \
-        .locator('[role="slider"], input[type="range"]').first
+        .locator('input[type="range"], [role="slider"]').first
 
 
 async def _slider_value(page) -> float:
-    thumb = _slider_thumb(page)
-    v = await thumb.get_attribute("aria-valuenow")
-    return float(v if v is not None else await thumb.input_value())
+    """The size the thumb shows ('6.74'): a select slider's input holds the rung's index, its text the value."""
+    return float((await _slider_thumb(page).get_attribute("aria-valuetext")).replace(",", ""))
 
 
 async def _session(browser, base: str, i: int, preset: str, params_b: str | None, presses: int,
@@ -210,23 +220,23 @@ def test_eight_concurrent_sessions_do_not_cross_talk(server):
 
     problems: list[str] = []
     for (preset, pb, presses), rec in zip(plan, results):
-        tag = f"session {preset} params_b={pb or 'preset'} (+{presses} x 0.1 B)"
+        tag = f"session {preset} params_b={pb or 'preset'} (+{presses} rungs)"
         if isinstance(rec, BaseException):
             problems.append(f"{tag}: {type(rec).__name__}: {str(rec)[:600]}")
             continue
         start = _start_value(preset, pb)
         if rec["before"] != rec["expected_before"]:
             problems.append(f"{tag}: shows {rec['before']} on load, its URL costs {rec['expected_before']}")
-        if abs(rec["start_value"] - _on_grid(start)) > 1e-6:
-            problems.append(f"{tag}: slider starts at {rec['start_value']}, expected {_on_grid(start)} ({start})")
+        if abs(rec["start_value"] - start) > 1e-6:  # the start is a rung of its own ladder, off-grid or not
+            problems.append(f"{tag}: slider starts at {rec['start_value']}, expected {start}")
         if rec["preset_after"] != preset:
             problems.append(f"{tag}: final URL carries preset {rec['preset_after']!r}: {rec['final_url']}")
         if rec["warnings_before"] or rec["warnings_after"]:
             problems.append(f"{tag}: its URL does not decode cleanly: {rec['warnings_before'] + rec['warnings_after']}")
-        want = _on_grid(start) + presses * SLIDER_STEP
+        want = _after_presses(start, presses)
         if abs(rec["url_params_b"] - want) > 1e-6 or abs(rec["final_value"] - want) > 1e-6:
             problems.append(f"{tag}: model size ends at {rec['final_value']} (URL {rec['url_params_b']}), "
-                            f"expected its own {_on_grid(start)} + {presses} x 0.1 = {want:.1f}")
+                            f"expected its own {start} moved {presses} rungs up the ladder = {want:g}")
         if rec["after"] == rec["before"]:
             problems.append(f"{tag}: Total cost did not change ({rec['before']})")
         if rec["after"] != rec["expected_after"]:

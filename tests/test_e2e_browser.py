@@ -128,6 +128,25 @@ def _wait_idle(page, quiet_s: float = 0.6, timeout_s: float = 30.0) -> None:
     raise AssertionError(f"the app did not settle within {timeout_s} s (last state {last})")
 
 
+def _size_thumb(page):
+    """The model-size slider's thumb: a select slider whose input holds the rung's index."""
+    return page.locator('[data-testid="stSlider"]').filter(has_text=MODEL_SLIDER_LABEL).first \
+        .locator('input[type="range"], [role="slider"]').first
+
+
+def _size_value(thumb) -> float:
+    """The size the thumb shows ('70.6', '1,000'): its aria-valuetext, the index being its value."""
+    return float(thumb.get_attribute("aria-valuetext").replace(",", ""))
+
+
+def _ladder(current: float) -> list:
+    """The size slider's options, as the page builds them (pages/common.knob, widget="log")."""
+    from costcore.scenario.schema import BY_PATH
+    from pages.common import log_ladder
+    f = BY_PATH["model.params_b"]
+    return log_ladder(f.lo, f.hi, current, False)
+
+
 def _usd(text: str) -> float:
     """'$28.8M' -> 28.8e6 (inverse of costcore.fmt.usd, for comparisons only)."""
     m = re.fullmatch(r"(-?)\$([\d,.]+)([KMBT]?)", text.strip())
@@ -194,13 +213,11 @@ def test_slider_changes_total_and_share_link_reproduces_it(server, browser, cont
     before = total.inner_text().strip()
     assert before == baseline["total"]
 
-    slider = page.locator('[data-testid="stSlider"]').filter(has_text=MODEL_SLIDER_LABEL).first
-    thumb = slider.locator('[role="slider"], input[type="range"]').first
-    old_value = float(thumb.get_attribute("aria-valuenow") or thumb.input_value())
+    thumb = _size_thumb(page)
+    old_value = _size_value(thumb)
     thumb.focus()
-    for _ in range(5):  # five 0.1 B steps: a slightly larger model that still fits
-        page.keyboard.press("ArrowRight")
-    want = round(old_value + 0.5, 6)
+    page.keyboard.press("ArrowRight")  # one rung up the log ladder: a larger model that still fits
+    want = _ladder(old_value)[_ladder(old_value).index(old_value) + 1]
     want_txt = f"{want:g}"
 
     page.wait_for_url(re.compile(rf"[?&]model\.params_b={re.escape(want_txt)}(&|$)"), timeout=RERUN_TIMEOUT_MS)
@@ -225,9 +242,7 @@ def test_slider_changes_total_and_share_link_reproduces_it(server, browser, cont
         _wait_idle(other)
         assert shared_total.inner_text().strip() == after
         assert _headline_metrics(other) == metrics, "the share link must reproduce every headline metric"
-        shared_thumb = other.locator('[data-testid="stSlider"]').filter(has_text=MODEL_SLIDER_LABEL).first \
-            .locator('[role="slider"], input[type="range"]').first
-        assert float(shared_thumb.get_attribute("aria-valuenow") or shared_thumb.input_value()) == want
+        assert _size_value(_size_thumb(other)) == want
         shared_alerts = _alerts(other)
         assert not [a for a in shared_alerts if "URL parameter" in a], f"the share link was not clean: {shared_alerts}"
         not_found = [t for t in other.locator('[role="dialog"]').all_inner_texts() if "not found" in t.lower()]
@@ -238,15 +253,18 @@ def test_slider_changes_total_and_share_link_reproduces_it(server, browser, cont
 
 
 def test_infeasible_plan_shows_the_reason_where_the_total_would_be(server, context):
-    """The slider's maximum (1,000 B) on the 70B preset's GPUs does not fit: no dollar headline, the sentence."""
+    """The slider's maximum (its ladder's top, 5,000 B) on the 70B preset's GPUs does not fit: no dollar
+    headline, the sentence."""
     page = context.new_page()
     page.goto(server + "/")
     _total_cost(page, FIRST_LOAD_TIMEOUT_MS)
     _wait_idle(page)
-    slider = page.locator('[data-testid="stSlider"]').filter(has_text=MODEL_SLIDER_LABEL).first
-    slider.locator('[role="slider"], input[type="range"]').first.focus()
+    thumb = _size_thumb(page)
+    top = _ladder(_size_value(thumb))[-1]
+    thumb.focus()
     page.keyboard.press("End")
-    page.wait_for_url(re.compile(r"[?&]model\.params_b=1000(&|$)"), timeout=RERUN_TIMEOUT_MS)
+    page.wait_for_url(re.compile(rf"[?&]model\.params_b={top:g}(&|$)"), timeout=RERUN_TIMEOUT_MS)
+    assert _size_value(_size_thumb(page)) == top
     reason = page.locator('[data-testid="stAlert"]').filter(has_text="No total: the plan is infeasible.").first
     reason.wait_for(state="visible", timeout=RERUN_TIMEOUT_MS)
     _wait_idle(page)
