@@ -92,10 +92,9 @@ for name, pol in policies.items():
     rows.append({"policy": name, "storage_usd": r2.stage_usd(stage)["storage"],
                  "network_usd": r2.stage_usd(stage)["network"], "held_gb": r2.stat(stage, "storage_peak_gb")})
 pol_df = pd.DataFrame(rows)
-pol_df["held at end"] = pol_df.held_gb.map(fmt.gb)
-common.money_table(pol_df[["policy", "storage_usd", "network_usd", "held at end"]], ["storage_usd", "network_usd"],
+common.money_table(pol_df[["policy", "storage_usd", "network_usd", "held_gb"]], ["storage_usd", "network_usd"],
                    {"policy": "Retention policy", "storage_usd": "Storage cost", "network_usd": "Network cost",
-                    "held at end": "Stored after the stage"})
+                    "held_gb": "Stored after the stage"}, {"held_gb": fmt.gb})
 
 st.subheader("Checkpoint storage held over time")
 # Everything below is the kernel's own numbers (stats): checkpoints written every ckpt_spacing_h,

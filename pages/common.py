@@ -587,20 +587,36 @@ STAGE_COLOR_BY_LABEL = {STAGE_LABELS[s]: c for s, c in STAGE_COLORS.items()}
 STAGE_SHORT_COLORS = {STAGE_SHORT[s]: c for s, c in STAGE_COLORS.items()}
 
 
-def money_table(df: pd.DataFrame, money_cols, headers: dict | None = None) -> None:
-    """A table with money at 3 significant digits ($24.9M); the exact values are in the CSV export
-    and in the column's tooltip note. ``headers``: column -> words."""
-    shown = df.copy()
-    for c in money_cols:
-        shown[c] = [fmt.usd(float(v)) for v in df[c]]
-    headers = dict(headers or {})
-    cfg = {c: st.column_config.TextColumn(headers.get(c, c.capitalize()),
-                                          help="3 significant digits; the CSV export keeps the exact value")
-           for c in money_cols}
-    for c in df.columns:
-        if c not in cfg:
-            cfg[c] = st.column_config.Column(headers.get(c, c.replace("_", " ").capitalize()))
-    st.dataframe(shown, hide_index=True, width="stretch", column_config=cfg)
+def number_table(df: pd.DataFrame, formats: dict, headers: dict | None = None, helps: dict | None = None,
+                 **kwargs) -> None:
+    """A table whose numbers are shown in words (``formats``: column -> formatter, e.g. fmt.usd) but stay
+    numbers underneath, so a click on a header sorts $900K before $1.2M. The shown text is a pandas
+    Styler display value on a NumberColumn; ``headers``: column -> words, ``helps``: column -> tooltip."""
+    headers, helps = dict(headers or {}), dict(helps or {})
+    data = df.copy()
+    for c in formats:
+        data[c] = pd.to_numeric(data[c], errors="coerce").astype(float)
+    cfg = {}
+    for c in data.columns:
+        words = headers.get(c, c.replace("_", " ").capitalize())
+        cfg[c] = (st.column_config.NumberColumn(words, help=helps.get(c)) if c in formats
+                  else st.column_config.Column(words, help=helps.get(c)))
+    shown = data.style.format({c: (lambda f: lambda v: "" if pd.isna(v) else f(float(v)))(f)
+                               for c, f in formats.items()})
+    kwargs.setdefault("width", "stretch")
+    st.dataframe(shown, hide_index=True, column_config=cfg | kwargs.pop("column_config", {}), **kwargs)
+
+
+MONEY_HELP = "3 significant digits; the CSV export keeps the exact value"
+
+
+def money_table(df: pd.DataFrame, money_cols, headers: dict | None = None, formats: dict | None = None) -> None:
+    """A table with money at 3 significant digits ($24.9M), sorting by the amounts; the exact values are
+    in the CSV export and the column's tooltip says so. ``headers``: column -> words; ``formats``: other
+    numeric columns -> their formatter (fmt.gpu_hours, fmt.days)."""
+    headers = {c: c.capitalize() for c in money_cols} | dict(headers or {})
+    number_table(df, {c: fmt.usd for c in money_cols} | dict(formats or {}), headers,
+                 {c: MONEY_HELP for c in money_cols})
 
 
 def stage_metrics(res: api.Result, stage: str) -> None:

@@ -61,6 +61,5 @@ if not df.empty:
         tooltip=[alt.Tooltip("stage_name:N", title="Stage"), alt.Tooltip("resource:N", title="Resource"),
                  alt.Tooltip("exact:N", title="Cost")],
     ).properties(height=280), "Data, labor and operations cost of each stage")
-    months = pd.DataFrame([{"Stage": STAGE_LABELS[s], "Months billed": fmt.num(res.stat(s, "months"))}
-                           for s in res.stages])
-    st.dataframe(months, hide_index=True)
+    months = pd.DataFrame([{"Stage": STAGE_LABELS[s], "Months billed": res.stat(s, "months")} for s in res.stages])
+    common.number_table(months, {"Months billed": fmt.num}, width="content")

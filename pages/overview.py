@@ -48,13 +48,11 @@ with left:
         top = items[items.usd > 0].sort_values("usd", ascending=False).head(8).copy()
         top["share"] = top.usd / max(res.total_usd, 1e-9)
         top["stage"] = top.stage.map(STAGE_LABELS)
-        top["cost"] = [fmt.usd(v) for v in top.usd]
-        st.dataframe(top[["stage", "label", "resource", "kind", "cost", "share"]], hide_index=True,
-                     width="stretch",
-                     column_config={"stage": "Stage", "label": "Line item", "resource": "Resource",
-                                    "kind": "Fixed or elastic", "cost": "Cost",
-                                    "share": st.column_config.ProgressColumn("Share of total", format="percent",
-                                                                              min_value=0, max_value=1)})
+        common.number_table(top[["stage", "label", "resource", "kind", "usd", "share"]], {"usd": fmt.usd},
+                            {"stage": "Stage", "label": "Line item", "resource": "Resource",
+                             "kind": "Fixed or elastic", "usd": "Cost"}, {"usd": common.MONEY_HELP},
+                            column_config={"share": st.column_config.ProgressColumn(
+                                "Share of total", format="percent", min_value=0, max_value=1)})
 with right:
     st.subheader("Each stage's share")
     shares = pd.DataFrame([{"stage": STAGE_LABELS[s], "key": s, "usd": res.stat(s, "usd_total"),
@@ -76,11 +74,9 @@ st.subheader("Stages")
 tbl = res.stage_table()
 if not tbl.empty:
     tbl["stage"] = tbl.stage.map(STAGE_LABELS)
-    tbl["gpu_hours"] = tbl.gpu_hours.map(fmt.gpu_hours)
-    tbl["wall_days"] = tbl.wall_days.map(fmt.days)
     common.money_table(tbl, ["compute", "storage", "network", "data", "labor", "ops", "hidden", "total"],
                        {"ops": "Operations", "hidden": "Hidden costs", "gpu_hours": "GPU-hours (billed)",
-                        "wall_days": "Wall-clock time"})
+                        "wall_days": "Wall-clock time"}, {"gpu_hours": fmt.gpu_hours, "wall_days": fmt.days})
 
 with st.expander("All line items (stage × resource × item, fixed or elastic)"):
     li = res.line_items()
