@@ -27,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 import server_support  # noqa: E402
 from server_support import CHROMIUM_ARGS, pct  # noqa: E402
 APP = ROOT / "app.py"
@@ -54,19 +55,21 @@ def bench_rerun(moves: int) -> None:
         return
     print(f"    first run (incl. numba cache load / compile): {first * 1000:,.0f} ms")
 
-    def slider():
-        found = [s for s in at.slider if s.label == SLIDER_LABEL]
+    def slider():  # a select slider over a log ladder of sizes (pages/common.log_ladder)
+        found = [s for s in at.select_slider if s.label == SLIDER_LABEL]
         if not found:
-            raise SystemExit(f"no slider labelled {SLIDER_LABEL!r}; sliders: {[s.label for s in at.slider]}")
+            raise SystemExit(f"no slider labelled {SLIDER_LABEL!r}; sliders: {[s.label for s in at.select_slider]}")
         return found[0]
 
     def total():
         return next((m.value for m in at.metric if m.label == "Total cost"), None)
 
     start_value, start_total = float(slider().value), total()
+    from pages.common import log_ladder
+    rungs = [v for v in log_ladder(1.0, 150.0, start_value, False) if v != start_value]  # sizes that fit
     times, totals = [], []
     for i in range(moves):
-        value = round(start_value + (i + 1) * 7.3, 1)  # distinct values, all inside 0.1..1000
+        value = rungs[i % len(rungs)]  # a different rung each move
         slider().set_value(value)
         t = time.perf_counter()
         at.run()
