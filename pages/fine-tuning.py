@@ -50,7 +50,9 @@ with left:
                 st.error(common.md_escape(str(err)))
     v = schema.effective_value
     st.caption(f"Shape: {res.stat('sft', 'model_layers'):,.0f} layers, hidden {res.stat('sft', 'model_hidden'):,.0f}, "
-               f"{v(scn, 'model.heads') or 'derived'} heads, {v(scn, 'model.kv_heads') or 'all'} key/value heads, "
+               + (f"{v(scn, 'model.heads')} heads, " if v(scn, "model.heads") else "heads of width 128, ")
+               + (f"{v(scn, 'model.kv_heads')} key/value heads, " if v(scn, "model.kv_heads") else
+                  "a key/value head per head, ") +
                f"vocabulary {v(scn, 'model.vocab') / 1000:.1f}k tokens; {fmt.num(v(scn, 'model.params_b'))}B parameters"
                + (f", {v(scn, 'model.experts')} routed experts" if v(scn, "model.experts") else "") + ".")
 with right:
@@ -72,8 +74,10 @@ with right:
 st.subheader("Optimizer and memory techniques")
 common.knob_columns(
     [("stages.sft.optimizer", "Optimizer"), ("stages.sft.offload", "CPU offload (ZeRO-Offload)")],
-    [("stages.sft.base_bits", "Frozen base weights (LoRA)", None, None, None, "slider", None, None, [16, 8, 4]),
-     ("stages.sft.lora_rank", "LoRA rank", 1, 256, 1, "pow2")],
+    # QLoRA's base is 4-bit whatever base_bits says: the choice is offered to LoRA only
+    ([("stages.sft.base_bits", "Frozen base weights (LoRA)", None, None, None, "slider", None, None, [16, 8, 4])]
+     if schema.effective_value(common.scenario(), "stages.sft.method") != "qlora" else [])
+    + [("stages.sft.lora_rank", "LoRA rank", 1, 256, 1, "pow2")],
     [("stages.sft.grad_accum", "Gradient accumulation (0 = from the global batch)", 0, 256, 1),
      ("stages.sft.recompute", "Activation recompute (full = gradient checkpointing)")],
     [("stages.sft.samples", "Samples", 1000, 5_000_000, 1000, "log"),

@@ -141,3 +141,21 @@ def server_for_tests(log: Path, timeout_s: float):
             yield base
     except ServerError as err:
         pytest.fail(str(err), pytrace=False)
+
+
+def wait_idle(page, quiet_s: float = 0.6, timeout_s: float = 30.0) -> None:
+    """Wait (Playwright, sync) until no rerun is in flight and the page's state stops changing for quiet_s.
+
+    A wait with a generous timeout, not a timing: it fails only when the app never settles.
+    """
+    deadline = time.monotonic() + timeout_s
+    last, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        snap = page.evaluate(APP_STATE_JS)
+        busy = snap[0] or snap[1] > 0
+        if busy or snap != last:
+            last, since = snap, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the app did not settle within {timeout_s} s (last state {last})")

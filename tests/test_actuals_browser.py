@@ -10,25 +10,13 @@ import time
 
 import pytest
 
-from server_support import APP_STATE_JS, CHROMIUM_ARGS, ROOT, require_chromium, server_for_tests
+from server_support import CHROMIUM_ARGS, ROOT, require_chromium, server_for_tests, wait_idle
 
 CHROMIUM = require_chromium()
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 SHOTS = ROOT / "artifacts" / "screenshots"
 LOAD_MS = 120_000
-
-
-def _settle(page, quiet_s: float = 0.8, timeout_s: float = 60.0) -> None:
-    deadline, last, since = time.monotonic() + timeout_s, None, time.monotonic()
-    while time.monotonic() < deadline:
-        snap = page.evaluate(APP_STATE_JS)
-        if snap[0] or snap[1] > 0 or snap != last:
-            last, since = snap, time.monotonic()
-        elif time.monotonic() - since >= quiet_s:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"the page did not settle: {last}")
 
 
 def _metric(page, label: str) -> str:
@@ -48,17 +36,17 @@ def test_review_page_upload_slice_and_see_an_anomaly(tmp_path, warm_kernels):
             page.set_default_timeout(60_000)
             page.goto(f"{base}/review?p=llama3-8b")
             page.locator('[data-testid="stMetricLabel"]', has_text="Total cost").first.wait_for(timeout=LOAD_MS)
-            _settle(page)
+            wait_idle(page, quiet_s=0.8, timeout_s=60.0)
             page.locator('[data-testid="stMain"] [data-testid="stFileUploader"] input[type="file"]').set_input_files(truth["files"])
             page.locator('[data-testid="stMetricLabel"]', has_text="Anomalous days").first.wait_for(timeout=LOAD_MS)
             page.locator('[data-testid="stMultiSelect"]').first.wait_for(timeout=LOAD_MS)
-            _settle(page)
+            wait_idle(page, quiet_s=0.8, timeout_s=60.0)
             assert _metric(page, "Actual spend") == fmt.usd(float(truth["billed_usd"]))
             box = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Project").first
             box.click()
             page.get_by_role("option", name="atlas", exact=True).click()
             page.keyboard.press("Escape")
-            _settle(page)
+            wait_idle(page, quiet_s=0.8, timeout_s=60.0)
             assert _metric(page, "Actual spend") == fmt.usd(float(truth["by_project_usd"]["atlas"]))
             n = int(_metric(page, "Anomalous days"))
             atlas_days = {a["date"] for a in truth["anomalies"] if a["project"] == "atlas"}

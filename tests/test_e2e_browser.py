@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from server_support import APP_STATE_JS, CHROMIUM_ARGS, ROOT, require_chromium, server_for_tests
+from server_support import CHROMIUM_ARGS, ROOT, require_chromium, server_for_tests, wait_idle
 SHOTS = ROOT / "artifacts" / "screenshots"
 
 SERVER_START_TIMEOUT_S = 90      # the first start may compile the numba kernels
@@ -93,7 +93,7 @@ def baseline(server, browser):
         page.goto(server + "/")
         total = _total_cost(page, FIRST_LOAD_TIMEOUT_MS)
         expect(total).not_to_have_text("", timeout=RERUN_TIMEOUT_MS)
-        _wait_idle(page)
+        wait_idle(page)
         return {"total": total.inner_text().strip(), "url": page.url}
     finally:
         ctx.close()
@@ -111,21 +111,6 @@ def _total_cost(page, timeout_ms: int = RERUN_TIMEOUT_MS):
     first_label = page.locator(METRIC_LABEL).first.inner_text().strip()
     assert first_label == "Total cost", f"the first metric is {first_label!r}, expected 'Total cost'"
     return value
-
-
-def _wait_idle(page, quiet_s: float = 0.6, timeout_s: float = 30.0) -> None:
-    """Wait until no rerun is in flight and the page text stops changing."""
-    deadline = time.monotonic() + timeout_s
-    last, since = None, time.monotonic()
-    while time.monotonic() < deadline:
-        snap = page.evaluate(APP_STATE_JS)
-        busy = snap[0] or snap[1] > 0
-        if busy or snap != last:
-            last, since = snap, time.monotonic()
-        elif time.monotonic() - since >= quiet_s:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"the app did not settle within {timeout_s} s (last state {last})")
 
 
 def _size_thumb(page):
@@ -209,7 +194,7 @@ def test_slider_changes_total_and_share_link_reproduces_it(server, browser, cont
     page = context.new_page()
     page.goto(server + "/")
     total = _total_cost(page, FIRST_LOAD_TIMEOUT_MS)
-    _wait_idle(page)
+    wait_idle(page)
     before = total.inner_text().strip()
     assert before == baseline["total"]
 
@@ -222,7 +207,7 @@ def test_slider_changes_total_and_share_link_reproduces_it(server, browser, cont
 
     page.wait_for_url(re.compile(rf"[?&]model\.params_b={re.escape(want_txt)}(&|$)"), timeout=RERUN_TIMEOUT_MS)
     expect(total).not_to_have_text(before, timeout=RERUN_TIMEOUT_MS)
-    _wait_idle(page)
+    wait_idle(page)
     after = total.inner_text().strip()
     assert after != before
     assert _usd(after) > _usd(before), f"a larger model ({old_value} B -> {want} B) must cost more: {before} -> {after}"
@@ -239,7 +224,7 @@ def test_slider_changes_total_and_share_link_reproduces_it(server, browser, cont
         other.goto(link)
         shared_total = _total_cost(other, FIRST_LOAD_TIMEOUT_MS)
         expect(shared_total).to_have_text(after, timeout=RERUN_TIMEOUT_MS)
-        _wait_idle(other)
+        wait_idle(other)
         assert shared_total.inner_text().strip() == after
         assert _headline_metrics(other) == metrics, "the share link must reproduce every headline metric"
         assert _size_value(_size_thumb(other)) == want
@@ -258,7 +243,7 @@ def test_infeasible_plan_shows_the_reason_where_the_total_would_be(server, conte
     page = context.new_page()
     page.goto(server + "/")
     _total_cost(page, FIRST_LOAD_TIMEOUT_MS)
-    _wait_idle(page)
+    wait_idle(page)
     thumb = _size_thumb(page)
     top = _ladder(_size_value(thumb))[-1]
     thumb.focus()
@@ -267,7 +252,7 @@ def test_infeasible_plan_shows_the_reason_where_the_total_would_be(server, conte
     assert _size_value(_size_thumb(page)) == top
     reason = page.locator('[data-testid="stAlert"]').filter(has_text="No total: the plan is infeasible.").first
     reason.wait_for(state="visible", timeout=RERUN_TIMEOUT_MS)
-    _wait_idle(page)
+    wait_idle(page)
     text = reason.inner_text()
     assert "does not fit" in text and "GPU" in text, text
     assert page.locator(METRIC_LABEL, has_text="Total cost").count() == 0, \
@@ -280,7 +265,7 @@ def test_tampered_url_warns_and_still_renders(server, context, baseline):
     page = context.new_page()
     page.goto(f"{server}/?p=pipeline-70b&model.params_b=-5&stages.sft.epochs=abc")
     total = _total_cost(page, FIRST_LOAD_TIMEOUT_MS)
-    _wait_idle(page)
+    wait_idle(page)
     alerts = _alerts(page)
     for param in ("model.params_b", "stages.sft.epochs"):
         assert any(param in a for a in alerts), f"no warning names {param}: {alerts}"
@@ -294,7 +279,7 @@ def test_path_traversal_preset_falls_back_to_default(server, context, baseline):
     page = context.new_page()
     page.goto(f"{server}/?p=../../etc/passwd")
     total = _total_cost(page, FIRST_LOAD_TIMEOUT_MS)
-    _wait_idle(page)
+    wait_idle(page)
     alerts = _alerts(page)
     assert any("etc/passwd" in a or "unknown preset" in a for a in alerts), f"no warning about the preset: {alerts}"
     assert total.inner_text().strip() == baseline["total"], "the default preset must be rendered"
@@ -316,7 +301,7 @@ def test_deep_link_is_the_first_request_of_a_fresh_server(browser, tmp_path):
             page = ctx.new_page()
             page.goto(f"{base}/{path}?p=pipeline-70b")
             _total_cost(page, FIRST_LOAD_TIMEOUT_MS)
-            _wait_idle(page)
+            wait_idle(page)
             heading = page.locator('[data-testid="stMain"] h1').first.inner_text().strip()
             assert heading == title
             nav = [t.strip().splitlines()[-1] for t in page.locator('[data-testid="stSidebarNav"] a').all_inner_texts()]
@@ -395,7 +380,7 @@ def test_every_page_renders_with_charts_and_screenshots(server, context):
     for i, (path, title) in enumerate(pages.items()):
         page.goto(f"{server}/{path}")
         total = _total_cost(page, FIRST_LOAD_TIMEOUT_MS)
-        _wait_idle(page)
+        wait_idle(page)
         if not total.inner_text().strip():
             problems.append(f"/{path}: empty Total cost")
         heading = page.locator('[data-testid="stMain"] h1').first.inner_text().strip()
@@ -433,7 +418,7 @@ def _pick(page, label: str, option: str) -> None:
     box = page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').filter(has_text=label).first
     box.click()
     page.get_by_role("option", name=option, exact=True).click()
-    _wait_idle(page)
+    wait_idle(page)
 
 
 def _table_cell(page, row: int, column: str) -> str:
@@ -451,7 +436,7 @@ def test_workbench_8bit_adam_shrinks_the_optimizer_bar_and_the_fewest_gpus(serve
     page = context.new_page()
     page.goto(server + "/fine-tuning?p=alpaca-7b-sft")
     _total_cost(page, FIRST_LOAD_TIMEOUT_MS)
-    _wait_idle(page)
+    wait_idle(page)
     _pick(page, "Model", "Llama 3.1 8B")
     expect(page.get_by_text("32 layers, hidden 4,096", exact=False)).to_be_visible()
     _wait_charts(page, 2)

@@ -60,17 +60,19 @@ def method_scenario(scn: dict, method: str, stage: str = "sft") -> dict:
 
 
 def _row(res: api.Result, stage: str) -> dict:
-    d = res.to_dict()["stages"][stage]
-    usd = d["usd"]
-    row = {"tokens_per_s_per_gpu": d["tokens_per_s_per_gpu"], "epoch_hours": d["epoch_hours"],
-           "gpu_hours": d["gpu_hours"], "wall_days": d["wall_days"],
-           "compute_usd": usd["compute"] + usd["hidden"], "data_usd": usd["data"],
-           "people_usd": usd["labor"] + usd["ops"], "other_usd": usd["storage"] + usd["network"],
-           "usd_total": d["usd_total"], "memory_per_gpu_gb": d["memory_per_gpu_gb"],
-           "usable_memory_gb": res.stat(stage, "usable_memory_gb"), "fits": d["fits"], "min_gpus": d["min_gpus"],
-           "num_gpus": d["num_gpus"], "trainable_params_b": res.stat(stage, "trainable_params_b"),
-           "optimizer_paged_out_gb": d["optimizer_paged_out_gb"], "checkpoint_gb": d["checkpoint_gb"]}
-    row.update({f"memory_{k}_gb": d["memory_breakdown_gb"][k] for k in MEMORY_KINDS})
+    """One method's row from its result: the stage's stats, money by resource and fine-tuning view
+    (not Result.to_dict, which would build every stage, its plan and the budget for a few numbers)."""
+    view = res.fine_tuning_view(stage)
+    usd = res.stage_usd(stage)
+    row = {k: res.stat(stage, k) for k in ("gpu_hours", "wall_days", "usd_total", "memory_per_gpu_gb",
+                                           "usable_memory_gb", "trainable_params_b")}
+    row.update(tokens_per_s_per_gpu=view["tokens_per_s_per_gpu"], epoch_hours=view["epoch_hours"],
+               compute_usd=usd["compute"] + usd["hidden"], data_usd=usd["data"],
+               people_usd=usd["labor"] + usd["ops"], other_usd=usd["storage"] + usd["network"],
+               fits=res.stat(stage, "fits") > 0.5, min_gpus=int(res.stat(stage, "min_gpus")),
+               num_gpus=int(res.stat(stage, "num_gpus")), optimizer_paged_out_gb=view["optimizer_paged_out_gb"],
+               checkpoint_gb=res.stat(stage, "ckpt_gb"))
+    row.update({f"memory_{k}_gb": view["memory_breakdown_gb"][k] for k in MEMORY_KINDS})
     return row
 
 

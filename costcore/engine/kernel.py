@@ -295,18 +295,18 @@ def _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, j, pins):
     j[lay.J_OPT] = x[b + S_OPTIMIZER]
     j[lay.J_OFFLOAD] = x[b + S_OFFLOAD]
     j[lay.J_ACCUM] = x[b + S_GRAD_ACCUM]
-    fp8_store = x[H_PRECISION] == PRECISION_FP8 and x[H_FP8_TFLOPS] > x[H_PEAK_TFLOPS]
-    base = 1.0 if fp8_store else 2.0
+    j[lay.J_MBS] = mbs_mult
+    j[lay.J_EXTRA] = extra_w
+    # FP8 only where the GPU has FP8 tensor cores (else the job runs, and stores, BF16; a warning says so)
+    j[lay.J_FP8] = 1.0 if (x[H_PRECISION] == PRECISION_FP8 and x[H_FP8_TFLOPS] > x[H_PEAK_TFLOPS]) else 0.0
+    # the frozen base of LoRA: FP8 or BF16 as the job runs; NF4 for QLoRA; LLM.int8 for an 8-bit base
+    base = 1.0 if j[lay.J_FP8] > 0.5 else 2.0
     if method == METHOD_QLORA:
         base = NF4_BYTES_PER_PARAM
     elif method != METHOD_FULL and x[b + S_BASE_BITS] == 8.0:
         base = INT8_BYTES_PER_PARAM
         j[lay.J_DEQ] = x[b + S_QLORA_DEQ]  # dequantizing int8 blocks costs like NF4's (assumption)
     j[lay.J_BASE_BYTES] = base
-    j[lay.J_MBS] = mbs_mult
-    j[lay.J_EXTRA] = extra_w
-    # FP8 only where the GPU has FP8 tensor cores (else the job runs, and stores, BF16; a warning says so)
-    j[lay.J_FP8] = 1.0 if (x[H_PRECISION] == PRECISION_FP8 and x[H_FP8_TFLOPS] > x[H_PEAK_TFLOPS]) else 0.0
     j[lay.J_FPT] = fpt
     j[lay.J_TOKSEQ] = ctx * mbs_mult
     pins[lay.P_TP] = x[b + S_TP]

@@ -186,6 +186,14 @@ def _activation_bytes(model, job, plan):
 
 
 @njit(cache=True)
+def held_params(model, plan):
+    """Parameters one GPU holds (count): 1/(tp pp) of the dense ones, 1/(tp pp ep) of the experts'."""
+    tp, pp, ep = plan[P_TP], plan[P_PP], plan[P_EP]
+    n_exp = model[M_NEXP]
+    return (model[M_NTOT] - n_exp) / (tp * pp) + n_exp / (tp * pp * ep)
+
+
+@njit(cache=True)
 def model_state_bytes(model, job, plan):
     """(weights, gradients, optimizer) bytes per GPU of the model states, before any paging.
 
@@ -202,9 +210,8 @@ def model_state_bytes(model, job, plan):
     LoRA / QLoRA: the frozen base at ``base_bytes`` per parameter (2 BF16, 1 FP8 or LLM.int8, 0.516
     NF4), and per adapter parameter 2 (BF16 weight) + 2 (gradient) + master 4 + states.
     """
-    tp, pp, dp, cp, ep, zero = plan[P_TP], plan[P_PP], plan[P_DP], plan[P_CP], plan[P_EP], plan[P_ZERO]
-    n_exp = model[M_NEXP]
-    local = (model[M_NTOT] - n_exp) / (tp * pp) + n_exp / (tp * pp * ep)
+    tp, pp, dp, cp, zero = plan[P_TP], plan[P_PP], plan[P_DP], plan[P_CP], plan[P_ZERO]
+    local = held_params(model, plan)
     shard = dp * cp
     off = job[J_OFFLOAD]
     opt_bpp = MASTER_BYTES_PER_PARAM + optimizer_state_bytes(job[J_OPT], model[M_H])
@@ -352,7 +359,7 @@ def plan_terms(model, hw, job, plan, out):
     reads and writes its states at HBM bandwidth. MFU = model FLOPs of the step / (step x G x BF16
     peak), model FLOPs = the stage's FLOPs per token (PaLM App. B) x tokens per step.
     """
-    tp, pp, dp, cp, ep = plan[P_TP], plan[P_PP], plan[P_DP], plan[P_CP], plan[P_EP]
+    tp, pp, dp, cp = plan[P_TP], plan[P_PP], plan[P_DP], plan[P_CP]
     mb, rc, v = plan[P_MB], plan[P_RC], plan[P_V]
     mem = _memory(model, hw, job, plan, out)
     out[T_FITS] = 1.0 if mem <= hw[W_MEM] else 0.0
@@ -379,8 +386,7 @@ def plan_terms(model, hw, job, plan, out):
     t_mb = t_compute + t_comm + t_recomp
     m = micro_batches(job, dp, mb)
     bubble = (pp - 1.0) / v * t_mb
-    n_exp = model[M_NEXP]
-    local = (model[M_NTOT] - n_exp) / (tp * pp) + n_exp / (tp * pp * ep)
+    local = held_params(model, plan)
     if job[J_METHOD] != METHOD_FULL:
         local = model[M_NTRAIN] / (tp * pp)
     replicas = dp * cp
@@ -441,8 +447,7 @@ def _optimizer_seconds(model, hw, job, plan, out, local, replicas, m, t_compute)
     else:
         t_opt = 2.0 * (4.0 + states) * n / hw[W_HBM]
     if job[J_OFFLOAD] >= OFFLOAD_OPTIMIZER_AND_PARAMS:
-        n_all = (model[M_NTOT] - model[M_NEXP]) / (plan[P_TP] * plan[P_PP]) + model[M_NEXP] / (
-            plan[P_TP] * plan[P_PP] * plan[P_EP])
+        n_all = held_params(model, plan)
         bpp = 2.0 if job[J_METHOD] == METHOD_FULL else job[J_BASE_BYTES]
         fetch = 2.0 * bpp * n_all / replicas / hw[W_PCIE]
         t_off += m * overlapped_seconds(fetch, t_compute, hw[W_CONTENTION])

@@ -678,12 +678,7 @@ def _family_shape(model: dict) -> dict:
         shape = family_shape(float(size), "moe" if moe else "dense", float(active) if moe else 0.0)
     except (ScenarioError, TypeError, ValueError):  # out of the table's range, or not a number (validate says so)
         return model
-    for key, v in shape.items():
-        f = BY_PATH.get("model." + key)
-        if f is None or key in ("params_b", "active_params_b"):
-            continue
-        model[key] = bool(v) if f.kind == "bool" else (round(float(v), 4) if f.kind == "float" else int(v))
-    return model
+    return _set_shape(model, shape, with_size=False)
 
 
 MODEL_IDENTITY_KEYS = SHAPE_KEYS + ("params_b", "active_params_b", "vocab", "gated", "experts", "experts_active",
@@ -707,12 +702,18 @@ def use_shape(scn: dict, shape: dict) -> dict:
     """A copy of ``scn`` whose model is ``shape`` (the keys hfconfig.parse_hf_config returns), set explicitly."""
     old = scn.get("model") or {}
     model = {k: v for k, v in old.items() if k not in MODEL_IDENTITY_KEYS}
+    return dict(scn, model=_set_shape(model, shape, with_size=True))
+
+
+def _set_shape(model: dict, shape: dict, with_size: bool) -> dict:
+    """``model`` with the keys of ``shape`` (hfconfig's MODEL_KEYS) typed as the schema's fields; the
+    size (params_b, active_params_b) too when ``with_size``, else it stays the caller's."""
     for key, v in shape.items():
         f = BY_PATH.get("model." + key)
-        if f is None:
+        if f is None or (not with_size and key in ("params_b", "active_params_b")):
             continue
         model[key] = bool(v) if f.kind == "bool" else (round(float(v), 4) if f.kind == "float" else int(v))
-    return dict(scn, model=model)
+    return model
 
 
 def check_depth(data, limit: int = MAX_DEPTH, what: str = "scenario") -> None:
