@@ -17,11 +17,11 @@ from costcore.scenario.loaders import Scenario
 from costcore.engine import layout
 from costcore.engine.kernel import (ITEM_FIXED, K_CKPT_GB, K_ENABLED, K_FITS, K_GPU_H, K_GPUS, K_MEM_GB,
                      K_MIN_GPUS, K_PROD_H, K_USD, K_WALL_D, LINE_ITEMS, STATS)
-from costcore.scenario.schema import BY_PATH, CATALOG, CATALOG_KEYS, IX, RESOURCES, STAGES, ScenarioError
+from costcore.scenario.schema import BY_PATH, CATALOG, CATALOG_KEYS, IX, MM_STAGES, RESOURCES, STAGES, ScenarioError
 from costcore.scenario.loaders import (PRESET_DIR, load_preset, load_scenario, load_yaml_text, preset_names,  # noqa: F401
                       preset_titles)
 
-TRAINING_STAGES = ("pretrain", "cpt", "sft", "dpo", "rl")
+TRAINING_STAGES = ("pretrain", "cpt", "mm_align", "mm_cpt", "mm_tune", "sft", "dpo", "rl")
 RECOMPUTE_WORDS = ("none", "selective", "full")
 # Keys of a plan as the JSON and `costcore plan` print it (issue contract), then the breakdown.
 PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sequence_parallel",
@@ -185,6 +185,22 @@ class Result:
                 "tokens_per_s_per_gpu": k("tokens_per_s_per_gpu"), "epoch_hours": k("epoch_hours"),
                 "data_stall_gpu_hours": k("data_stall_gpu_hours")}
 
+    def multimodal_view(self, stage: str) -> dict[str, Any]:
+        """A multimodal phase's media figures (issue 17's JSON contract), from the kernel's stats.
+
+        ``media_items``: images, clips or recordings the phase encodes (samples x share with media x
+        items per sample); ``media_tokens_per_item``: tokens each adds to the LLM's sequence;
+        ``media_token_share``: media tokens' share of the LLM's tokens; ``encoder_gpu_hours``: the
+        productive GPU-hours of the encoder and connector; ``preprocess_cpu_hours``: decoding,
+        resizing and sharding; ``media_raw_gb`` / ``media_features_gb``: raw media and precomputed
+        encoder features stored; ``connector_params`` / ``encoder_params``: counts.
+        """
+        st = self.stats[STAGES.index(stage)]
+        keys = ("media_items", "media_tokens_per_item", "encoder_passes_per_item", "media_token_share",
+                "encoder_gpu_hours", "preprocess_cpu_hours", "media_raw_gb", "media_features_gb",
+                "connector_params", "encoder_params")
+        return {k: float(st[STATS.index(k)]) for k in keys}
+
     def to_dict(self) -> dict[str, Any]:
         m = self.resource_matrix()
         stages = {}
@@ -208,9 +224,13 @@ class Result:
                 "usd_p10": float(self.band[i, 2]),
                 "usd_p90": float(self.band[i, 3]),
             }
+            stages[s]["line_items"] = {key: float(self.items[i, n]) for n, (key, _, _, _) in enumerate(LINE_ITEMS)
+                                       if self.items[i, n] != 0.0}
             if s in TRAINING_STAGES:
                 stages[s]["plan"] = self.plan(s)
                 stages[s].update(self.fine_tuning_view(s))
+            if s in MM_STAGES:
+                stages[s]["multimodal"] = self.multimodal_view(s)
         out = {
             "name": self.scenario.get("name", ""),
             "feasible": self.feasible,
@@ -432,6 +452,14 @@ def _expand_columns(columns: Mapping[str, Any]) -> tuple[list[int], list[np.ndar
                     continue
                 spec = np.array([CATALOG[schema.GPU_NAMES[int(c)]][key] for c in codes], dtype=np.float64)
                 idx.append(IX["hardware." + key])
+                cols.append(spec)
+        if path == "multimodal.encoder":  # an encoder brings its figures along, as a GPU its specs
+            for key, table_key in schema.ENCODER_KEYS.items():
+                if "multimodal." + key in columns:
+                    continue
+                spec = np.array([float(schema.ENCODERS[schema.ENCODER_NAMES[int(c)]].get(table_key, 0))
+                                 for c in codes], dtype=np.float64)
+                idx.append(IX["multimodal." + key])
                 cols.append(spec)
     if n == 0:
         raise ScenarioError("columns", "give at least one value to evaluate")

@@ -191,6 +191,55 @@ GELU_CONFIG_LORA = {
     },
 }
 
+# Multimodal phases (issue 17): every modality, connector kind and what-is-trained combination.
+MM_LLAVA_IMAGE = {
+    "name": "LLaVA-style image phases: frozen LLM alignment, full tuning with ZeRO-3",
+    "model": {"hf_config": "llama-2-7b"},
+    "hardware": {"gpu": "a100-80gb", "num_gpus": 8},
+    "multimodal": {"modality": "image", "encoder": "clip-vit-l-14-336", "connector": "mlp2x"},
+    "stages": {
+        "mm_align": {"samples": 558000, "text_tokens_per_sample": 40, "train": ["connector"], "micro_batch": 32,
+                     "zero_stage": 2, "tp": 1, "pp": 1},
+        "mm_tune": {"samples": 665000, "media_share": 0.94, "text_tokens_per_sample": 500, "train": ["connector", "llm"],
+                    "method": "full", "zero_stage": 3, "recompute": "full", "license_usd_per_item": 0.01},
+    },
+}
+MM_VIDEO_TRAINED_ENCODER = {
+    "name": "video through a trained encoder, pixel shuffle, LoRA LLM, tiles and a per-phase token override",
+    "model": {"params_b": 13.0},
+    "hardware": {"gpu": "h100-80gb", "num_gpus": 16},
+    "multimodal": {"modality": "video", "encoder": "clip-vit-l-14-336", "connector": "pixel-shuffle",
+                   "frames_per_item": 4, "resolution_px": 224, "raw_mb_per_item": 20, "shard_copies": 2},
+    "stages": {
+        "mm_cpt": {"samples": 200000, "items_per_sample": 2, "text_tokens_per_sample": 300, "seq_len": 4096,
+                   "train": ["connector", "llm", "encoder"], "method": "lora", "recompute": "none",
+                   "caption_usd_per_item": 0.02},
+        "mm_tune": {"samples": 50000, "tokens_per_item": 512, "train": ["llm", "encoder"], "method": "full",
+                    "recompute": "full", "zero_stage": 3},
+    },
+}
+MM_AUDIO_PRECOMPUTED = {
+    "name": "audio: Whisper windows, pooled tokens, precomputed features, QLoRA tuning, a Q-Former",
+    "model": {"params_b": 7.0},
+    "hardware": {"gpu": "a100-40gb", "num_gpus": 4},
+    "multimodal": {"modality": "audio", "encoder": "whisper-large-v3-encoder", "token_compression": 2,
+                   "seconds_per_item": 45, "precomputed_features": True, "usd_per_cpu_hour": 0.1},
+    "stages": {
+        "mm_align": {"samples": 300000, "text_tokens_per_sample": 30, "train": ["connector"],
+                     "caption_usd_per_item": 0.5},
+        "mm_tune": {"samples": 40000, "items_per_sample": 1, "text_tokens_per_sample": 200, "method": "qlora",
+                    "train": ["connector", "llm"], "seq_len": 4096},
+    },
+}
+MM_QFORMER_FROZEN_CONNECTOR = {
+    "name": "Q-Former connector with a given query count; the LLM alone trained; stage GPUs",
+    "model": {"params_b": 3.0},
+    "hardware": {"gpu": "h100-80gb", "num_gpus": 8},
+    "multimodal": {"connector": "qformer", "connector_queries": 64, "tiles_per_item": 3},
+    "stages": {"mm_tune": {"samples": 100000, "items_per_sample": 3, "train": ["llm"], "num_gpus": 4,
+                           "mfu": 0.3}},
+}
+
 if "storage.finished_weights_only" in BY_PATH:  # retained checkpoints shrink to weights after the stage
     FULL_FT_PPO_KEEP_ALL["storage"] = {"finished_weights_only": True}
     QLORA_PPO_MODEL["storage"] = {"finished_weights_only": True}
@@ -209,4 +258,8 @@ HAND_BUILT = {
     "tpu_sweep": TPU_SWEEP,
     "fp8_moe_pinned_layout": FP8_MOE_PINNED_LAYOUT,
     "gelu_config_lora": GELU_CONFIG_LORA,
+    "mm_llava_image": MM_LLAVA_IMAGE,
+    "mm_video_trained_encoder": MM_VIDEO_TRAINED_ENCODER,
+    "mm_audio_precomputed": MM_AUDIO_PRECOMPUTED,
+    "mm_qformer_frozen_connector": MM_QFORMER_FROZEN_CONNECTOR,
 }

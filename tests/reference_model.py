@@ -75,8 +75,9 @@ from costcore.scenario.schema import STAGES, effective_value, validate
 # sum_{k=1}^{n-1} held(k) * spacing (the n-th checkpoint is written when the run
 # ends and from then on is billed by the retention term).
 
-TRAIN_STAGES = ("pretrain", "cpt", "sft", "dpo", "rl")
-PEFT_STAGES = ("sft", "dpo", "rl")
+MM_STAGES = ("mm_align", "mm_cpt", "mm_tune")
+TRAIN_STAGES = ("pretrain", "cpt", "sft", "dpo", "rl") + MM_STAGES
+PEFT_STAGES = ("sft", "dpo", "rl") + MM_STAGES
 SECONDS_PER_HOUR = 3600.0
 HOURS_PER_DAY = 24.0
 
@@ -348,6 +349,10 @@ def plan_memory(model: dict, hw: dict, job: dict, plan: dict) -> dict:
         activations = in_flight * stage_layers * (2.0 * sbh / tp) + layer
     else:
         activations = in_flight * stage_layers * layer
+    # a trained media encoder (first pipeline stage): 34 bytes per token and width per layer for each
+    # sequence in flight; full recompute keeps only each layer's input (2 of the 34)
+    encoder_share = 2.0 / 34.0 if plan["recompute"] == "full" else 1.0
+    activations += job.get("media_act", 0.0) * b * in_flight * encoder_share
     if job["offload"] != "none":  # ZeRO-Offload: states and gradients live in CPU memory
         optimizer = grads = 0.0
     if job["offload"] == "optimizer_and_params":  # ZeRO-Infinity: the weights too
@@ -495,7 +500,7 @@ def plan_runs(model: dict, job: dict, plan: dict) -> bool:
 
 
 def stage_job(v, stage: str, gpus: float, method: str, ctx: float, seqs_per_sample: float, extra_params: float,
-              flops_per_token: float) -> dict:
+              flops_per_token: float, media_act: float = 0.0) -> dict:
     """What one training stage asks of its layout: context, global batch (sequences), GPUs, method, precision."""
     ctx = max(ctx, 1.0)
     global_batch = float(v(f"stages.{stage}.global_batch"))
@@ -509,7 +514,7 @@ def stage_job(v, stage: str, gpus: float, method: str, ctx: float, seqs_per_samp
             "flops_per_token": flops_per_token,
             "tokens_per_sample": ctx * seqs_per_sample, "optimizer": v(f"stages.{stage}.optimizer"),
             "offload": v(f"stages.{stage}.offload"), "grad_accum": float(v(f"stages.{stage}.grad_accum")),
-            "int8_base": int8_base}
+            "int8_base": int8_base, "media_act": media_act}
 
 
 def hours_at(flops: float, peak_tflops: float, utilization: float) -> float:
@@ -681,6 +686,8 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
         dequant = sf("qlora_dequant_overhead")
         seq = sf("seq_len")
         items = {key: 0.0 for key in ITEM_KEYS}
+        media_stored = None
+        side_flops = 0.0
         mode = "none"
         mem = 0.0
         fewest = 0.0
@@ -690,7 +697,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
         layout = {}  # the plan's step terms and memory (training stages)
 
         def resolve_layout(ctx, seqs_per_sample, extra_params, flops_per_token, stage=stage, method=method,
-                           n_lora=n_lora, gpus=gpus, sf=sf):
+                           n_lora=n_lora, gpus=gpus, sf=sf, media_act=0.0):
             """(bytes per GPU, fewest GPUs, MFU, recompute mode) of the stage's given plan.
 
             The MFU is the stage's own, else its measured hardware TFLOP/s (x 6/8 with full
@@ -701,7 +708,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             plan = {k: given[k] for k in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero",
                                           "interleave", "sp")}
             model = layout_model(v, shape, n_total, n_act, method, n_lora)
-            job = stage_job(v, stage, gpus, method, ctx, seqs_per_sample, extra_params, flops_per_token)
+            job = stage_job(v, stage, gpus, method, ctx, seqs_per_sample, extra_params, flops_per_token, media_act)
             layout.update(plan_step(model, hw, job, plan), plan=plan, global_batch=job["global_batch"])
             if layout_inputs is not None:
                 layout_inputs[stage] = (model, hw, job)
@@ -810,6 +817,41 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             if fewest > 0:
                 fewest = max(fewest, replica)
 
+        elif stage in MM_STAGES:
+            media = media_figures(v, stage, shape["d"])
+            train_llm, train_conn, train_enc = bool(sv("train_llm")), bool(sv("train_connector")), bool(sv("train_encoder"))
+            precomputed = bool(v("multimodal.precomputed_features"))
+            llm_method = method if train_llm else "lora"  # a frozen LLM: a LoRA base without adapters
+            adapters = n_lora if (train_llm and method != "full") else 0.0
+            n_enc = f("multimodal.encoder_params_b") * 1e9
+            n_conn = media["connector_params"]
+            side = (n_conn if train_conn else 0.0) + (n_enc if train_enc else 0.0)
+            frozen = (0.0 if train_conn else n_conn) + (0.0 if (train_enc or precomputed) else n_enc)
+            extra = frozen + 8.0 * side if llm_method == "full" else frozen
+            items_each, share, text = sf("items_per_sample"), sf("media_share"), sf("text_tokens_per_sample")
+            samples, epochs = sf("samples"), sf("epochs")
+            tok = media["tokens_per_item"]
+            media_items = samples * share * items_each
+            llm_unique = samples * (text + share * items_each * tok)
+            tokens = llm_unique * epochs
+            ctx = max(1.0, min(seq, text + items_each * tok))
+            fpt = train_flops_per_token(n_act, shape, ctx, llm_method, adapters, dequant)
+            encoder_runs = 3.0 * epochs if train_enc else (1.0 if precomputed else epochs)
+            through = media["passes"] * media["tokens_per_pass"] if v("multimodal.connector") in (
+                "qformer", "resampler") else tok
+            connector_x = 3.0 if (train_conn or train_enc) else 1.0
+            side_flops = media_items * (media["encoder_forward_flops"] * encoder_runs
+                                        + 2.0 * n_conn * through * connector_x * epochs)
+            flops = tokens * fpt + side_flops
+            act = (items_each * media["passes"] * media["tokens_per_pass"] * f("multimodal.encoder_layers")
+                   * f("multimodal.encoder_hidden") * 34.0) if train_enc else 0.0
+            mem, fewest, mfu, mode = resolve_layout(ctx, 1.0, extra, fpt, method=llm_method, n_lora=adapters + side,
+                                                    media_act=act)
+            productive_h = tokens / tps / SECONDS_PER_HOUR if tps > 0 else hours_at(flops, peak, mfu)
+            unique_tokens = samples * text  # the text stored, bought and cleaned; media is billed per item
+            media_saved = (n_total if llm_method == "full" else adapters) + side
+            media_stored = (media, media_items, precomputed and not train_enc)
+
         else:  # eval
             runs = sf("runs")
             ctx = sf("context_tokens")
@@ -832,7 +874,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
 
         # ---- the data pipeline: a loader slower than the GPUs' appetite stretches the training
         data_h = 0.0
-        loader = sf("loader_tokens_per_s_per_node") if stage in ("pretrain", "cpt", "sft", "dpo") else 0.0
+        loader = sf("loader_tokens_per_s_per_node") if stage in ("pretrain", "cpt", "sft", "dpo") + MM_STAGES else 0.0
         if loader > 0 and productive_h > 0:
             eaten_per_node = min(gpus, f("hardware.gpus_per_node")) * tokens / (productive_h * SECONDS_PER_HOUR)
             if eaten_per_node > loader:
@@ -841,6 +883,8 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
         run_hours = (productive_h + data_h) / gpus  # wall-clock hours of training
         trains = stage in TRAIN_STAGES
         saved_params = n_total if method == "full" else n_lora
+        if media_stored is not None:
+            saved_params = media_saved
         if trains:
             per_param = (f("storage.weights_ckpt_bytes_per_param") if sv("ckpt_type") == "weights"
                          else f("storage.full_ckpt_bytes_per_param"))
@@ -915,6 +959,8 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
         # ---- people and platform
         items["labor.team"] = team_per_month * months
         items["ops.platform"] = f("ops.usd_per_month") * months
+        if media_stored is not None:
+            items.update(media_money(v, stage, *media_stored, months, billed_h / gpus / HOURS_PER_DAY / DAYS_PER_MONTH))
 
         row = dict(items)
         row.update({
@@ -944,8 +990,102 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             "recompute_mode": float(RECOMPUTE_NAMES.index(mode)),
         })
         row.update(layout_stats(layout))
+        row.update(media_stats(v, stage, media_stored, productive_h, flops, side_flops if media_stored else 0.0))
         out[stage] = row
     return out
+
+
+# ---------------------------------------------------------------------------
+# Media (multimodal phases), from the schema docs of the multimodal block and formulas' media docstrings
+# ---------------------------------------------------------------------------
+def media_figures(v, stage: str, model_width: float) -> dict:
+    """Per item: encoder passes and tokens per pass, LLM tokens, encoder forward FLOPs; connector parameters."""
+    modality = v("multimodal.modality")
+    res, patch = float(v("multimodal.resolution_px")), float(v("multimodal.patch_px"))
+    window = float(v("multimodal.max_seconds"))
+    seconds = float(v("multimodal.seconds_per_item"))
+    per_pass = float(v("multimodal.encoder_tokens"))
+    if per_pass <= 0:
+        per_pass = (float(v("multimodal.audio_tokens_per_second")) * window if modality == "audio"
+                    else float(int(res // patch) ** 2))
+    if modality == "video":
+        passes = float(v("multimodal.frames_per_item"))
+    elif modality == "audio":
+        passes = float(math.ceil(seconds / window)) if window > 0 else 1.0
+    else:
+        passes = float(v("multimodal.tiles_per_item"))
+    connector = v("multimodal.connector")
+    squeeze = float(v("multimodal.token_compression"))
+    if squeeze <= 0:
+        squeeze = 4.0 if connector == "pixel-shuffle" else 1.0
+    tokens = float(v(f"stages.{stage}.tokens_per_item")) or float(v("multimodal.tokens_per_item"))
+    if tokens <= 0:
+        if connector in ("qformer", "resampler"):
+            queries = float(v("multimodal.connector_queries")) or (32.0 if connector == "qformer" else 256.0)
+            tokens = passes * queries
+        else:
+            kept = per_pass * min(1.0, seconds / (passes * window)) if (modality == "audio" and window > 0) else per_pass
+            tokens = passes * kept / squeeze
+    n = float(v("multimodal.encoder_params_b")) * 1e9
+    layers, width = float(v("multimodal.encoder_layers")), float(v("multimodal.encoder_hidden"))
+    forward = passes * (2.0 * n * per_pass + 4.0 * layers * per_pass ** 2 * width)
+    conn = float(v("multimodal.connector_params_b")) * 1e9
+    if conn <= 0:
+        into = width * squeeze if connector == "pixel-shuffle" else width
+        conn = {"qformer": 0.188e9, "resampler": 0.08e9, "linear": into * model_width}.get(
+            connector, into * model_width + model_width * model_width)
+    return {"passes": passes, "tokens_per_pass": per_pass, "tokens_per_item": tokens,
+            "encoder_forward_flops": forward, "connector_params": conn}
+
+
+def media_money(v, stage: str, media: dict, n_items: float, features: bool, months: float, run_months: float) -> dict:
+    """The media line items: CPU preprocessing, raw + preprocessed copies (object storage for the stage and its
+    retention), precomputed BF16 features (hot tier for the run), transfers, licences, captions."""
+    modality = v("multimodal.modality")
+    seconds, frames = float(v("multimodal.seconds_per_item")), float(v("multimodal.frames_per_item"))
+    mb = float(v("multimodal.raw_mb_per_item")) or {"video": 10.0, "audio": 0.032 * seconds}.get(modality, 0.15)
+    cpu_s = float(v("multimodal.preprocess_cpu_s_per_item")) or {"video": 0.25 * frames,
+                                                                 "audio": 0.01 * seconds}.get(modality, 0.02)
+    raw_gb = n_items * mb / 1000.0
+    feature_gb = (n_items * media["passes"] * media["tokens_per_pass"] * float(v("multimodal.encoder_hidden")) * 2.0
+                  / 1e9) if features else 0.0
+    retention = float(v("storage.retention_months"))
+    copies = 1.0 + float(v("multimodal.shard_copies"))
+    return {"compute.media_preprocessing": n_items * cpu_s / SECONDS_PER_HOUR * float(v("multimodal.usd_per_cpu_hour")),
+            "storage.media": (float(v("storage.object_usd_per_gb_month")) * raw_gb * copies * (months + retention)
+                              + float(v("storage.hot_usd_per_gb_month")) * feature_gb * run_months),
+            "network.media": raw_gb * float(v("multimodal.media_transfers")) * float(v("network.usd_per_gb")),
+            "data.media_license": n_items * float(v(f"stages.{stage}.license_usd_per_item")),
+            "data.captioning": n_items * float(v(f"stages.{stage}.caption_usd_per_item"))}
+
+
+MEDIA_STAT_KEYS = ("media_items", "media_tokens_per_item", "encoder_passes_per_item", "encoder_gpu_hours",
+                   "media_token_share", "preprocess_cpu_hours", "media_raw_gb", "media_features_gb",
+                   "connector_params", "encoder_params")
+
+
+def media_stats(v, stage: str, stored, productive_h: float, flops: float, side_flops: float) -> dict:
+    """The media figures of a multimodal phase as kernel.STATS names them (0 for other stages)."""
+    if stored is None:
+        return {k: 0.0 for k in MEDIA_STAT_KEYS}
+    media, n_items, features = stored
+    modality = v("multimodal.modality")
+    seconds, frames = float(v("multimodal.seconds_per_item")), float(v("multimodal.frames_per_item"))
+    items_each, share = float(v(f"stages.{stage}.items_per_sample")), float(v(f"stages.{stage}.media_share"))
+    text = float(v(f"stages.{stage}.text_tokens_per_sample"))
+    media_tok = share * items_each * media["tokens_per_item"]
+    mb = float(v("multimodal.raw_mb_per_item")) or {"video": 10.0, "audio": 0.032 * seconds}.get(modality, 0.15)
+    cpu_s = float(v("multimodal.preprocess_cpu_s_per_item")) or {"video": 0.25 * frames,
+                                                                 "audio": 0.01 * seconds}.get(modality, 0.02)
+    return {"media_items": n_items, "media_tokens_per_item": media["tokens_per_item"],
+            "encoder_passes_per_item": media["passes"],
+            "encoder_gpu_hours": productive_h * side_flops / flops if flops > 0 else 0.0,
+            "media_token_share": media_tok / (text + media_tok) if (text + media_tok) > 0 else 0.0,
+            "preprocess_cpu_hours": n_items * cpu_s / SECONDS_PER_HOUR, "media_raw_gb": n_items * mb / 1000.0,
+            "media_features_gb": (n_items * media["passes"] * media["tokens_per_pass"]
+                                  * float(v("multimodal.encoder_hidden")) * 2.0 / 1e9) if features else 0.0,
+            "connector_params": media["connector_params"],
+            "encoder_params": float(v("multimodal.encoder_params_b")) * 1e9}
 
 
 def layout_stats(layout: dict) -> dict:
@@ -1075,9 +1215,11 @@ ITEM_KEYS = (
     "network.dataset", "network.ckpt_replication", "network.model_export", "data.acquisition",
     "data.cleaning", "data.labeling", "data.synthetic", "data.human_eval", "labor.team", "ops.platform",
     "hidden.failures", "hidden.ckpt_stalls", "hidden.idle", "hidden.experiments", "hidden.failed_runs",
-    "hidden.data_stalls",
+    "hidden.data_stalls", "compute.media_preprocessing", "storage.media", "network.media", "data.media_license",
+    "data.captioning",
 )
-FIXED_ITEM_KEYS = ("storage.dataset", "data.acquisition", "labor.team", "ops.platform")
+FIXED_ITEM_KEYS = ("storage.dataset", "data.acquisition", "labor.team", "ops.platform", "storage.media",
+                   "data.media_license")
 STAT_KEYS = ("num_gpus", "productive_gpu_hours", "gpu_hours", "wall_days", "months", "flops", "mfu", "tokens",
              "interruptions", "ckpt_interval_h", "young_daly_h", "ckpt_count", "ckpt_gb", "ckpt_write_s",
              "dataset_gb", "storage_peak_gb", "memory_per_gpu_gb", "fits", "min_gpus", "rollout_gpu_hours",

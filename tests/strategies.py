@@ -86,6 +86,47 @@ def consistent_stage(sdata: dict) -> dict:
     return sdata
 
 
+def consistent_media(scn: dict) -> dict:
+    """Drawn multimodal settings made to obey scenario.media's rules: the encoder takes the media type
+    and the resolution, a phase trains something, features are precomputed only for a frozen encoder,
+    and a sample's media and text fit its sequence (items per sample cut to what fits)."""
+    from costcore.scenario import media
+    from costcore.scenario.schema import ENCODERS, MM_STAGES, effective_value
+    mm = scn.setdefault("multimodal", {})
+    for key in ("patch_px", "max_resolution_px", "encoder_tokens", "audio_tokens_per_second", "max_seconds"):
+        mm.pop(key, None)  # the encoder's own figures
+    if mm.get("tokens_per_item") == 0:
+        del mm["tokens_per_item"]
+    kind = ENCODERS[mm.get("encoder", "clip-vit-l-14-336")].get("modality", "any")
+    if kind == "audio":
+        mm["modality"] = "audio"
+    elif kind == "image" and mm.get("modality") == "audio":
+        mm["modality"] = "image"
+    if mm.get("modality") == "audio":
+        mm.pop("resolution_px", None)
+    elif "resolution_px" in mm:
+        lo, hi = float(effective_value(scn, "multimodal.patch_px")), float(effective_value(scn, "multimodal.max_resolution_px"))
+        mm["resolution_px"] = int(min(max(mm["resolution_px"], lo), hi))
+    for s in MM_STAGES:
+        sdata = scn.get("stages", {}).get(s)
+        if sdata is None:
+            continue
+        if not any(sdata.get(f"train_{p}", effective_value(scn, f"stages.{s}.train_{p}")) for p in media.TRAIN_PARTS):
+            sdata["train_connector"] = True
+        if sdata.get("train_encoder") and mm.get("precomputed_features"):
+            mm["precomputed_features"] = False
+        seq = float(effective_value(scn, f"stages.{s}.seq_len"))
+        text = float(effective_value(scn, f"stages.{s}.text_tokens_per_sample"))
+        if text > seq / 2:
+            sdata["text_tokens_per_sample"] = math.floor(seq / 2)
+            text = sdata["text_tokens_per_sample"]
+        tok = media.media_tokens(scn, s)[1]
+        items = float(effective_value(scn, f"stages.{s}.items_per_sample"))
+        if text + items * tok > seq:
+            sdata["items_per_sample"] = math.floor((seq - text) / tok * 100) / 100
+    return scn
+
+
 @st.composite
 def scenarios(draw, stages=None, min_stages=1, max_set=20, fixed=None):
     """A random valid scenario.
@@ -113,6 +154,7 @@ def scenarios(draw, stages=None, min_stages=1, max_set=20, fixed=None):
         for key in draw(st.lists(st.sampled_from(keys), max_size=max_set, unique=True), label=s):
             sdata[key] = draw(field_values(BY_PATH[f"stages.{s}.{key}"]), label=f"{s}.{key}")
         scn["stages"][s] = consistent_stage(sdata)
+    consistent_media(scn)
     for path, value in (fixed or {}).items():
         _put(scn, path, value)
     return scn

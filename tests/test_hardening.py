@@ -49,7 +49,7 @@ from costcore.cli import main as cli
 from costcore.scenario import schema
 from costcore.scenario import share
 from costcore.scenario import yamlio
-from costcore.scenario.schema import BY_PATH, FIELDS, PLAN_FIELDS, STAGE_KEYS, STAGES, TOP_LEVEL_KEYS, ScenarioError
+from costcore.scenario.schema import BY_PATH, FIELDS, MM_STAGES, PLAN_FIELDS, STAGE_KEYS, STAGES, TOP_LEVEL_KEYS, ScenarioError
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET_DIR = (ROOT / "presets").resolve()
@@ -216,6 +216,7 @@ def _in_range(f) -> st.SearchStrategy:
 # Fields whose in-range values are refused by a rule that reads other settings too (base bits of a
 # full fine-tune, ZeRO stage with CPU offload): tests/test_finetune.py checks those sentences.
 CROSS_FIELD_RULES = ("base_bits", "zero_stage")
+MM_RULED = ("items_per_sample", "text_tokens_per_sample", "tokens_per_item", "seq_len")
 
 
 def _settable_fields(scn: dict) -> list:
@@ -230,6 +231,8 @@ def _settable_fields(scn: dict) -> list:
             continue
         if parts[-1] in CROSS_FIELD_RULES:  # allowed only with other settings (schema._stage_rules)
             continue
+        if parts[0] == "multimodal" or (parts[0] == "stages" and parts[1] in MM_STAGES and parts[-1] in MM_RULED):
+            continue  # media tokens must fit the sequence, the resolution the encoder (scenario.media rules)
         out.append(f)
     return out
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import costcore
 from costcore.engine.kernel import LINE_ITEMS, STATS
-from costcore.scenario.schema import BY_PATH, CATALOG_KEYS, FIELDS, RESOURCES, STAGE_KEYS, STAGES, Field, set_path
+from costcore.scenario.schema import MM_STAGES, BY_PATH, CATALOG_KEYS, FIELDS, RESOURCES, STAGE_KEYS, STAGES, Field, set_path
 from strategies import (GLOBAL_FIELDS, NUMERIC_GLOBAL_FIELDS, PEFT_STAGES, SETTINGS, TRAIN_STAGES,  # noqa: F401
                         _log_uniform, field_values, scenarios)
 
@@ -170,10 +170,17 @@ def test_keep_all_never_cheaper_storage(stage, data):
 # batch(...) equals estimate(...) row by row
 # ---------------------------------------------------------------------------
 def _variable_paths(scn: dict) -> list[str]:
-    paths = [f.path for f in NUMERIC_GLOBAL_FIELDS]  # text (model.hf_config) cannot be a batch column
+    # text (model.hf_config) cannot be a batch column; the media block's values are bound by scenario.media's
+    # rules (tokens must fit the sequence, the resolution the encoder) that a batch column does not check
+    paths = [f.path for f in NUMERIC_GLOBAL_FIELDS if not f.path.startswith("multimodal.")]
     for s in scn["stages"]:
-        paths += [f"stages.{s}.{k}" for k in sorted(STAGE_KEYS[s] - {"enabled"})]
+        keys = STAGE_KEYS[s] - {"enabled"} - (MM_RULED if s in MM_STAGES else set())
+        paths += [f"stages.{s}.{k}" for k in sorted(keys)]
     return paths
+
+
+MM_RULED = {"items_per_sample", "text_tokens_per_sample", "tokens_per_item", "seq_len", "train_connector",
+            "train_llm", "train_encoder"}
 
 
 def _as_scenario(scn: dict, path: str, value) -> dict:

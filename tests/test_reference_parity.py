@@ -32,7 +32,7 @@ from costcore.scenario.schema import BY_PATH, STAGES
 
 REL, ABS = 1e-9, 1e-12
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"
-QUANTITIES = ref.ITEM_KEYS + ref.STAT_KEYS + ref.LAYOUT_STAT_KEYS
+QUANTITIES = ref.ITEM_KEYS + ref.STAT_KEYS + ref.LAYOUT_STAT_KEYS + ref.MEDIA_STAT_KEYS
 
 
 def preset_names() -> list[str]:
@@ -98,6 +98,9 @@ def test_hand_built_scenarios_cover_every_option():
         for s, sdata in scn["stages"].items():
             seen.setdefault("stage", set()).add(s)
             for key, value in sdata.items():
+                if isinstance(value, list):  # a multimodal phase's train list
+                    seen.setdefault("train", set()).update(value)
+                    continue
                 seen.setdefault(key, set()).add(value if isinstance(value, str) else (value > 0))
     assert seen["stage"] == set(STAGES)
     assert {"full", "lora", "qlora"} <= seen["method"]
@@ -121,6 +124,12 @@ def test_hand_built_scenarios_cover_every_option():
     assert any(m.get("params_b", 0) > 1.05 * m.get("active_params_b", 1e9) and not m.get("experts") for m in models)
     assert any(m.get("hf_config") for m in models)  # a shipped config (GELU MLP)
     assert {"fp8"} <= {h.get("precision") for h in hardware}
+    media = [scn.get("multimodal", {}) for scn in HAND_BUILT.values()]  # issue 17: every media option
+    assert {"image", "video", "audio"} <= {m.get("modality", "image") for m in media if m or "mm_tune" in str(m)}
+    assert {"mlp2x", "pixel-shuffle", "qformer"} <= {m.get("connector", "mlp2x") for m in media}
+    assert {"connector", "llm", "encoder"} <= seen["train"]
+    assert any(m.get("precomputed_features") for m in media) and any(m.get("token_compression") for m in media)
+    assert True in seen["tokens_per_item"] and True in seen["caption_usd_per_item"]
     # kernel branches the scenarios must reach
     stats = [pair(f"hand:{n}")[0][s] for n in HAND_BUILT for s in pair(f"hand:{n}")[0] if s != "eval"]
     assert {0.0, 1.0, 2.0} <= {st["recompute_mode"] for st in stats}

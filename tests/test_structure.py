@@ -65,7 +65,8 @@ def test_line_items_are_one_table():
     assert kernel.LINE_ITEMS == tuple(row[:4] for row in kernel.LINE_ITEM_TABLE)
     assert set(kernel.ITEM_PROFILE) <= set(kernel.PROFILES)
     reused = [row[0] for row in kernel.LINE_ITEM_TABLE if row[5]]
-    assert reused == ["data.acquisition", "data.cleaning", "data.labeling", "data.synthetic"]
+    assert reused == ["data.acquisition", "data.cleaning", "data.labeling", "data.synthetic", "data.media_license",
+                      "data.captioning"]
     import costcore.analysis.budget as budget
     assert not hasattr(budget, "_PROFILE")
 

@@ -40,14 +40,15 @@ fmt_usd = fmt.usd
 
 def render_table(res) -> str:
     d = res.to_dict()
-    cols = ["stage"] + list(RESOURCES) + ["total", "GPU-h", "wall time"]
+    cols = ["stage"] + list(RESOURCES) + ["total", "GPU-h", "wall time", "memory/GPU"]
     rows = []
     for s, v in d["stages"].items():
         rows.append([s] + [fmt_usd(v["usd"][r]) for r in RESOURCES] + [
-            fmt_usd(v["usd_total"]), f"{v['gpu_hours']:,.0f}", fmt.days(v["wall_days"])])
+            fmt_usd(v["usd_total"]), f"{v['gpu_hours']:,.0f}", fmt.days(v["wall_days"]),
+            fmt.gb(v["memory_per_gpu_gb"])])
     if d["feasible"]:
         rows.append(["TOTAL"] + [fmt_usd(d["resources"][r]) for r in RESOURCES] + [
-            fmt_usd(d["total_usd"]), f"{d['gpu_hours']:,.0f}", ""])
+            fmt_usd(d["total_usd"]), f"{d['gpu_hours']:,.0f}", "", ""])
     widths = [max(len(str(r[i])) for r in rows + [cols]) for i in range(len(cols))]
     out = io.StringIO()
     out.write(f"{fmt.one_line(d['name'])}\n")
@@ -59,9 +60,23 @@ def render_table(res) -> str:
             out.write(f"TOTAL: none, the plan is infeasible. {sentence}\n")
         return out.getvalue()
     out.write(f"fixed {fmt_usd(d['fixed_usd'])}  elastic {fmt_usd(d['elastic_usd'])}  peak GPUs {d['peak_gpus']:,}\n")
+    for s, v in d["stages"].items():
+        if "multimodal" in v:
+            out.write(_media_line(s, v, res) + "\n")
     for w in d["warnings"]:
         out.write(f"warning: {w}\n")
     return out.getvalue()
+
+
+def _media_line(stage: str, v: dict, res) -> str:
+    """A multimodal phase's media: items x tokens, the preprocessing and media storage lines."""
+    m, items = v["multimodal"], v["line_items"]
+    words = {"image": "images", "video": "clips", "audio": "recordings"}[schema.effective_value(res.scenario, "multimodal.modality")]
+    return (f"{stage} media: {fmt.num(m['media_items'])} {words} x {fmt.num(m['media_tokens_per_item'])} tokens "
+            f"({fmt.pct(m['media_token_share'])} of the LLM's tokens); preprocessing "
+            f"{fmt.num(m['preprocess_cpu_hours'])} CPU-h {fmt_usd(items.get('compute.media_preprocessing', 0.0))}; "
+            f"media storage {fmt.gb(m['media_raw_gb'] + m['media_features_gb'])} "
+            f"{fmt_usd(items.get('storage.media', 0.0))}")
 
 
 def cmd_estimate(args) -> int:
@@ -147,7 +162,8 @@ def main(argv=None) -> int:
     e.set_defaults(func=cmd_estimate)
     pl = sub.add_parser("plan", help="the fastest job layouts of a training stage (TP/PP/DP/CP/EP, ZeRO, recompute)")
     pl.add_argument("file", help="scenario YAML file, or a preset name")
-    pl.add_argument("--stage", choices=("pretrain", "cpt", "sft", "dpo", "rl"), default=None,
+    pl.add_argument("--stage", choices=("pretrain", "cpt", "mm_align", "mm_cpt", "mm_tune", "sft", "dpo", "rl"),
+                    default=None,
                     help="training stage (default: the first one in the scenario)")
     pl.add_argument("--top", type=int, default=10, help="how many plans (1-1000)")
     pl.add_argument("--set", action="append", default=[], metavar="dotted.key=value")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from costcore.scenario.schema import CATALOG, STAGE_LABELS, effective_value
 
-TRAINING_STAGES = ("pretrain", "cpt", "sft", "dpo", "rl")
+TRAINING_STAGES = ("pretrain", "cpt", "mm_align", "mm_cpt", "mm_tune", "sft", "dpo", "rl")
 
 
 def infeasible(res) -> list[str]:

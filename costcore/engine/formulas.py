@@ -36,6 +36,17 @@ MASTER_BYTES_PER_PARAM = 4.0  # FP32 master copy of each trained weight under BF
 # Bytes a CPU Adam step streams per parameter: reads FP32 master, m, v and the BF16 gradient (14), writes
 # master, m, v and the BF16 weight sent back (14). ZeRO-Offload (arXiv:2101.06840) Sec. 4.2: memory bound.
 CPU_ADAM_BYTES_PER_PARAM = 28.0
+# Media: modality and connector codes (positions in data/schema.yaml's multimodal choices).
+MODALITY_IMAGE, MODALITY_VIDEO, MODALITY_AUDIO = 0.0, 1.0, 2.0
+CONN_MLP2X, CONN_LINEAR, CONN_QFORMER, CONN_RESAMPLER, CONN_PIXEL_SHUFFLE = 0.0, 1.0, 2.0, 3.0, 4.0
+QFORMER_QUERIES = 32.0  # BLIP-2 (arXiv:2301.12597) Sec. 3.1: 32 learned queries
+RESAMPLER_QUERIES = 256.0  # Qwen-VL (arXiv:2308.12966) Sec. 2.1: 256 queries
+QFORMER_PARAMS = 0.188e9  # BLIP-2 Sec. 3.1: "Q-Former ... 188M parameters"
+RESAMPLER_PARAMS = 0.08e9  # Qwen-VL Table 1: VL adapter 0.08B
+PIXEL_SHUFFLE_COMPRESSION = 4.0  # InternVL 1.5 (arXiv:2404.16821) Sec. 3.1: 2 x 2 tokens merged into one
+# Encoder activations kept per token and layer for its backward pass, in units of the width (bytes):
+# the 34 s b h of Korthikanti et al. 2022 (arXiv:2205.05198) Table 2 with FlashAttention (no scores kept).
+ENCODER_ACT_BYTES_PER_TOKEN_WIDTH = 34.0
 INT8_BYTES_PER_PARAM = 1.0  # LLM.int8 base weights (Dettmers et al. 2022, arXiv:2208.07339); scales ignored
 
 
@@ -396,3 +407,97 @@ def monthly_usd(usd_per_month, months):
 def staff_usd_per_month(fte, usd_per_fte_month):
     """One role's payroll, $/month: full-time equivalents x loaded $ per FTE-month (labor.*)."""
     return fte * usd_per_fte_month
+
+
+# ---------------------------------------------------------------------------
+# Media (multimodal phases)
+# ---------------------------------------------------------------------------
+@njit(cache=True)
+def encoder_tokens_per_pass(modality, resolution_px, patch_px, encoder_tokens, audio_tokens_per_s, max_seconds):
+    """Tokens one encoder pass outputs (one image, tile or frame; one audio window), count.
+
+    Images and frames: ``encoder_tokens`` when given, else floor(r / p)^2 patch tokens for an r-pixel
+    square input and p-pixel patches (Dosovitskiy et al. 2020, arXiv:2010.11929 Sec. 3.1; 576 for
+    CLIP ViT-L/14 at 336 px, LLaVA-1.5 arXiv:2310.03744 Sec. 3). Audio: frames per second x the
+    window the encoder takes (Whisper: 50 x 30 s = 1,500; Radford et al. 2022 Sec. 2.3).
+    """
+    if encoder_tokens > 0.0:
+        return encoder_tokens
+    if modality == MODALITY_AUDIO:
+        return audio_tokens_per_s * max_seconds
+    side = math.floor(resolution_px / patch_px)
+    return side * side
+
+
+@njit(cache=True)
+def encoder_passes_per_item(modality, tiles, frames, seconds, max_seconds):
+    """Encoder passes per media item, count: tiles per image (AnyRes / dynamic tiling), frames per
+    clip (each through the image encoder), or audio windows per recording (ceil(seconds / window):
+    Whisper pads every window to 30 s, so a short clip costs a whole one)."""
+    if modality == MODALITY_VIDEO:
+        return frames
+    if modality == MODALITY_AUDIO:
+        return math.ceil(seconds / max_seconds) if max_seconds > 0.0 else 1.0
+    return tiles
+
+
+@njit(cache=True)
+def media_tokens_per_item(modality, passes, tokens_per_pass, seconds, max_seconds, connector, queries, compression):
+    """Tokens one media item adds to the language model's sequence, count.
+
+    A Q-Former or resampler emits its query tokens per pass (BLIP-2: 32; Qwen-VL: 256); an MLP,
+    linear layer or pixel shuffle keeps the encoder's tokens, divided by the compression (pixel
+    shuffle: 4, InternVL 1.5 Sec. 3.1; Qwen-Audio's pooling: 2). Audio keeps only the frames of
+    the clip's own seconds (the window's padding is dropped before the LLM).
+    """
+    comp = compression if compression > 0.0 else (PIXEL_SHUFFLE_COMPRESSION if connector == CONN_PIXEL_SHUFFLE
+                                                    else 1.0)
+    if connector == CONN_QFORMER or connector == CONN_RESAMPLER:
+        q = queries if queries > 0.0 else (QFORMER_QUERIES if connector == CONN_QFORMER else RESAMPLER_QUERIES)
+        return passes * q
+    per_pass = tokens_per_pass
+    if modality == MODALITY_AUDIO and max_seconds > 0.0:
+        per_pass = tokens_per_pass * min(1.0, seconds / (passes * max_seconds))
+    return passes * per_pass / comp
+
+
+@njit(cache=True)
+def encoder_forward_flops(params, layers, hidden, tokens_per_pass, passes):
+    """Forward FLOPs of the encoder over one item: passes x (2 N T + 4 L T^2 d).
+
+    2 FLOPs per parameter per token (Kaplan et al. 2020 Sec. 2.1) plus bidirectional attention
+    (QK^T and AV: 2 T^2 d each per layer). A trained encoder costs 3x this (backward = 2x forward).
+    """
+    t = tokens_per_pass
+    return passes * (2.0 * params * t + 4.0 * layers * t * t * hidden)
+
+
+@njit(cache=True)
+def connector_params(connector, encoder_hidden, model_hidden, compression):
+    """Connector parameters, count: mlp2x (d_in d + d d, LLaVA-1.5's two-layer GELU MLP), linear (d_in d,
+    LLaVA-1 / MiniGPT-4), pixel shuffle + MLP with d_in = compression x encoder width (InternVL 1.5),
+    Q-Former 188M (BLIP-2 Sec. 3.1), resampler 0.08B (Qwen-VL Table 1). d_in = encoder width."""
+    if connector == CONN_QFORMER:
+        return QFORMER_PARAMS
+    if connector == CONN_RESAMPLER:
+        return RESAMPLER_PARAMS
+    d_in = encoder_hidden
+    if connector == CONN_PIXEL_SHUFFLE:
+        d_in = encoder_hidden * (compression if compression > 0.0 else PIXEL_SHUFFLE_COMPRESSION)
+    if connector == CONN_LINEAR:
+        return d_in * model_hidden
+    return d_in * model_hidden + model_hidden * model_hidden
+
+
+@njit(cache=True)
+def encoder_activation_bytes(layers, hidden, tokens_per_pass, passes):
+    """Activation bytes a trained encoder keeps for its backward pass per media item: passes x T x L x
+    34 d (Korthikanti et al. 2022 Table 2, FlashAttention, no tensor parallelism); a frozen encoder
+    runs without gradients and keeps none."""
+    return passes * tokens_per_pass * layers * hidden * ENCODER_ACT_BYTES_PER_TOKEN_WIDTH
+
+
+@njit(cache=True)
+def cpu_hours_usd(cpu_hours, usd_per_cpu_hour):
+    """CPU work, $: core-hours x $ per core-hour (media decoding, resizing, sharding)."""
+    return cpu_hours * usd_per_cpu_hour

@@ -33,7 +33,9 @@ from costcore.engine.formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, METHOD_FU
                        gpu_time_usd, held_checkpoint_sum, held_checkpoints, kv_cache_bytes_per_token, labeling_usd,
                        lora_trainable_params, model_shape, dense_ffn, moe_expert_ffn, monthly_usd, per_sample_usd,
                        per_token_usd, staff_usd_per_month, synthetic_usd, train_flops_per_token, transfer_usd,
-                       young_daly_interval_h)
+                       young_daly_interval_h, encoder_tokens_per_pass, encoder_passes_per_item,
+                       media_tokens_per_item, encoder_forward_flops, connector_params, encoder_activation_bytes,
+                       cpu_hours_usd, CONN_QFORMER, CONN_RESAMPLER, MODALITY_VIDEO, MODALITY_AUDIO)
 from costcore.scenario.schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_REVIEW, D_SYNTH_USD_PER_M, DPO_CHOSEN,
                      DPO_EPOCHS, DPO_PAIRS, DPO_REF_PRECOMPUTED, DPO_REFERENCE, DPO_REJECTED,
                      E_BUFFER_GB, E_COLL_EFF, E_CONTENTION, E_SUSTAINED, E_DP_OVERLAP, E_FP8_EFF, E_GEMM_HALF, E_GRAD_BYTES, E_TRAFFIC,
@@ -57,7 +59,11 @@ from costcore.scenario.schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_
                      S_ZERO, SFT_EPOCHS, SFT_SAMPLES, SFT_TOK_PER_SAMPLE, STAGE_BASE, ST_BYTES_PER_TOKEN,
                      ST_COLD, ST_COLD_AFTER_D, ST_FINISHED_WEIGHTS, ST_FULL_CKPT_BPP, ST_HOT, ST_OBJECT, ST_RETENTION_MO,
                      ST_VERSIONS, ST_WEIGHTS_CKPT_BPP, H_PCIE_GBS, E_CPU_OPT_GBS, S_BASE_BITS, S_OPTIMIZER,
-                     S_OFFLOAD, S_GRAD_ACCUM, S_LOADER_TPS)
+                     S_OFFLOAD, S_GRAD_ACCUM, S_LOADER_TPS, STAGES, MM_MODALITY, MM_ENC_B, MM_ENC_L, MM_ENC_D,
+                     MM_PATCH, MM_RES, MM_ENC_TOK, MM_AUDIO_TPS, MM_MAX_S, MM_TILES, MM_FRAMES, MM_SECONDS,
+                     MM_TOK_ITEM, MM_CONNECTOR, MM_QUERIES, MM_COMPRESS, MM_CONN_B, MM_RAW_MB, MM_SHARDS,
+                     MM_PRECOMP, MM_CPU_S, MM_USD_CPU_H, MM_TRANSFERS, MS_SAMPLES, MS_ITEMS, MS_TEXT, MS_SHARE,
+                     MS_EPOCHS, MS_TOK_ITEM, MS_TRAIN_CONN, MS_TRAIN_LLM, MS_TRAIN_ENC, MS_LICENSE, MS_CAPTION)
 from costcore.scenario.schema import METHOD_QLORA as _SCHEMA_METHOD_QLORA
 
 assert METHOD_QLORA == _SCHEMA_METHOD_QLORA, "formulas.METHOD_QLORA must be the schema's code"
@@ -95,6 +101,11 @@ LINE_ITEM_TABLE = (
     ("hidden.experiments", "hidden", False, "Repeated experiments", "run", False),
     ("hidden.failed_runs", "hidden", False, "Failed runs", "run", False),
     ("hidden.data_stalls", "hidden", False, "Data-pipeline stalls", "run", False),
+    ("compute.media_preprocessing", "compute", False, "Media preprocessing (CPU)", "setup", False),
+    ("storage.media", "storage", True, "Media storage (raw, shards, features)", "kept", False),
+    ("network.media", "network", False, "Media transfers", "run", False),
+    ("data.media_license", "data", True, "Media licensing", "setup", True),
+    ("data.captioning", "data", False, "Captioning and transcription", "setup", True),
 )
 PROFILES = ("setup", "run", "span", "kept", "end")
 # The first four columns, as (key, resource, fixed, label) rows: what api.py and the tests unpack.
@@ -107,7 +118,8 @@ ITEM_FIXED = np.array([1.0 if f else 0.0 for _, _, f, _ in LINE_ITEMS])
 NR = len(RESOURCES)
 (I_COMPUTE, I_VERIFIER, I_ST_DATA, I_ST_HOT, I_ST_COLD, I_NET_DATA, I_NET_REPL, I_NET_EXPORT,
  I_DATA_ACQ, I_DATA_CLEAN, I_DATA_LABEL, I_DATA_SYNTH, I_DATA_HEVAL, I_LABOR, I_OPS,
- I_HID_FAIL, I_HID_STALL, I_HID_IDLE, I_HID_EXP, I_HID_FAILED, I_HID_DATA) = range(NI)
+ I_HID_FAIL, I_HID_STALL, I_HID_IDLE, I_HID_EXP, I_HID_FAILED, I_HID_DATA, I_MM_PREP, I_MM_STORE, I_MM_NET,
+ I_MM_LICENSE, I_MM_CAPTION) = range(NI)
 
 # Per-stage statistics (columns of `stats`). Append new names at the end: the order is the layout.
 STATS = ("enabled", "num_gpus", "productive_gpu_hours", "gpu_hours", "wall_days", "months", "flops",
@@ -150,7 +162,13 @@ STATS = ("enabled", "num_gpus", "productive_gpu_hours", "gpu_hours", "wall_days"
          "plan_memory_gb", "plan_gpus_used",
          # ... fine-tuning: CPU offload and paging seconds per step, optimizer state paged out (GB);
          # the data pipeline's stall, the time of one epoch and the sustained training rate
-         "plan_offload_s", "mem_paged_gb", "data_stall_gpu_hours", "epoch_hours", "tokens_per_s_per_gpu")
+         "plan_offload_s", "mem_paged_gb", "data_stall_gpu_hours", "epoch_hours", "tokens_per_s_per_gpu",
+         # ... multimodal phases: media items, tokens per item in the LLM, encoder passes and the
+         # encoder + connector share of the GPU time, media tokens' share of the LLM's, preprocessing
+         # CPU-hours, raw / feature storage, the connector's and encoder's parameters
+         "media_items", "media_tokens_per_item", "encoder_passes_per_item", "encoder_gpu_hours",
+         "media_token_share", "preprocess_cpu_hours", "media_raw_gb", "media_features_gb",
+         "connector_params", "encoder_params")
 NK = len(STATS)
 (K_ENABLED, K_GPUS, K_PROD_H, K_GPU_H, K_WALL_D, K_MONTHS, K_FLOPS, K_MFU, K_TOKENS, K_INTERRUPT,
  K_CKPT_INT, K_YOUNG_DALY, K_CKPT_N, K_CKPT_GB, K_CKPT_WRITE_S, K_DATASET_GB, K_STORAGE_PEAK_GB,
@@ -163,7 +181,9 @@ NK = len(STATS)
  K_STEP, K_STEP_COMPUTE, K_STEP_COMM, K_STEP_BUBBLE, K_STEP_RECOMP, K_STEP_OPT,
  K_MEM_W, K_MEM_G, K_MEM_O, K_MEM_A, K_MEM_B, K_PLANS_FIT, K_MICRO, K_GLOBAL_BATCH, K_PLAN_MFU,
  K_PLAN_TOKS, K_COMM_TP, K_COMM_DP, K_COMM_ZERO, K_COMM_CP, K_COMM_EP, K_COMM_P2P, K_PLAN_MEM,
- K_PLAN_USED, K_PLAN_OFFLOAD, K_MEM_PAGED, K_DATA_STALL_H, K_EPOCH_H, K_TOKS_RATE) = range(NK)
+ K_PLAN_USED, K_PLAN_OFFLOAD, K_MEM_PAGED, K_DATA_STALL_H, K_EPOCH_H, K_TOKS_RATE,
+ K_MM_ITEMS, K_MM_TOK_ITEM, K_MM_PASSES, K_MM_ENC_H, K_MM_SHARE, K_MM_CPU_H, K_MM_RAW_GB, K_MM_FEAT_GB,
+ K_MM_CONN, K_MM_ENC) = range(NK)
 # Scratch rows the callers allocate for _eval_one (it allocates nothing): model, hw, job, pins,
 # one plan row, the best plan; then one row per stage of plans to reuse (batch).
 SCRATCH_ROWS = 6
@@ -174,7 +194,8 @@ NSCRATCH = max(lay.NROW, len(lay.MODEL_FIELDS), len(lay.HW_FIELDS), len(lay.JOB_
 BATCH_EXTRA = ("gpu_hours", "productive_gpu_hours", "wall_days", "fits")
 NBATCH_FULL = NR + len(BATCH_EXTRA)
 
-PRETRAIN, CPT, SFT, DPO, RL, EVAL = range(6)
+PRETRAIN, CPT, MM_ALIGN, MM_CPT, MM_TUNE, SFT, DPO, RL, EVAL = (STAGES.index(n) for n in (
+    "pretrain", "cpt", "mm_align", "mm_cpt", "mm_tune", "sft", "dpo", "rl", "eval"))
 _CHUNK = 512
 SERIAL_BELOW = 4096  # variants; below this the parallel launch costs more than it saves
 
@@ -281,7 +302,7 @@ def _fill_hw(x, w):
 
 
 @njit(cache=True)
-def _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, j, pins):
+def _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, j, pins, media_act=0.0):
     """The layout's job array (layout.JOB_FIELDS) and the stage's pinned plan fields (0 / -1 = search)."""
     ctx = max(ctx, 1.0)
     j[lay.J_SEQ] = ctx
@@ -309,6 +330,7 @@ def _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, j, pins):
     j[lay.J_BASE_BYTES] = base
     j[lay.J_FPT] = fpt
     j[lay.J_TOKSEQ] = ctx * mbs_mult
+    j[lay.J_MEDIA_ACT] = media_act
     pins[lay.P_TP] = x[b + S_TP]
     pins[lay.P_PP] = x[b + S_PP]
     pins[lay.P_DP] = x[b + S_DP]
@@ -377,7 +399,8 @@ def _write_plan(st, s, best, fits):
 
 
 @njit(cache=True, inline='always')
-def _stage_layout(x, b, s, G, shape, method, n_lora, ctx, mbs_mult, extra_w, fpt, st, sc, plans, reuse):
+def _stage_layout(x, b, s, G, shape, method, n_lora, ctx, mbs_mult, extra_w, fpt, st, sc, plans, reuse,
+                  media_act=0.0):
     """Search (or reuse) the stage's plan; returns (bytes per GPU, min GPUs, MFU).
 
     reuse > 0: take the plan and min GPUs in ``plans[s]`` (a batch's base plan, valid because
@@ -389,7 +412,7 @@ def _stage_layout(x, b, s, G, shape, method, n_lora, ctx, mbs_mult, extra_w, fpt
     model, hw, job, pins, row, best = sc[R_MODEL], sc[R_HW], sc[R_JOB], sc[R_PINS], sc[R_ROW], sc[R_BEST:R_BEST + 1]
     _fill_model(x, shape, n_lora, method, model)
     _fill_hw(x, hw)
-    _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, job, pins)
+    _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, job, pins, media_act)
     st[s, K_GLOBAL_BATCH] = job[lay.J_GB]
     if reuse > 0.5 and plans[s, lay.P_TP] > 0.0:
         for i in range(lay.NP):
@@ -626,6 +649,132 @@ def _eval_work(x, G, shape, st, s):
 # Hidden GPU time: checkpoints, failures, idle, failed runs, experiments
 # ---------------------------------------------------------------------------
 @njit(cache=True)
+def _media_shape(x, b, shape):
+    """(encoder tokens per pass, passes per item, LLM tokens per item, encoder forward FLOPs per item,
+    connector parameters) of a multimodal stage (formulas: encoder_tokens_per_pass ... connector_params).
+
+    Tokens per item: the stage's own override, else the multimodal block's, else derived.
+    """
+    mod = x[MM_MODALITY]
+    t_pass = encoder_tokens_per_pass(mod, x[MM_RES], x[MM_PATCH], x[MM_ENC_TOK], x[MM_AUDIO_TPS], x[MM_MAX_S])
+    passes = encoder_passes_per_item(mod, x[MM_TILES], x[MM_FRAMES], x[MM_SECONDS], x[MM_MAX_S])
+    tok = x[b + MS_TOK_ITEM]
+    if tok <= 0.0:
+        tok = x[MM_TOK_ITEM]
+    if tok <= 0.0:
+        tok = media_tokens_per_item(mod, passes, t_pass, x[MM_SECONDS], x[MM_MAX_S], x[MM_CONNECTOR], x[MM_QUERIES],
+                                    x[MM_COMPRESS])
+    enc_fwd = encoder_forward_flops(x[MM_ENC_B] * 1e9, x[MM_ENC_L], x[MM_ENC_D], t_pass, passes)
+    n_conn = x[MM_CONN_B] * 1e9
+    if n_conn <= 0.0:
+        n_conn = connector_params(x[MM_CONNECTOR], x[MM_ENC_D], shape[4], x[MM_COMPRESS])
+    return t_pass, passes, tok, enc_fwd, n_conn
+
+
+@njit(cache=True)
+def _mm_train(x, b, shape, method, n_lora):
+    """What a multimodal stage trains: (LLM method, LoRA adapters, trained side parameters, trained
+    parameters checkpointed, frozen-or-trained extra weights for the layout, media activations per sequence).
+
+    A frozen LLM still carries the gradients back to the connector: its FLOPs and memory are a LoRA
+    base's (4N per token, weights at base bytes) with no adapters. The connector and a trained
+    encoder are trained side parameters: with a LoRA or frozen LLM they are the layout's trained
+    parameters (2 + 2 + master + states bytes each); with a full LLM they ride as extra weights
+    of 8 BF16 copies (16 bytes: weights, gradients, Adam states; as an RL critic). Frozen parts
+    are BF16 copies. A trained encoder keeps its activations (formulas.encoder_activation_bytes).
+    """
+    t_pass, passes, _, _, n_conn = _media_shape(x, b, shape)
+    n_enc = x[MM_ENC_B] * 1e9
+    tr_llm = x[b + MS_TRAIN_LLM] > 0.5
+    tr_conn = x[b + MS_TRAIN_CONN] > 0.5
+    tr_enc = x[b + MS_TRAIN_ENC] > 0.5
+    m_llm = method if tr_llm else METHOD_LORA
+    adapters = n_lora if (tr_llm and method != METHOD_FULL) else 0.0
+    side = (n_conn if tr_conn else 0.0) + (n_enc if tr_enc else 0.0)
+    frozen = (0.0 if tr_conn else n_conn) + (0.0 if (tr_enc or x[MM_PRECOMP] > 0.5) else n_enc)
+    saved = (shape[0] if m_llm == METHOD_FULL else adapters) + side
+    if m_llm == METHOD_FULL:
+        n_train, extra = 0.0, frozen + 8.0 * side
+    else:
+        n_train, extra = adapters + side, frozen
+    act = x[b + MS_ITEMS] * encoder_activation_bytes(x[MM_ENC_L], x[MM_ENC_D], t_pass, passes) if tr_enc else 0.0
+    return m_llm, adapters, n_train, saved, extra, act
+
+
+@njit(cache=True, inline='always')
+def _mm_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
+    """A multimodal phase: the LLM over text + media tokens, the encoder and connector over every item.
+
+    Tokens per sample: text + share x items x media tokens per item (the media sample's sequence,
+    capped by seq_len, is the attention context). FLOPs: the LLM's per token (full, LoRA, or frozen
+    = 4N) x tokens; the encoder's forward per item x 3 when trained, x 1 when frozen, once in all
+    (not per epoch) with precomputed features; the connector 2 P per token through it, x 3 when
+    anything before the LLM trains. All at the stage's MFU (the LLM plan's). Returns (productive
+    GPU-hours, unique text tokens: the stored, bought and cleaned text; media is billed per item).
+    """
+    n_act, L, d = shape[2], shape[3], shape[4]
+    t_pass, passes, tok_item, enc_fwd, n_conn = _media_shape(x, b, shape)
+    m_llm, adapters, n_train, _, extra, act = _mm_train(x, b, shape, method, n_lora)
+    items, share, text = x[b + MS_ITEMS], x[b + MS_SHARE], x[b + MS_TEXT]
+    samples, epochs = x[b + MS_SAMPLES], x[b + MS_EPOCHS]
+    media_items = samples * share * items
+    unique_tokens = samples * (text + share * items * tok_item)
+    tokens = unique_tokens * epochs
+    ctx = max(1.0, min(x[b + S_SEQ_LEN], text + items * tok_item))
+    fpt = train_flops_per_token(n_act, L, d, ctx, m_llm, adapters, x[b + S_QLORA_DEQ])
+    tr_enc = x[b + MS_TRAIN_ENC] > 0.5
+    enc_runs = 3.0 * epochs if tr_enc else (1.0 if x[MM_PRECOMP] > 0.5 else epochs)
+    conn_tok = passes * t_pass if (x[MM_CONNECTOR] == CONN_QFORMER or x[MM_CONNECTOR] == CONN_RESAMPLER) else tok_item
+    conn_x = 3.0 if (x[b + MS_TRAIN_CONN] > 0.5 or tr_enc) else 1.0
+    side_flops = media_items * (enc_fwd * enc_runs + 2.0 * n_conn * conn_tok * conn_x * epochs)
+    flops = fpt * tokens + side_flops
+    st[s, K_FPT] = fpt
+    mem, min_g, mfu = _stage_layout(x, b, s, G, shape, m_llm, n_train, ctx, 1.0, extra, fpt, st, sc, plans, reuse,
+                                    act)
+    prod_h = _train_hours(x, b, tokens, flops, mfu)
+    st[s, K_MM_ITEMS] = media_items
+    st[s, K_MM_TOK_ITEM] = tok_item
+    st[s, K_MM_PASSES] = passes
+    st[s, K_MM_ENC_H] = prod_h * side_flops / flops if flops > 0.0 else 0.0
+    st[s, K_MM_SHARE] = share * items * tok_item / (text + share * items * tok_item) if unique_tokens > 0.0 else 0.0
+    st[s, K_MM_CONN] = n_conn
+    st[s, K_MM_ENC] = x[MM_ENC_B] * 1e9
+    _write_work(x, st, s, tokens, unique_tokens, ctx, flops, prod_h, 0.0, mem, min_g, False)
+    return prod_h, samples * text
+
+
+@njit(cache=True)
+def _media_usd(x, b, months, st, s, it):
+    """A multimodal stage's media: CPU preprocessing, raw + preprocessed copies in object storage for the
+    stage and its retention, precomputed features on the hot tier during the run, transfers, licences
+    and captions per item. Defaults per modality when the size or CPU time is 0 (schema docs)."""
+    n = st[s, K_MM_ITEMS]
+    mod = x[MM_MODALITY]
+    raw_mb = x[MM_RAW_MB]
+    if raw_mb <= 0.0:
+        raw_mb = 10.0 if mod == MODALITY_VIDEO else (0.032 * x[MM_SECONDS] if mod == MODALITY_AUDIO else 0.15)
+    cpu_s = x[MM_CPU_S]
+    if cpu_s <= 0.0:
+        cpu_s = 0.25 * x[MM_FRAMES] if mod == MODALITY_VIDEO else (0.01 * x[MM_SECONDS] if mod == MODALITY_AUDIO
+                                                                    else 0.02)
+    cpu_h = n * cpu_s / 3600.0
+    raw_gb = n * raw_mb / 1e3
+    feat_gb = 0.0
+    if x[MM_PRECOMP] > 0.5 and x[b + MS_TRAIN_ENC] < 0.5:
+        feat_gb = n * st[s, K_MM_PASSES] * encoder_tokens_per_pass(mod, x[MM_RES], x[MM_PATCH], x[MM_ENC_TOK],
+                                                                   x[MM_AUDIO_TPS], x[MM_MAX_S]) * x[MM_ENC_D] * 2.0 / 1e9
+    st[s, K_MM_CPU_H] = cpu_h
+    st[s, K_MM_RAW_GB] = raw_gb
+    st[s, K_MM_FEAT_GB] = feat_gb
+    it[s, I_MM_PREP] = cpu_hours_usd(cpu_h, x[MM_USD_CPU_H])
+    it[s, I_MM_STORE] = (dataset_storage_usd(x[ST_OBJECT], raw_gb * (1.0 + x[MM_SHARDS]), months, x[ST_RETENTION_MO])
+                         + monthly_usd(x[ST_HOT] * feat_gb, st[s, K_RUN_MO]))
+    it[s, I_MM_NET] = transfer_usd(raw_gb, x[MM_TRANSFERS], x[N_USD_PER_GB])
+    it[s, I_MM_LICENSE] = per_sample_usd(n, x[b + MS_LICENSE])
+    it[s, I_MM_CAPTION] = per_sample_usd(n, x[b + MS_CAPTION])
+
+
+@njit(cache=True)
 def _checkpoint_plan(x, s, b, G, ckpt_bytes, wall_h):
     """(write_h, failures per hour, Young/Daly interval, interval used, checkpoints written) of a stage.
 
@@ -802,6 +951,26 @@ def _totals(st, s, it):
     st[s, K_FIXED] = fixed
 
 
+@njit(cache=True)
+def _stage_method(x, b, s, shape, mm):
+    """(method, LoRA adapter parameters, trained parameters checkpointed) of stage s.
+
+    The fine-tuning method applies to SFT, DPO, RL and the multimodal phases (others train fully);
+    LoRA on a 4-bit NF4 base is QLoRA. A multimodal phase trains what its switches say (_mm_train).
+    """
+    method = x[b + S_METHOD] if (s == SFT or s == DPO or s == RL or mm) else METHOD_FULL
+    if method == METHOD_LORA and x[b + S_BASE_BITS] == 4.0:
+        method = METHOD_QLORA
+    n_lora = 0.0
+    if method != METHOD_FULL:
+        n_lora = lora_trainable_params(shape[3], shape[4], shape[9], shape[7], x[b + S_LORA_RANK],
+                                       x[b + S_LORA_TARGETS], 3.0 if x[M_GATED] > 0.5 else 2.0)
+    trainable = shape[0] if method == METHOD_FULL else n_lora
+    if mm:
+        trainable = _mm_train(x, b, shape, method, n_lora)[3]
+    return method, n_lora, trainable
+
+
 # ---------------------------------------------------------------------------
 # The orchestrator
 # ---------------------------------------------------------------------------
@@ -823,14 +992,8 @@ def _eval_one(x, items, stats, sc, plans, reuse):
         if x[b + S_ENABLED] < 0.5:
             continue
         G = x[b + S_NUM_GPUS] if x[b + S_NUM_GPUS] > 0.0 else x[H_NUM_GPUS]
-        method = x[b + S_METHOD] if (s == SFT or s == DPO or s == RL) else METHOD_FULL
-        if method == METHOD_LORA and x[b + S_BASE_BITS] == 4.0:  # LoRA on a 4-bit NF4 base is QLoRA
-            method = METHOD_QLORA
-        n_lora = 0.0
-        if method != METHOD_FULL:
-            n_lora = lora_trainable_params(shape[3], shape[4], shape[9], shape[7], x[b + S_LORA_RANK],
-                                           x[b + S_LORA_TARGETS], 3.0 if x[M_GATED] > 0.5 else 2.0)
-        trainable = shape[0] if method == METHOD_FULL else n_lora
+        mm = s == MM_ALIGN or s == MM_CPT or s == MM_TUNE
+        method, n_lora, trainable = _stage_method(x, b, s, shape, mm)
         _write_setup(st, s, G, shape, trainable)
         if s == PRETRAIN or s == CPT:
             prod_h, unique_tokens = _pretrain_work(x, s, b, G, shape, st, sc, plans, reuse)
@@ -840,6 +1003,8 @@ def _eval_one(x, items, stats, sc, plans, reuse):
             prod_h, unique_tokens = _dpo_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse)
         elif s == RL:
             prod_h, unique_tokens = _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse)
+        elif mm:
+            prod_h, unique_tokens = _mm_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse)
         else:
             prod_h, unique_tokens = _eval_work(x, G, shape, st, s)
         bpp = x[ST_WEIGHTS_CKPT_BPP] if x[b + S_CKPT_TYPE] == CKPT_WEIGHTS else x[ST_FULL_CKPT_BPP]
@@ -851,6 +1016,8 @@ def _eval_one(x, items, stats, sc, plans, reuse):
         _network_usd(x, trainable, kept, s, it)
         _data_usd(x, b, unique_tokens, st, s, it)
         _labor_ops_usd(x, team_usd_month, months, s, it)
+        if mm:
+            _media_usd(x, b, months, st, s, it)
         _totals(st, s, it)
 
 
@@ -946,18 +1113,26 @@ def _stage_top(x, s, top):
     _eval_one(x, items, stats, sc, plans, 0.0)
     b = STAGE_BASE[s]
     shape = _model(x)
-    method = x[b + S_METHOD] if (s == SFT or s == DPO or s == RL) else METHOD_FULL
+    mm = s == MM_ALIGN or s == MM_CPT or s == MM_TUNE
+    method = x[b + S_METHOD] if (s == SFT or s == DPO or s == RL or mm) else METHOD_FULL
+    if method == METHOD_LORA and x[b + S_BASE_BITS] == 4.0:
+        method = METHOD_QLORA
     mbs = 2.0 if s == DPO else 1.0
     extra = 0.0
+    act = 0.0
     if s == DPO and x[DPO_REFERENCE] != DPO_REF_PRECOMPUTED and method == METHOD_FULL:
         extra = shape[0]
     if s == RL:  # the models an RL stage holds besides the policy, as its estimate does
         extra = _rl_colocated_params(x, shape)
     n_lora = stats[s, K_TRAINABLE] if method != METHOD_FULL else 0.0
+    if mm:  # as _mm_work: the LLM's method, trained side parameters, extra weights, encoder activations
+        n_adapt = lora_trainable_params(shape[3], shape[4], shape[9], shape[7], x[b + S_LORA_RANK],
+                                        x[b + S_LORA_TARGETS], 3.0 if x[M_GATED] > 0.5 else 2.0)
+        method, _, n_lora, _, extra, act = _mm_train(x, b, shape, method, n_adapt)
     _fill_model(x, shape, n_lora, method, sc[R_MODEL])
     _fill_hw(x, sc[R_HW])
     _fill_job_pins(x, b, stats[s, K_GPUS], method, stats[s, K_CTX], mbs, extra, stats[s, K_FPT], sc[R_JOB],
-                   sc[R_PINS])
+                   sc[R_PINS], act)
     return lay.search(sc[R_MODEL], sc[R_HW], sc[R_JOB], sc[R_PINS], top, sc[R_ROW])
 
 
@@ -1001,10 +1176,12 @@ def _plan_free_mask() -> np.ndarray:
     read = {"num_gpus", "seq_len", "micro_batch", "global_batch", "global_batch_tokens", "recompute", "zero_stage",
             "tp", "pp", "dp", "cp", "ep", "interleave", "sequence_parallel", "method", "lora_rank", "lora_targets",
             "qlora_dequant_overhead", "enabled", "tokens_per_sample", "chosen_tokens", "rejected_tokens",
-            "reference", "prompt_tokens", "response_tokens", "prompts_per_step", "samples_per_prompt"}
+            "reference", "prompt_tokens", "response_tokens", "prompts_per_step", "samples_per_prompt",
+            "base_bits", "optimizer", "offload", "grad_accum", "items_per_sample", "text_tokens_per_sample",
+            "tokens_per_item", "train_connector", "train_llm", "train_encoder"}
     for f in _sc.FIELDS:
         sec, _, key = f.path.partition(".")
-        if sec in ("model",) or (sec == "hardware" and key != "usd_per_gpu_hour") or \
+        if sec in ("model", "multimodal") or (sec == "hardware" and key != "usd_per_gpu_hour") or \
                 (sec == "efficiency" and key != "inference_mfu"):
             continue
         if sec == "stages" and key.split(".", 1)[1] in read:

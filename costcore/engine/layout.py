@@ -46,7 +46,7 @@ HW_FIELDS = ("peak_flops", "fp8_peak_flops", "memory_bytes", "hbm_bytes_s", "int
              "memory_traffic", "dp_overlap", "buffer_bytes", "fp8_efficiency", "grad_reduce_bytes", "overlap_contention",
              "pcie_bytes_s", "cpu_optimizer_bytes_s")
 JOB_FIELDS = ("seq", "global_batch", "gpus", "method", "deq", "mbs_mult", "extra_weights", "fp8",
-              "flops_per_token", "tokens_per_seq", "optimizer", "offload", "grad_accum", "base_bytes")
+              "flops_per_token", "tokens_per_seq", "optimizer", "offload", "grad_accum", "base_bytes", "media_act")
 PLAN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sp")
 # Terms of one evaluated plan (columns of a plan row after the PLAN_FIELDS).
 TERM_FIELDS = ("step_time_s", "compute_s", "communication_s", "bubble_s", "recompute_s", "optimizer_s",
@@ -61,7 +61,7 @@ NROW = NP + NT
 (W_PEAK, W_FP8, W_MEM, W_HBM, W_INTRA, W_INTER, W_GPN, W_GEMM, W_ATTN, W_COLL, W_HALF, W_TRAFFIC, W_OVERLAP,
  W_BUFFER, W_FP8_EFF, W_GRAD_BYTES, W_CONTENTION, W_PCIE, W_CPU_BW) = range(len(HW_FIELDS))
 (J_SEQ, J_GB, J_G, J_METHOD, J_DEQ, J_MBS, J_EXTRA, J_FP8, J_FPT, J_TOKSEQ, J_OPT, J_OFFLOAD, J_ACCUM,
- J_BASE_BYTES) = range(len(JOB_FIELDS))
+ J_BASE_BYTES, J_MEDIA_ACT) = range(len(JOB_FIELDS))
 P_TP, P_PP, P_DP, P_CP, P_EP, P_MB, P_RC, P_ZERO, P_V, P_SP = range(NP)
 (T_STEP, T_COMPUTE, T_COMM, T_BUBBLE, T_RECOMP, T_OPT, T_TP, T_DP, T_ZERO, T_CP, T_EP, T_P2P, T_WEIGHTS,
  T_GRADS, T_OPTIM, T_ACT, T_BUF, T_MEM, T_MFU, T_MICRO, T_FITS, T_USED, T_TOKS, T_OFFLOAD, T_PAGED) = range(NP, NROW)
@@ -182,6 +182,9 @@ def _activation_bytes(model, job, plan):
         act = in_flight * layers_local * 2.0 * sbh / tp + per_layer
     else:
         act = in_flight * layers_local * per_layer
+    if job[J_MEDIA_ACT] > 0.0:  # a trained media encoder on the first stage: its activations per sequence
+        media = job[J_MEDIA_ACT] * mb * job[J_MBS] * in_flight
+        act += media * (2.0 / 34.0) if rc == RC_FULL else media  # full recompute keeps layer inputs only
     return act
 
 

@@ -27,16 +27,18 @@ import yaml
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
-STAGES = ("pretrain", "cpt", "sft", "dpo", "rl", "eval")
+STAGES = ("pretrain", "cpt", "mm_align", "mm_cpt", "mm_tune", "sft", "dpo", "rl", "eval")
+MM_STAGES = ("mm_align", "mm_cpt", "mm_tune")  # the multimodal phases (issue 17): media through an encoder
 RESOURCES = ("compute", "storage", "network", "data", "labor", "ops", "hidden")
 GROUP_ORDER = ("run", "train", "peft", "data")
 TOP_LEVEL_KEYS = ("name", "description", "model", "hardware", "efficiency", "reliability",
-                  "storage", "network", "data", "labor", "ops", "stages", "budget", "schedule", "lifecycle", "tags")
+                  "storage", "network", "data", "labor", "ops", "multimodal", "stages", "budget", "schedule", "lifecycle", "tags")
 
 
 from costcore.errors import ScenarioError  # noqa: E402,F401  (re-exported: the one public exception type)
 from costcore.scenario.checks import _is_real, _shown as _show, as_float  # noqa: E402  (one way to show a value)
 from costcore import fmt  # noqa: E402
+from costcore.scenario import media  # noqa: E402  (the multimodal block's rules)
 from costcore.scenario.yamlio import MAX_DEPTH, NUMBER_TEXT  # noqa: E402  (one depth limit, one number rule)
 
 
@@ -47,7 +49,18 @@ def _load_yaml(name: str) -> dict:
 
 CATALOG: dict[str, dict] = _load_yaml("hardware.yaml")
 GPU_NAMES: tuple[str, ...] = tuple(CATALOG)
+ENCODERS: dict[str, dict] = dict(_load_yaml("encoders.yaml")["encoders"])
+# A user-described encoder (multimodal.encoder as a mapping): what it does not give is a ViT-L/14's.
+ENCODERS["custom"] = {"label": "Custom encoder", "modality": "any", "params_b": 0.3, "layers": 24, "hidden": 1024,
+                      "patch_px": 14, "resolution_px": 336, "max_resolution_px": 100000, "tokens_per_second": 50,
+                      "max_seconds": 30, "source": "placeholders of a CLIP ViT-L/14 for figures a custom encoder omits"}
+ENCODER_NAMES: tuple[str, ...] = tuple(ENCODERS)
 _SCHEMA = _load_yaml("schema.yaml")
+# multimodal.<field> -> the encoders.yaml key it defaults to (the encoder's figures, as the GPU's for hardware)
+ENCODER_KEYS = {"encoder_params_b": "params_b", "encoder_layers": "layers", "encoder_hidden": "hidden",
+                "patch_px": "patch_px", "resolution_px": "resolution_px", "max_resolution_px": "max_resolution_px",
+                "encoder_tokens": "encoder_tokens", "audio_tokens_per_second": "tokens_per_second",
+                "max_seconds": "max_seconds"}
 CATALOG_KEYS = ("usd_per_gpu_hour", "peak_tflops", "memory_gb", "mem_bandwidth_tbs", "attn_efficiency",
                 "fp8_peak_tflops", "gemm_efficiency", "intra_node_gbs", "inter_node_gbs", "gpus_per_node",
                 "pcie_gbs")
@@ -112,13 +125,17 @@ def _make_field(path: str, spec: dict, index: int, default_override=None) -> Fie
     kind = spec.get("type", "float")
     choices: tuple = ()
     if kind == "enum":
-        choices = GPU_NAMES if spec["choices"] == "catalog" else tuple(str(c) for c in spec["choices"])
+        choices = {"catalog": GPU_NAMES, "encoders": ENCODER_NAMES}.get(spec["choices"]) if isinstance(
+            spec["choices"], str) else tuple(str(c) for c in spec["choices"])
     default = spec.get("default", 0)
     if default_override is not None:
         default = default_override
     if default == "catalog":
         key = path.rsplit(".", 1)[1]
         default = CATALOG[_SCHEMA["sections"]["hardware"]["gpu"]["default"]][key]
+    elif default == "encoder":
+        key = path.rsplit(".", 1)[1]
+        default = ENCODERS[_SCHEMA["sections"]["multimodal"]["encoder"]["default"]].get(ENCODER_KEYS[key], 0)
     return Field(path=path, index=index, kind=kind, default=default,
                  lo=float(spec.get("min", -math.inf)) if kind in ("float", "int") else 0.0,
                  hi=float(spec.get("max", math.inf)) if kind in ("float", "int") else float(max(len(choices) - 1, 1)),
@@ -323,6 +340,52 @@ EV_DECODE_EFF = IX["stages.eval.decode_efficiency"]
 EV_HUMAN = IX["stages.eval.human_samples"]
 EV_USD_HUMAN = IX["stages.eval.usd_per_human_sample"]
 
+# The multimodal block (one per scenario) and the fields every multimodal stage has at the same offset.
+MM_MODALITY = IX["multimodal.modality"]
+MM_ENC_B = IX["multimodal.encoder_params_b"]
+MM_ENC_L = IX["multimodal.encoder_layers"]
+MM_ENC_D = IX["multimodal.encoder_hidden"]
+MM_PATCH = IX["multimodal.patch_px"]
+MM_RES = IX["multimodal.resolution_px"]
+MM_ENC_TOK = IX["multimodal.encoder_tokens"]
+MM_AUDIO_TPS = IX["multimodal.audio_tokens_per_second"]
+MM_MAX_S = IX["multimodal.max_seconds"]
+MM_TILES = IX["multimodal.tiles_per_item"]
+MM_FRAMES = IX["multimodal.frames_per_item"]
+MM_SECONDS = IX["multimodal.seconds_per_item"]
+MM_TOK_ITEM = IX["multimodal.tokens_per_item"]
+MM_CONNECTOR = IX["multimodal.connector"]
+MM_QUERIES = IX["multimodal.connector_queries"]
+MM_COMPRESS = IX["multimodal.token_compression"]
+MM_CONN_B = IX["multimodal.connector_params_b"]
+MM_RAW_MB = IX["multimodal.raw_mb_per_item"]
+MM_SHARDS = IX["multimodal.shard_copies"]
+MM_PRECOMP = IX["multimodal.precomputed_features"]
+MM_CPU_S = IX["multimodal.preprocess_cpu_s_per_item"]
+MM_USD_CPU_H = IX["multimodal.usd_per_cpu_hour"]
+MM_TRANSFERS = IX["multimodal.media_transfers"]
+
+
+def _mm_offset(key: str) -> int:
+    """Offset of a multimodal stage's own field inside its block (the same for every multimodal stage)."""
+    off = IX[f"stages.{MM_STAGES[0]}.{key}"] - STAGE_BASE[STAGES.index(MM_STAGES[0])]
+    for s in MM_STAGES:
+        assert IX[f"stages.{s}.{key}"] - STAGE_BASE[STAGES.index(s)] == off
+    return off
+
+
+MS_SAMPLES = _mm_offset("samples")
+MS_ITEMS = _mm_offset("items_per_sample")
+MS_TEXT = _mm_offset("text_tokens_per_sample")
+MS_SHARE = _mm_offset("media_share")
+MS_EPOCHS = _mm_offset("epochs")
+MS_TOK_ITEM = _mm_offset("tokens_per_item")
+MS_TRAIN_CONN = _mm_offset("train_connector")
+MS_TRAIN_LLM = _mm_offset("train_llm")
+MS_TRAIN_ENC = _mm_offset("train_encoder")
+MS_LICENSE = _mm_offset("license_usd_per_item")
+MS_CAPTION = _mm_offset("caption_usd_per_item")
+
 # Enum codes the kernel compares against (derived from the choices lists).
 RECOMPUTE_AUTO = BY_PATH["stages.sft.recompute"].choices.index("auto")
 RECOMPUTE_NONE = BY_PATH["stages.sft.recompute"].choices.index("none")
@@ -337,6 +400,9 @@ DPO_REF_PRECOMPUTED = BY_PATH["stages.dpo.reference"].choices.index("precomputed
 RL_PPO = BY_PATH["stages.rl.algorithm"].choices.index("ppo")
 RL_REWARD_MODEL = BY_PATH["stages.rl.reward"].choices.index("model")
 RL_REFERENCE_LIVE = BY_PATH["stages.rl.reference"].choices.index("live")
+MODALITY_VIDEO = BY_PATH["multimodal.modality"].choices.index("video")
+MODALITY_AUDIO = BY_PATH["multimodal.modality"].choices.index("audio")
+CONNECTOR_CODES = {c: i for i, c in enumerate(BY_PATH["multimodal.connector"].choices)}
 
 
 def default_vector() -> np.ndarray:
@@ -452,7 +518,7 @@ def validate(data: Any) -> dict:
         raise ScenarioError("scenario", f"must be a mapping of sections (got {type(data).__name__})")
     check_depth(data)
     data = _plain(data)  # from here on only built-in dicts and lists are read
-    data = _custom_gpu(_model_name(data))
+    data = media.custom_encoder(_custom_gpu(_model_name(data)))
     out: dict = {}
     for key in data:
         if key not in TOP_LEVEL_KEYS:
@@ -500,7 +566,7 @@ def validate(data: Any) -> dict:
         if not isinstance(sdata, dict):
             raise ScenarioError(f"stages.{sname}", "must be a mapping of settings (or {})")
         clean = {}
-        for k, v in _with_plan_keys(sname, sdata).items():
+        for k, v in media.with_train_list(sname, _with_plan_keys(sname, sdata)).items():
             path = f"stages.{sname}.{k}"
             if not isinstance(k, str) or k not in STAGE_KEYS[sname]:
                 raise ScenarioError(_path("stages", sname, k), "unknown setting; allowed: "
@@ -508,6 +574,7 @@ def validate(data: Any) -> dict:
             clean[k] = _check_value(BY_PATH[path], v)
         _stage_rules(sname, clean)
         out["stages"][sname] = clean
+    media.multimodal_rules(out, data)
     return out
 
 
@@ -779,6 +846,9 @@ def to_vector(scn: dict) -> np.ndarray:
     gpu = (scn.get("hardware") or {}).get("gpu", BY_PATH["hardware.gpu"].default)
     for key in CATALOG_KEYS:
         x[IX["hardware." + key]] = float(CATALOG[gpu][key])
+    enc = (scn.get("multimodal") or {}).get("encoder", BY_PATH["multimodal.encoder"].default)
+    for key, table_key in ENCODER_KEYS.items():
+        x[IX["multimodal." + key]] = float(ENCODERS[enc].get(table_key, 0))
     for sname, sdata in scn.get("stages", {}).items():
         x[IX[f"stages.{sname}.enabled"]] = 1.0
     for path, v in iter_values(scn, plan=False):
@@ -863,4 +933,7 @@ def effective_value(scn: dict, path: str):
     if path.startswith("hardware.") and path.split(".", 1)[1] in CATALOG_KEYS:
         gpu = get_path(scn, "hardware.gpu", BY_PATH["hardware.gpu"].default)
         return CATALOG[gpu][path.split(".", 1)[1]]
+    if path.startswith("multimodal.") and path.split(".", 1)[1] in ENCODER_KEYS:
+        enc = get_path(scn, "multimodal.encoder", BY_PATH["multimodal.encoder"].default)
+        return ENCODERS[enc].get(ENCODER_KEYS[path.split(".", 1)[1]], 0)
     return BY_PATH[path].default
