@@ -30,7 +30,7 @@ PRESET_DIR = ROOT / "presets"
 PRESET_PATHS = sorted(PRESET_DIR.glob("*.yaml"))
 PRESET_NAMES = [p.stem for p in PRESET_PATHS]
 FORMATS = ("table", "json", "csv")
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9_-]|\.(?![.]|$)){0,63}$")
 REQUIRED = ("llama2-7b-pretrain", "scratch-7b", "llama3-8b", "pipeline-70b", "vertical-7b-lora",
             "reasoning-grpo-32b", "qlora-single-gpu", "moe-deepseek-v3")
 STAGE_KEYS = ("gpu_hours", "productive_gpu_hours", "wall_days", "usd", "usd_total")

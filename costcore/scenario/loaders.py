@@ -21,7 +21,7 @@ from costcore.errors import ScenarioError
 from costcore.scenario.yamlio import parse_yaml, read_yaml_file
 
 PRESET_DIR = Path(__file__).resolve().parent.parent.parent / "presets"
-_PRESET_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+_PRESET_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9_-]|\.(?![.]|$)){0,63}$")  # dots inside (llava-1.5-7b), never ".."
 
 
 def load_scenario(source: str | Path | Mapping) -> dict:
@@ -59,7 +59,7 @@ def load_yaml_text(text: str | bytes, what: str = "upload") -> dict:
 
 
 def preset_names() -> list[str]:
-    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml") if _PRESET_NAME.match(p.stem))  # only loadable names
 
 
 def load_preset(name: str) -> dict:

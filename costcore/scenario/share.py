@@ -44,6 +44,9 @@ def encode(scn: dict, preset: str) -> dict[str, str]:
         if on != was:
             params[f"stages.{s}"] = "on" if on else "off"
     a, b = _flat(scn), _flat(base)
+    for flat in (a, b):  # a shipped model's config follows its name (decode sets both): the name alone
+        if flat.get("model.name") and flat.get("model.hf_config") == flat.get("model.name"):
+            del flat["model.hf_config"]
     for path in sorted(set(a) | set(b)):
         if path.startswith("stages.") and path.split(".")[1] not in scn.get("stages", {}):
             continue
@@ -200,7 +203,7 @@ def _with_value(raw: dict, key: str, text: str, refuse) -> dict | None:
         return None
     if key == "model.hf_config":
         from costcore.scenario.hfconfig import shipped_configs
-        if text not in shipped_configs():  # a link never makes the server read one of its files
+        if text and text not in shipped_configs():  # a link never makes the server read one of its files ("" = none)
             refuse(key, "not a shipped model", "names a file; a link may only name a shipped model config",
                    "the model's own keys are used")
             return None
@@ -216,6 +219,8 @@ def _with_value(raw: dict, key: str, text: str, refuse) -> dict | None:
     if key.startswith("stages.") and key.split(".")[1] not in raw.get("stages", {}):
         raw = copy.deepcopy(raw)
         raw.setdefault("stages", {})[key.split(".")[1]] = {}
+    if key == "model.name" and schema.get_path(raw, "model.hf_config") == schema.get_path(raw, "model.name"):
+        raw = schema.set_path(raw, "model.hf_config", value)  # the config the old name gave follows the new name
     return schema.set_path(raw, key, value)
 
 
