@@ -1,0 +1,213 @@
+"""Issue 17: multimodal phases (encoders, media tokens, alignment and joint tuning, media costs).
+
+The published LLaVA-1.5 schedule (haotian-liu/LLaVA README.md, Train: "Pretrain takes around 5.5
+hours for LLaVA-v1.5-13B on 8x A100 (80G) ... around 3.5 hours for LLaVA-v1.5-7B"; "Visual
+instruction tuning takes around 20 hours for LLaVA-v1.5-13B on 8x A100 (80G) ... around 10
+hours for LLaVA-v1.5-7B on 8x A100 (40G)") is predicted from its recipe (costcore/data/
+multimodal_runs.yaml) with nothing fitted on it; so are the 21 other public runs of that file.
+"""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+import costcore
+from costcore.errors import ScenarioError
+from costcore.scenario import media, schema
+from costcore.scenario.schema import ENCODERS
+from costcore.validation import multimodal as mmv
+from shared import ROOT
+
+LLAVA = {"llava-1.5-7b-align": 3.5, "llava-1.5-13b-align": 5.5, "llava-1.5-7b-tune": 10.0,
+         "llava-1.5-13b-tune": 20.0}
+# Measured 2026-12-02 (docs/validation.md section 5): 1.07, 1.25, 0.80, 0.73. The two outside the
+# 25% bar are reported as missed, not tuned to it.
+MISSED = {"llava-1.5-13b-align": "predicted 6.9 h against 5.5 h (1.25x)",
+          "llava-1.5-13b-tune": "predicted 14.6 h against 20 h (0.73x)"}
+
+
+@pytest.fixture(scope="module")
+def table():
+    return mmv.multimodal_table().set_index("run")
+
+
+@pytest.mark.parametrize("run", [pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=MISSED[r]))
+                                 if r in MISSED else r for r in LLAVA])
+def test_llava_1_5_schedule_within_25_percent(table, run):
+    row = table.loc[run]
+    assert row.published_hours == LLAVA[run]
+    assert 0.75 <= row.ratio <= 1.25, f"{run}: {row.predicted_hours:.2f} h predicted, {row.published_hours} h published"
+
+
+def test_every_public_run_is_scored_out_of_sample(table):
+    """All 25 runs evaluate, fit their published GPUs, and land within 4x (the record is in docs/validation.md)."""
+    assert len(table) >= 20 and table.fits.all()
+    assert table.ratio.between(0.25, 4.0).all(), table.ratio.to_dict()
+    s = mmv.summary(table.reset_index())
+    assert s["runs"] == len(table) and 1.0 <= s["median_error_x"] <= s["worst_error_x"]
+    assert {"mm_align", "mm_tune", "mm_cpt"} <= set(table.phase)
+
+
+def test_13b_joint_tuning_fits_8_x_80gb_with_zero_3_and_says_so():
+    res = costcore.estimate("llava-1.5-13b")
+    assert res.stat("mm_tune", "fits") == 1.0 and res.stat("mm_tune", "plan_zero") == 3
+    assert res.feasible and res.stat("mm_tune", "memory_per_gpu_gb") <= res.stat("mm_tune", "usable_memory_gb")
+    scn = schema.set_path(costcore.load_preset("llava-1.5-13b"), "stages.mm_tune.zero_stage", 0)
+    unsharded = costcore.estimate(scn)  # 13B x 20 bytes of model states on every GPU
+    assert unsharded.stat("mm_tune", "fits") == 0.0 and not unsharded.feasible
+    assert any("Multimodal instruction tuning" in s for s in unsharded.infeasible)
+
+
+def _mm_scenario(tokens: float) -> dict:
+    return {"model": {"hf_config": "llama-2-7b"}, "hardware": {"gpu": "a100-80gb", "num_gpus": 8},
+            "multimodal": {"encoder": "clip-vit-l-14-336", "tokens_per_item": tokens},
+            "stages": {"mm_align": {"samples": 100000, "text_tokens_per_sample": 200, "media_share": 0.8,
+                                    "items_per_sample": 1, "train": ["connector"], "mfu": 0.4, "seq_len": 4096}}}
+
+
+@pytest.mark.parametrize("tokens", [576.0, 1152.0])
+def test_flops_are_the_hand_computation(tokens):
+    """LLM (frozen: 4N + 12 L d s per token) over text + media tokens, encoder forward per image, connector x 3."""
+    res = costcore.estimate(_mm_scenario(tokens))
+    n, L, d = res.stat("mm_align", "active_params"), res.stat("mm_align", "model_layers"), res.stat("mm_align", "model_hidden")
+    llm_tokens = 100000 * (200 + 0.8 * tokens)
+    ctx = 200 + tokens
+    images = 100000 * 0.8
+    t = (336 // 14) ** 2
+    enc = ENCODERS["clip-vit-l-14-336"]
+    encoder = images * (2 * enc["params_b"] * 1e9 * t + 4 * enc["layers"] * t * t * enc["hidden"])
+    connector = images * 2 * (1024 * d + d * d) * tokens * 3
+    want = llm_tokens * (4 * n + 12 * L * d * ctx) + encoder + connector
+    assert math.isclose(res.stat("mm_align", "flops"), want, rel_tol=1e-12)
+    assert res.stat("mm_align", "tokens") == llm_tokens
+
+
+def test_doubling_tokens_per_image_raises_llm_compute_by_the_mix_ratio():
+    a, b = costcore.estimate(_mm_scenario(576)), costcore.estimate(_mm_scenario(1152))
+    # LLM tokens per sample: 200 text + 0.8 x media tokens
+    assert b.stat("mm_align", "tokens") / a.stat("mm_align", "tokens") == pytest.approx((200 + 0.8 * 1152) / (200 + 0.8 * 576))
+    assert b.stat("mm_align", "media_token_share") == pytest.approx(0.8 * 1152 / (200 + 0.8 * 1152))
+    assert b.stat("mm_align", "gpu_hours") > a.stat("mm_align", "gpu_hours")
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"multimodal": {"tokens_per_item": 0}}, "multimodal.tokens_per_item"),
+    ({"multimodal": {"resolution_px": 448}}, "multimodal.resolution_px"),
+    ({"stages": {"mm_align": {"items_per_sample": 4}}}, "stages.mm_align.items_per_sample"),
+    ({"multimodal": {"encoder": "whisper-large-v3-encoder"}}, "multimodal.encoder"),
+    ({"stages": {"mm_align": {"train": []}}}, "stages.mm_align.train"),
+    ({"stages": {"mm_align": {"train": ["vision"]}}}, "stages.mm_align.train"),
+    ({"multimodal": {"encoder": {"tokens_per_item": 100}}}, "multimodal.encoder.params_b"),
+])
+def test_bad_media_input_gets_one_sentence_naming_the_field(change, field):
+    scn = {"multimodal": {"encoder": "clip-vit-l-14-336"},
+           "stages": {"mm_align": {"text_tokens_per_sample": 100, "seq_len": 2048}}}
+    for section, values in change.items():
+        for k, v in values.items():
+            if isinstance(v, dict) and isinstance(scn[section].get(k), dict):
+                scn[section][k].update(v)
+            else:
+                scn[section][k] = v
+    with pytest.raises(ScenarioError) as err:
+        costcore.estimate(scn)
+    assert err.value.path == field
+    assert str(err.value).count("\n") == 0 and str(err.value).startswith(field + ": ")
+
+
+def test_too_many_images_names_the_numbers():
+    scn = {"stages": {"mm_tune": {"items_per_sample": 4, "text_tokens_per_sample": 100, "seq_len": 2048}}}
+    with pytest.raises(ScenarioError, match=r"4 images x 576 tokens \+ 100 text tokens = 2,404 tokens, more than "
+                                            r"the sequence length of 2,048"):
+        costcore.estimate(scn)
+
+
+def test_custom_encoder_and_train_list():
+    scn = {"multimodal": {"encoder": {"name": "my ViT", "params_b": 0.6, "tokens_per_item": 729}},
+           "stages": {"mm_tune": {"train": ["llm", "encoder"], "text_tokens_per_sample": 100, "micro_batch": 2,
+                                  "recompute": "selective", "zero_stage": 3, "tp": 1, "pp": 1}}}
+    res = costcore.estimate(scn)
+    assert res.scenario["multimodal"]["encoder"] == "custom"
+    assert res.stat("mm_tune", "media_tokens_per_item") == 729 and res.stat("mm_tune", "encoder_params") == 0.6e9
+    sd = res.scenario["stages"]["mm_tune"]
+    assert (sd["train_connector"], sd["train_llm"], sd["train_encoder"]) == (False, True, True)
+    # a trained encoder keeps its activations: more memory than the frozen one
+    frozen = costcore.estimate(schema.set_path(scn, "stages.mm_tune.train", ["llm"]))
+    extra = 2 * 729 * 24 * 1024 * 34 / 1e9  # 2 sequences x tokens x layers x 34 x width (the custom's ViT-L figures)
+    assert res.stat("mm_tune", "mem_activations_gb") - frozen.stat("mm_tune", "mem_activations_gb") == pytest.approx(
+        extra, rel=1e-9)
+
+
+def test_precomputed_features_trade_encoder_compute_for_storage():
+    base = {"multimodal": {"encoder": "siglip-so400m-patch14-384"},
+            "stages": {"mm_tune": {"epochs": 3, "text_tokens_per_sample": 100}}}
+    a = costcore.estimate(base)
+    b = costcore.estimate(schema.set_path(base, "multimodal.precomputed_features", True))
+    assert b.stat("mm_tune", "encoder_gpu_hours") < a.stat("mm_tune", "encoder_gpu_hours")
+    assert a.stat("mm_tune", "media_features_gb") == 0 and b.stat("mm_tune", "media_features_gb") > 0
+    with pytest.raises(ScenarioError, match="multimodal.precomputed_features"):
+        costcore.estimate(schema.set_path(schema.set_path(base, "multimodal.precomputed_features", True),
+                                          "stages.mm_tune.train", ["llm", "encoder"]))
+
+
+def test_lower_resolution_means_fewer_tokens_and_less_compute():
+    base = {"multimodal": {"encoder": "clip-vit-l-14-336"}, "stages": {"mm_align": {}}}
+    hi = costcore.estimate(base)
+    lo = costcore.estimate(schema.set_path(base, "multimodal.resolution_px", 224))
+    assert lo.stat("mm_align", "media_tokens_per_item") == 256 and hi.stat("mm_align", "media_tokens_per_item") == 576
+    assert lo.stat("mm_align", "gpu_hours") < hi.stat("mm_align", "gpu_hours")
+
+
+def test_encoder_table_tokens_match_resolution_and_patch():
+    """The table's tokens per item is what (resolution / patch)^2 (images) or 50/s x 30 s (Whisper) gives,
+    within the one CLS token some VLMs keep."""
+    for name, e in ENCODERS.items():
+        if name == "custom":
+            continue
+        scn = {"multimodal": {"modality": "audio" if e["modality"] == "audio" else "image", "encoder": name},
+               "stages": {"mm_align": {"seq_len": 100000}}}
+        t_pass, _ = media.media_tokens(schema.validate(scn), "mm_align")
+        assert abs(t_pass - e["tokens_per_item"]) <= 1, name
+        assert e["source"]
+
+
+MM_PRESETS = ("llava-1.5-7b", "llava-1.5-13b", "qwen-vl-style-7b", "audio-language-7b")
+
+
+@pytest.mark.parametrize("preset", MM_PRESETS)
+def test_cli_prints_every_phase_with_memory_preprocessing_and_storage(preset):
+    out = subprocess.run([sys.executable, "-m", "costcore", "estimate", preset], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    scn = costcore.load_preset(preset)
+    assert "memory/GPU" in out.splitlines()[1]
+    for s in scn["stages"]:
+        assert any(line.startswith(s + " ") for line in out.splitlines())
+        assert any(line.startswith(f"{s} media: ") and "preprocessing" in line and "media storage" in line
+                   for line in out.splitlines())
+    d = json.loads(subprocess.run([sys.executable, "-m", "costcore", "estimate", preset, "--format", "json"],
+                                  cwd=ROOT, capture_output=True, text=True, check=True).stdout)
+    for s, v in d["stages"].items():
+        assert {"gpu_hours", "wall_days", "usd", "memory_per_gpu_gb", "fits"} <= set(v)
+        assert v["line_items"]["compute.media_preprocessing"] > 0 and v["line_items"]["storage.media"] > 0
+        assert v["multimodal"]["media_items"] > 0
+
+
+def test_existing_scenarios_keep_working():
+    res = costcore.estimate("pipeline-70b")
+    assert not set(res.stages) & set(schema.MM_STAGES)
+    assert all(res.items[:, [k for k, (key, *_) in enumerate(costcore.api.LINE_ITEMS)
+                             if key in ("storage.media", "compute.media_preprocessing")]].ravel() == 0)
+
+
+def test_multimodal_page_renders_the_llava_preset():
+    from streamlit.testing.v1 import AppTest
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params["p"] = "llava-1.5-7b"
+    at.switch_page("pages/multimodal.py")
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    text = " ".join(m.value for m in at.markdown) + " ".join(s.value for s in at.subheader)
+    assert "What each phase trains and costs" in text and "Preprocessing, storage and rights" in text
