@@ -13,6 +13,7 @@ PAGES = {
         st.Page("pages/job-layout.py", title="Job layout", icon=":material/view_module:", url_path="job-layout"),
         st.Page("pages/post-training.py", title="Post-training", icon=":material/tune:", url_path="post-training"),
         st.Page("pages/fine-tuning.py", title="Fine-tuning workbench", icon=":material/compare:", url_path="fine-tuning"),
+        st.Page("pages/multimodal.py", title="Multimodal", icon=":material/image:", url_path="multimodal"),
         st.Page("pages/checkpoints.py", title="Checkpoints and reliability", icon=":material/save:", url_path="checkpoints"),
         st.Page("pages/data-people.py", title="Data, evaluation and people", icon=":material/groups:", url_path="data-people"),
     ],

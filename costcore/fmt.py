@@ -60,14 +60,18 @@ def gb(v: float) -> str:
 
 
 def num(v: float) -> str:
-    """A plain number rounded to three significant digits, with thousands separators (7, 0.25, 1,230)."""
+    """A plain number rounded to three significant digits, with thousands separators (7, 0.25, 1,230),
+    millions and more with a letter (76.8M, 1.4B, 2.1T)."""
     if v is None or not math.isfinite(v):
         return "n/a"
     if v == 0:
         return "0"
     r = round(v, 2 - int(math.floor(math.log10(abs(v)))))
-    if abs(r) >= 1e9 or abs(r) < 1e-3:
+    if abs(r) >= 1e15 or abs(r) < 1e-3:
         return f"{r:.3g}"
+    for scale, word in ((1e12, "T"), (1e9, "B"), (1e6, "M")):  # 76.8M, 1.4B: counts in words
+        if abs(r) >= scale:
+            return f"{r / scale:.3g}{word}"
     return f"{r:,.0f}" if abs(r) >= 1000 else f"{r:g}"
 
 

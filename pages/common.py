@@ -24,9 +24,10 @@ from costcore.scenario.yamlio import MAX_YAML_BYTES, dump_yaml
 DEFAULT_PRESET = "pipeline-70b"
 RESOURCE_COLORS = {"compute": "#4C78A8", "storage": "#F58518", "network": "#72B7B2", "data": "#54A24B",
                    "labor": "#B279A2", "ops": "#9D755D", "hidden": "#E45756"}
-STAGE_SHORT = {"pretrain": "Pre-train", "cpt": "CPT", "sft": "SFT", "dpo": "DPO", "rl": "RL", "eval": "Eval"}
-STAGE_COLORS = {"pretrain": "#1f77b4", "cpt": "#17becf", "sft": "#2ca02c", "dpo": "#bcbd22",
-                "rl": "#d62728", "eval": "#9467bd"}
+STAGE_SHORT = {"pretrain": "Pre-train", "cpt": "CPT", "mm_align": "MM align", "mm_cpt": "MM CPT",
+               "mm_tune": "MM tune", "sft": "SFT", "dpo": "DPO", "rl": "RL", "eval": "Eval"}
+STAGE_COLORS = {"pretrain": "#1f77b4", "cpt": "#17becf", "mm_align": "#ff7f0e", "mm_cpt": "#8c564b",
+                "mm_tune": "#e377c2", "sft": "#2ca02c", "dpo": "#bcbd22", "rl": "#d62728", "eval": "#9467bd"}
 
 
 @st.cache_resource(show_spinner=False)
@@ -207,6 +208,9 @@ CHOICE_WORDS = {
                   "adafactor": "Adafactor", "sgd": "SGD with momentum"},
     "offload": {"none": "None", "optimizer": "Optimizer states", "optimizer_and_params": "Optimizer states and weights"},
     "base_bits": {16: "16-bit (BF16)", 8: "8-bit (LLM.int8)", 4: "4-bit (NF4)"},
+    "modality": {"image": "Images", "video": "Video clips", "audio": "Audio recordings"},
+    "connector": {"mlp2x": "Two-layer MLP (LLaVA-1.5)", "linear": "Linear layer (LLaVA)", "qformer": "Q-Former (BLIP-2)",
+                  "resampler": "Resampler (Qwen-VL)", "pixel-shuffle": "Pixel shuffle + MLP (InternVL)"},
 }
 
 

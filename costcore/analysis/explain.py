@@ -9,7 +9,7 @@ inputs are shown as the scenario gives them.
 from __future__ import annotations
 
 from costcore.api import Result
-from costcore.scenario.schema import CATALOG, effective_value, uses_default_mfu
+from costcore.scenario.schema import CATALOG, MM_STAGES, effective_value, uses_default_mfu
 from costcore import fmt
 
 
@@ -98,6 +98,33 @@ def _training_rows(res: Result, stage: str, st: dict) -> list[tuple[str, str, st
     return out
 
 
+def _media_rows(res: Result, stage: str, st: dict) -> list[tuple[str, str, str]]:
+    """Media tokens in the sequence, the LLM's FLOPs per token, the encoder and connector, GPU-hours."""
+    scn = res.scenario
+    m = {k: res.stat(stage, k) for k in ("media_items", "media_tokens_per_item", "encoder_passes_per_item",
+                                         "media_token_share", "encoder_gpu_hours", "encoder_params",
+                                         "connector_params")}
+    text = float(effective_value(scn, f"stages.{stage}.text_tokens_per_sample"))
+    peak = float(effective_value(scn, "hardware.peak_tflops"))
+    return [
+        ("Tokens in the language model",
+         rf"T = \text{{samples}}\,(t_{{text}} + \text{{share}}\cdot k\cdot m)\cdot\text{{epochs}},\ m = {m['media_tokens_per_item']:,.0f}"
+         rf"\ \text{{tokens per item}},\ t_{{text}} = {text:,.0f} \Rightarrow {_e(st['tokens'])}\ "
+         rf"({m['media_token_share'] * 100:.0f}\%\ \text{{media}})",
+         "LLaVA-1.5 (arXiv:2310.03744) Sec. 3: 576 tokens per 336 px image; Q-Former/resampler queries (BLIP-2, "
+         "Qwen-VL); pixel shuffle (InternVL 1.5)"),
+        ("Language model FLOPs per token",
+         rf"{_e(st['train_flops_per_token'])}\ (6N\ \text{{trained}},\ 4N\ \text{{frozen or LoRA: gradients flow to the connector}}) + 12\,L\,d\,s",
+         "PaLM (arXiv:2204.02311) App. B; frozen base: forward 2N + input gradients 2N"),
+        ("Encoder and connector",
+         rf"{fmt.num(m['media_items'])}\ \text{{items}} \times {m['encoder_passes_per_item']:g}\ \text{{passes}}\times(2N_{{enc}}T + 4L_{{enc}}T^2 d_{{enc}}),"
+         rf"\ N_{{enc}} = {_e(m['encoder_params'])},\ N_{{conn}} = {_e(m['connector_params'])} \Rightarrow {m['encoder_gpu_hours']:,.1f}\ \text{{GPU-h}}",
+         "x3 when trained, x1 frozen, once in all with precomputed features (costcore/engine/formulas.py media section)"),
+        ("Productive GPU-hours",
+         rf"\frac{{C}}{{\text{{peak}}\cdot \text{{MFU}}\cdot 3600}} = \frac{{{_e(st['flops'])}}}{{{peak:g}\times10^{{12}} \cdot {st['mfu']:.3f} \cdot 3600}} = {st['productive_gpu_hours']:,.0f}",
+         "the MFU of the language model's searched plan (costcore/engine/layout.py), applied to the encoder too")]
+
+
 def stage_explanation(res: Result, stage: str) -> list[tuple[str, str, str]]:
     """[(title, latex or markdown, source)] for one enabled stage; every number is a kernel stat."""
     st = {k: res.stat(stage, k) for k in _STATS_SHOWN}
@@ -110,6 +137,8 @@ def stage_explanation(res: Result, stage: str) -> list[tuple[str, str, str]]:
         out.append(("Training and scoring passes",
                     rf"\text{{policy}}\ 6N\cdot T\cdot epochs + \text{{ref/old/reward}}\ 2N\cdot T\ (+\text{{critic}}) \Rightarrow {st['passes_gpu_hours']:,.0f}\ \text{{GPU-h}}",
                     "PPO per trained token: 6N_actor + 6N_critic + 2N_ref + 2N_reward (cost-model-notes Sec. 1); GRPO drops the critic"))
+    if stage in MM_STAGES:
+        out.extend(_media_rows(res, stage, st))
     if stage == "eval":
         out.append(("Evaluation inference",
                     rf"\text{{runs}}\cdot(2N\cdot\text{{prompt tokens}}/\text{{(peak·util)}} + \text{{decode roofline}}) = {st['productive_gpu_hours']:,.1f}\ \text{{GPU-h}}",

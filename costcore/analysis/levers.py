@@ -108,6 +108,31 @@ def _candidates(res: api.Result) -> list[Lever]:
     return out
 
 
+def _media_levers(res: api.Result) -> list[Lever]:
+    """Levers of the multimodal phases: fewer pixels, fewer tokens per image, encoder features computed once."""
+    scn = res.scenario
+    ev = lambda p: effective_value(scn, p)  # noqa: E731
+    phases = [s for s in res.stages if s in schema.MM_STAGES]
+    if not phases:
+        return []
+    out: list[Lever] = []
+    low = P["lower_resolution_px"]
+    if ev("multimodal.modality") != "audio" and ev("multimodal.resolution_px") > low >= ev("multimodal.patch_px"):
+        out.append(Lever("lower_resolution", f"Feed the encoder {low} px images instead of {ev('multimodal.resolution_px')} px",
+                         "Fewer media tokens lose fine detail: text in images, small objects, charts.",
+                         {"multimodal.resolution_px": low}, sources=["lower_resolution_px"]))
+    if ev("multimodal.connector") in ("mlp2x", "linear") and not ev("multimodal.tokens_per_item"):
+        out.append(Lever("token_compression", "Merge 2 x 2 media tokens into one (pixel shuffle, InternVL 1.5)",
+                         "A quarter of the tokens per image: detail is lost and the connector must be retrained.",
+                         {"multimodal.connector": "pixel-shuffle"}))
+    if not ev("multimodal.precomputed_features") and not any(ev(f"stages.{s}.train_encoder") for s in phases) \
+            and any(float(ev(f"stages.{s}.epochs")) > 1 for s in phases):
+        out.append(Lever("precomputed_features", "Run the frozen encoder once and store its features",
+                         "No image augmentation, features take more storage than the images, and the encoder "
+                         "can no longer be trained.", {"multimodal.precomputed_features": True}))
+    return out
+
+
 def source_text(lever: Lever) -> str:
     """Where the lever's figures come from (data/levers.yaml), or '' when it uses none."""
     return "; ".join(SOURCES[k] for k in lever.sources)
@@ -124,7 +149,7 @@ def levers(scenario) -> list[Lever]:
     """Every applicable lever with its saving, sorted by saving (largest first)."""
     res = api.estimate(scenario)
     out = []
-    for lv in _candidates(res):
+    for lv in _candidates(res) + _media_levers(res):
         new = api.estimate(apply(res.scenario, lv))
         lv.new_total_usd = new.total_usd
         lv.saving_usd = res.total_usd - new.total_usd

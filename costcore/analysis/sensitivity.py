@@ -44,6 +44,8 @@ def numeric_inputs(scenario) -> list[str]:
         if f.kind not in ("float", "int"):
             continue
         parts = f.path.split(".")
+        if parts[0] == "multimodal" and (not on & set(schema.MM_STAGES) or parts[1] in _ENCODER_SHAPE):
+            continue  # the media block matters only to multimodal phases; an encoder's shape is not a knob
         if parts[0] == "stages":
             if parts[1] not in on or parts[2] not in schema.STAGE_KEYS[parts[1]]:
                 continue
@@ -53,6 +55,9 @@ def numeric_inputs(scenario) -> list[str]:
                 continue  # measured overrides, off unless given
         out.append(f.path)
     return out
+
+
+_ENCODER_SHAPE = ("patch_px", "max_resolution_px", "max_seconds", "encoder_layers", "encoder_hidden")
 
 
 def current_values(paths: Sequence[str], scn: dict, res: api.Result) -> np.ndarray:
@@ -271,6 +276,8 @@ def default_distributions(scenario) -> dict[str, Dist]:
             d[p + "steps"] = Dist("triangular", 0.8, 1.0, 1.5)
         if s == "eval":
             d[p + "runs"] = Dist("triangular", 0.8, 1.0, 2.0)
+        if s in schema.MM_STAGES:  # text per sample is rarely measured before the data is built
+            d[p + "text_tokens_per_sample"] = Dist("triangular", 0.7, 1.0, 1.5)
     return d
 
 

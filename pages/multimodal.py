@@ -1,0 +1,131 @@
+"""Multimodal: media encoders, media tokens, alignment and joint tuning, preprocessing and media storage."""
+import altair as alt
+import streamlit as st
+
+from costcore import fmt
+from costcore.analysis import multimodal as mm
+from costcore.scenario import media, schema
+from costcore.scenario.schema import ENCODERS, MM_STAGES, STAGE_LABELS
+from pages import common
+
+res = common.frame(
+    "Multimodal",
+    "Teaching a language model to see or hear adds an **encoder** (a vision or audio transformer) that "
+    "turns each image, video frame or audio window into tokens, a **connector** that maps them into the "
+    "model, and phases that freeze and unfreeze parts: **alignment** trains the connector on captioned "
+    "pairs, **continued pre-training** trains on interleaved media and text, **instruction tuning** "
+    "trains the connector and the model on conversations. Each image becomes hundreds of tokens in the "
+    "model's sequence, so media usually dominate its compute; decoding, resizing and storing the media "
+    "are costs of their own. Load the *LLaVA-1.5* presets for the published recipe.")
+
+ss = common.state()
+scn = common.scenario()
+ev = schema.effective_value
+
+st.subheader("Media and encoder")
+left, mid, right = st.columns(3)
+with left:
+    common.knob("multimodal.modality", "Media type")
+    modality = ev(common.scenario(), "multimodal.modality")
+    kind = "audio" if modality == "audio" else "image"
+    names = [n for n, e in ENCODERS.items() if e.get("modality") == kind]
+    current = ev(scn, "multimodal.encoder")
+    key = f"mm:encoder:{ss.rev}"
+
+    def picked():
+        common.apply_scenario(media.pick_encoder(ss.scenario, st.session_state[key]))
+
+    st.selectbox("Encoder", names, index=names.index(current) if current in names else 0, key=key,
+                 on_change=picked, format_func=lambda n: ENCODERS[n].get("label", n),
+                 help="The shipped encoders (costcore/data/encoders.yaml, with sources). A video runs each "
+                      "sampled frame through an image encoder.")
+    if current not in names:
+        st.warning(f"The encoder {ENCODERS[current].get('label', current)} does not take {modality}; pick one above.")
+    common.knob("multimodal.connector", "Connector")
+with mid:
+    if modality == "audio":
+        common.knob("multimodal.seconds_per_item", "Seconds per recording", 1.0, 600.0, 1.0)
+        common.knob("multimodal.token_compression", "Token pooling (0 = none)", 0.0, 8.0, 1.0)
+    else:
+        patch = int(ev(scn, "multimodal.patch_px"))
+        top = int(ev(scn, "multimodal.max_resolution_px"))
+        common.knob("multimodal.resolution_px", "Input resolution (pixels a side)", patch, top, patch)
+        if modality == "video":
+            common.knob("multimodal.frames_per_item", "Frames per clip", 1.0, 128.0, 1.0)
+        else:
+            common.knob("multimodal.tiles_per_item", "Tiles per image (dynamic resolution)", 1.0, 16.0, 1.0)
+with right:
+    common.knob("multimodal.tokens_per_item", "Media tokens per item (0 = from the encoder)", None, None, 1,
+                "number")
+    common.knob("multimodal.precomputed_features", "Precompute the encoder's features once")
+    common.knob("multimodal.raw_mb_per_item", "Stored MB per item (0 = typical for the media type)", None, None,
+                0.01, "number")
+
+st.subheader("Phases")
+for stage in MM_STAGES:
+    st.markdown(f"**{STAGE_LABELS[stage]}**")
+    if not common.stage_toggle(stage, f"Include {STAGE_LABELS[stage].lower()}"):
+        continue
+    p = f"stages.{stage}."
+    common.knob_columns(
+        [(p + "samples", "Samples", 1000, 100_000_000, 1000, "log"),
+         (p + "items_per_sample", f"{mm.MEDIA_WORDS[modality].capitalize()} per sample", 0.0, 16.0, 0.5)],
+        [(p + "text_tokens_per_sample", "Text tokens per sample", 0.0, 4096.0, 10.0),
+         (p + "media_share", "Share of samples with media", 0.0, 1.0, 0.01)],
+        [(p + "train_connector", "Train the connector"), (p + "train_llm", "Train the language model"),
+         (p + "train_encoder", "Train the encoder")],
+        [(p + "method", "Method for the language model"), (p + "epochs", "Epochs", 0.5, 10.0, 0.5)])
+
+res = common.result()
+if not mm.phases(res):
+    st.info("No multimodal phase is switched on: include one above, or load a LLaVA-1.5 preset in the sidebar.")
+    st.stop()
+common.show_checks(res, mm.phases(res))
+
+st.subheader("What each phase trains and costs")
+table = mm.phase_table(res)
+common.number_table(
+    table, {"media_items": fmt.num, "tokens_per_item": fmt.num, "media_share": fmt.pct, "llm_tokens": fmt.num,
+            "gpu_hours": fmt.gpu_hours, "encoder_gpu_hours": fmt.gpu_hours, "wall_days": fmt.days,
+            "compute_usd": fmt.usd, "total_usd": fmt.usd, "memory_gb": fmt.gb},
+    {"phase": "Phase", "trains": "Trains", "media_items": mm.MEDIA_WORDS[modality].capitalize(),
+     "tokens_per_item": "Tokens per item", "media_share": "Media share of the tokens", "llm_tokens": "LLM tokens",
+     "gpu_hours": "GPU-hours (billed)", "encoder_gpu_hours": "Encoder + connector GPU-hours",
+     "wall_days": "Wall-clock", "compute_usd": "GPU cost", "total_usd": "Total", "memory_gb": "Memory per GPU",
+     "fits": "Fits"})
+common.stacked_bar(res, mm.phases(res), height=260)
+
+st.subheader("Preprocessing, storage and rights")
+lines = mm.media_table(res)
+common.number_table(lines, {"amount": fmt.num, "usd": fmt.usd},
+                    {"phase": "Phase", "line": "Line item", "amount": "Amount", "unit": "Unit", "usd": "Cost"})
+
+st.subheader("How the cost moves with the media")
+tok = mm.sweep(res.scenario, "tokens_per_item", [64, 144, 256, 576, 1152, 2304, 2880])
+if not tok.empty:
+    chart = alt.Chart(tok).mark_line(point=True).encode(
+        x=alt.X("value:Q", title="Media tokens per item", scale=alt.Scale(type="log"),
+                axis=alt.Axis(values=[64, 144, 256, 576, 1152, 2304], grid=False)),
+        y=alt.Y("usd:Q", title="Phase cost ($)", axis=alt.Axis(format="$~s")),
+        color=alt.Color("phase:N", title="Phase", legend=alt.Legend(orient="bottom", labelLimit=400)),
+        tooltip=[alt.Tooltip("phase:N", title="Phase"), alt.Tooltip("value:Q", title="Tokens per item"),
+                 alt.Tooltip("usd:Q", title="Cost ($)", format="$,.0f")]).properties(height=280)
+    common.show_chart(chart, "Cost of each phase against the media tokens per item")
+if modality != "audio":
+    patch = int(ev(res.scenario, "multimodal.patch_px"))
+    top = int(ev(res.scenario, "multimodal.max_resolution_px"))
+    sizes = sorted({max(patch, min(top, int(v) // patch * patch)) for v in (112, 168, 224, 280, 336, 448, 672,
+                                                                           896)} | {top})
+    res_sw = mm.sweep(res.scenario, "resolution_px", sizes)
+    if not res_sw.empty:
+        chart = alt.Chart(res_sw).mark_line(point=True).encode(
+            x=alt.X("value:Q", title="Input resolution (pixels a side)"),
+            y=alt.Y("gpu_hours:Q", title="Phase GPU-hours"),
+            color=alt.Color("phase:N", title="Phase", legend=alt.Legend(orient="bottom", labelLimit=400)),
+            tooltip=[alt.Tooltip("phase:N", title="Phase"), alt.Tooltip("value:Q", title="Resolution"),
+                     alt.Tooltip("gpu_hours:Q", title="GPU-hours", format=",.0f")]).properties(height=280)
+        common.show_chart(chart, "GPU-hours of each phase against the encoder's input resolution")
+    if len(sizes) <= 1 or res_sw.empty or res_sw.value.nunique() <= 1:
+        st.caption("This encoder takes one resolution only; tiles per image add detail instead.")
+for s in mm.phases(res):
+    common.how_computed(res, s)
