@@ -16,6 +16,9 @@ res = common.frame(
 # The knobs that move this plan most: model size, then the main stage's volume and context.
 MAIN_VOLUME = {"pretrain": ("tokens_b", "Pre-training tokens (billions)", 1.0, 30000.0, 1.0),
                "cpt": ("tokens_b", "CPT tokens (billions)", 1.0, 2000.0, 1.0),
+               "mm_align": ("samples", "Alignment samples", 1000, 100_000_000, 1000),
+               "mm_cpt": ("samples", "Multimodal pre-training samples", 1000, 100_000_000, 1000),
+               "mm_tune": ("samples", "Multimodal tuning samples", 1000, 100_000_000, 1000),
                "sft": ("samples", "SFT samples", 1000, 5_000_000, 1000),
                "dpo": ("pairs", "DPO preference pairs", 1000, 2_000_000, 1000),
                "rl": ("steps", "RL steps", 10, 5000, 10),

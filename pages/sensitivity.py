@@ -133,9 +133,10 @@ sweep_section()
 def heatmap_section():
     st.header("Two inputs: cost surface")
     c1, c2, c3 = st.columns(3)
-    kx = c1.selectbox("x", inputs, index=inputs.index("model.params_b") if "model.params_b" in inputs else 0, key="hm_x")
+    kx = c1.selectbox("x", inputs, index=inputs.index("model.params_b") if "model.params_b" in inputs else 0, key="hm_x",
+                      format_func=label)
     ydef = "stages.pretrain.tokens_b" if "stages.pretrain.tokens_b" in inputs else inputs[min(1, len(inputs) - 1)]
-    ky = c2.selectbox("y", inputs, index=inputs.index(ydef), key="hm_y")
+    ky = c2.selectbox("y", inputs, index=inputs.index(ydef), key="hm_y", format_func=label)
     budget = c3.number_input("Budget line ($)", min_value=1.0, value=float(round(res.total_usd, -3) or 1000.0),
                              step=1e5, key="hm_budget", format="%.0f")
     if kx == ky:

@@ -125,6 +125,8 @@ def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
         else:
             lo[i], hi[i] = cur[i] * (1 - rel), cur[i] * (1 + rel)
         lo[i], hi[i] = max(f.lo, lo[i]), min(f.hi, hi[i])
+        if p == "multimodal.resolution_px":  # never past what the encoder takes (scenario.media's rule)
+            hi[i] = min(hi[i], float(schema.effective_value(scn, "multimodal.max_resolution_px")))
         if f.kind == "int":
             lo[i], hi[i] = math.floor(lo[i]), math.ceil(hi[i])
         if f.min_nonzero and 0 < lo[i] < f.min_nonzero:  # 0 is "auto": the low end stays a value
