@@ -67,6 +67,9 @@ def current_values(paths: Sequence[str], scn: dict, res: api.Result) -> np.ndarr
         parts = p.split(".")
         if v == 0.0 and parts[0] == "stages" and parts[2] in _RESOLVED:
             v = res.stat(parts[1], _RESOLVED[parts[2]])
+        elif v == 0.0 and p.endswith("tokens_per_item"):  # derived media tokens: moved around the derived count
+            phase = parts[1] if parts[0] == "stages" else next((s for s in res.stages if s in schema.MM_STAGES), None)
+            v = res.stat(phase, "media_tokens_per_item") if phase in res.stages else 0.0
         vals.append(v)
     return np.array(vals)
 
@@ -110,7 +113,9 @@ def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
         ranges = clean
     cur = current_values(paths, scn, res)
     keep = [i for i, p in enumerate(paths) if not (cur[i] == 0.0 and (ranges is None or p not in ranges))
-            and not (p in _SKIP_ZERO_AUTO and cur[i] == 0.0)]
+            and not (p in _SKIP_ZERO_AUTO and cur[i] == 0.0)
+            and not (p == "model.active_params_b" and cur[i] >= float(schema.effective_value(scn, "model.params_b")))]
+    # a dense model's active parameters are all of them: moving them up would make more active than exist
     paths = [paths[i] for i in keep]
     cur = cur[keep]
     k = len(paths)
