@@ -101,8 +101,12 @@ def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
     if ranges is not None:
         if not isinstance(ranges, Mapping):
             raise ScenarioError("ranges", "must be a mapping of setting to (low, high)")
+        try:  # a dict subclass is read with dict's own methods; another mapping's may raise anything
+            pairs = list(dict.items(ranges)) if isinstance(ranges, dict) else list(ranges.items())
+        except Exception:  # noqa: BLE001
+            raise ScenarioError("ranges", "must be a mapping of setting to (low, high) that can be read") from None
         clean = {}
-        for p, lh in ranges.items():
+        for p, lh in pairs:
             checks.setting("ranges", p, _NUMERIC)
             if not isinstance(lh, (tuple, list, np.ndarray)) or len(lh) != 2:  # a set has no low and high
                 raise ScenarioError(f"ranges.{p}", "must be a pair (low, high)")
