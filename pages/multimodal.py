@@ -8,6 +8,11 @@ from costcore.scenario import media, schema
 from costcore.scenario.schema import ENCODERS, MM_STAGES, STAGE_LABELS
 from pages import common
 
+ss = common.state()
+_switched_on = not set(ss.scenario.get("stages", {})) & set(MM_STAGES)
+if _switched_on:  # before the frame draws the totals, so they include the phases switched on
+    common.set_stage("mm_align", True)
+    common.set_stage("mm_tune", True)
 res = common.frame(
     "Multimodal",
     "Teaching a language model to see or hear adds an **encoder** (a vision or audio transformer) that "
@@ -18,7 +23,9 @@ res = common.frame(
     "model's sequence, so media usually dominate its compute; decoding, resizing and storing the media "
     "are costs of their own. Load the *LLaVA-1.5* presets for the published recipe.")
 
-ss = common.state()
+if _switched_on:
+    st.info("No multimodal phase was in this scenario; alignment and instruction tuning are switched on with "
+            "their default settings below (switch them off again, or load a LLaVA-1.5 preset in the sidebar).")
 scn = common.scenario()
 ev = schema.effective_value
 

@@ -141,18 +141,28 @@ def decode(params: dict, default_preset: str) -> tuple[dict, str, list[str]]:
             continue
         values.append((key, text))
     _apply_switches(raw, values, refuse)  # stage switches first (a value for a stage switches it on)
-    for key, text in values:
-        if key.startswith("stages.") and key.count(".") == 1:
-            continue
-        try:
-            cand = _with_value(raw, key, text, refuse)
-            if cand is None:
+    given = dict(values)
+    todo = [(k, t) for k, t in values if not (k.startswith("stages.") and k.count(".") == 1)]
+    while todo:  # values that only fit together (media tokens and the sequence) wait for the others
+        waiting, errors = [], {}
+        for key, text in todo:
+            try:
+                cand = _with_value(raw, key, text, refuse)
+                if cand is None:
+                    continue
+                if key == "multimodal.encoder" and "multimodal.modality" in given:  # an encoder takes one media type
+                    cand = _with_value(cand, "multimodal.modality", given["multimodal.modality"], refuse) or cand
+                schema.validate(cand)
+            except ScenarioError as err:
+                waiting.append((key, text))
+                errors[key] = err
                 continue
-            schema.validate(cand)
-        except ScenarioError as err:
-            refuse(key, "invalid value", _reason(key, err))
-            continue
-        raw = cand
+            raw = cand
+        if len(waiting) == len(todo):  # no progress: what is left is refused
+            for key, _ in waiting:
+                refuse(key, "invalid value", _reason(key, errors[key]))
+            break
+        todo = waiting
     return schema.validate(raw), preset, _summary(problems, len(items))
 
 
