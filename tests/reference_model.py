@@ -394,7 +394,7 @@ def layer_forward_s(model: dict, hw: dict, job: dict, plan: dict) -> dict:
         linear += matmul_s(model["top_k"] * expert_p, tokens_per_expert, model["expert_ffn"] / tp)
     else:
         linear += matmul_s(mlp_p, tokens, model["ffn"] / tp)
-    if job["method"] == "qlora":
+    if job["method"] == "qlora" or job["int8_base"]:  # NF4 or LLM.int8 blocks dequantized for every matmul
         linear = linear * (1.0 + job["dequant"])
     # causal FlashAttention: 2 s d_head a FLOPs per token, BF16, at the attention efficiency
     attention = 2.0 * tokens * job["seq"] * q_width / tp / (hw["peak"] * hw["attention"] * hw["gemm"])
@@ -721,7 +721,9 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             else:
                 u = layout["mfu"] * f("efficiency.sustained_fraction")
             needed = layout["memory"]["total"]
-            if not layout["fits"]:  # a plan that does not run is never reported as fitting (kernel._stage_layout)
+            # a plan that does not run is never reported as fitting, nor is the fallback shown when the search
+            # found no plan that fits (kernel._stage_layout: it may lie outside the searched degrees)
+            if not layout["fits"] or not given.get("searched_fit", True):
                 needed = max(needed, hw["capacity"] * 1.0000001)
             return needed, float(given["min_gpus"]), u, plan["recompute"]
 
@@ -1197,14 +1199,15 @@ def kernel_plans(scenario: dict) -> dict:
     from costcore.engine import kernel, layout
     from costcore.scenario.schema import to_vector
     x = to_vector(validate(scenario))
-    _, _, rows = kernel._single(x)
+    _, stats, rows = kernel._single(x)
+    found = stats[:, kernel.STATS.index("plans_fitting")]
     out = {}
     for i, stage in enumerate(STAGES):
         g = dict(zip(layout.PLAN_FIELDS + ("min_gpus",), (float(c) for c in rows[i])))
         out[stage] = {"tp": g["tp"], "pp": g["pp"], "dp": g["dp"], "cp": g["cp"], "ep": g["ep"],
                       "micro_batch": g["micro_batch"], "recompute": RECOMPUTE_NAMES[int(g["recompute"])],
                       "zero": int(g["zero"]), "interleave": g["interleave"], "sp": g["sp"] > 0.5,
-                      "min_gpus": g["min_gpus"]}
+                      "min_gpus": g["min_gpus"], "searched_fit": found[i] > 0}
     return out
 
 

@@ -174,7 +174,7 @@ def _variable_paths(scn: dict) -> list[str]:
     # rules (tokens must fit the sequence, the resolution the encoder) that a batch column does not check
     paths = [f.path for f in NUMERIC_GLOBAL_FIELDS if not f.path.startswith("multimodal.")]
     for s in scn["stages"]:
-        keys = STAGE_KEYS[s] - {"enabled"} - (MM_RULED if s in MM_STAGES else set())
+        keys = STAGE_KEYS[s] - {"enabled", "base_bits"} - (MM_RULED if s in MM_STAGES else set())  # cross-field rules
         paths += [f"stages.{s}.{k}" for k in sorted(keys)]
     return paths
 
