@@ -63,7 +63,7 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def running_server(log: Path, launcher=None, env=None, timeout_s: float = 90.0, poll_s: float = 0.25):
+def running_server(log: Path, launcher=None, env=None, timeout_s: float | None = None, poll_s: float = 0.25):
     """Run ``streamlit run app.py`` on a free port until the block ends.
 
     Yields (base URL without trailing slash, seconds from Popen to a healthy
@@ -71,6 +71,7 @@ def running_server(log: Path, launcher=None, env=None, timeout_s: float = 90.0, 
     hook); ``env`` adds environment variables. Raises ServerError with the
     log's end when the server exits or is not healthy in ``timeout_s``.
     """
+    timeout_s = NEVER_S if timeout_s is None else timeout_s
     port = free_port()
     cmd = list(launcher or STREAMLIT) + ["run", "app.py", "--server.port", str(port), "--server.headless", "true",
                                          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
@@ -143,7 +144,14 @@ def server_for_tests(log: Path, timeout_s: float):
         pytest.fail(str(err), pytrace=False)
 
 
-def wait_idle(page, quiet_s: float = 0.6, timeout_s: float = 30.0) -> None:
+# How long a browser test waits for something to happen (a server to start, a page to draw, a rerun to land)
+# before it calls the app stuck. Not a speed claim: the speeds are printed by benchmarks/bench_first_paint.py,
+# bench_app.py and bench_concurrency.py. Generous, so a busy CI machine never turns a slow wait into a failure.
+NEVER_S = 300.0
+NEVER_MS = int(NEVER_S * 1000)
+
+
+def wait_idle(page, quiet_s: float = 0.6, timeout_s: float = NEVER_S) -> None:
     """Wait (Playwright, sync) until no rerun is in flight and the page's state stops changing for quiet_s.
 
     A wait with a generous timeout, not a timing: it fails only when the app never settles.

@@ -30,11 +30,11 @@ from costcore import api, fmt
 from costcore.scenario import schema
 from costcore.scenario import share
 
-from server_support import APP_STATE_JS, CHROMIUM_ARGS, require_chromium, server_for_tests, tail as _tail
+from server_support import APP_STATE_JS, CHROMIUM_ARGS, NEVER_MS, NEVER_S, require_chromium, server_for_tests, tail as _tail
 
-SERVER_START_TIMEOUT_S = 90
-FIRST_LOAD_TIMEOUT_MS = 90_000   # the first session of a server loads/compiles the kernels
-RERUN_TIMEOUT_MS = 45_000        # eight sessions share two CPUs: be generous per rerun
+SERVER_START_TIMEOUT_S = NEVER_S
+FIRST_LOAD_TIMEOUT_MS = NEVER_MS   # the first session of a server loads/compiles the kernels
+RERUN_TIMEOUT_MS = NEVER_MS        # eight sessions share two CPUs: be generous per rerun
 
 VIEWPORT = {"width": 1280, "height": 900}
 METRIC = '[data-testid="stMetric"]'
@@ -121,7 +121,7 @@ async def _total_cost(page, timeout_ms: int = RERUN_TIMEOUT_MS):
     return value
 
 
-async def _wait_idle(page, quiet_s: float = 0.8, timeout_s: float = 60.0) -> None:
+async def _wait_idle(page, quiet_s: float = 0.8, timeout_s: float = NEVER_S) -> None:
     """Until no rerun is in flight and the URL and metrics stop changing."""
     deadline = time.monotonic() + timeout_s
     last, since = None, time.monotonic()
