@@ -108,7 +108,7 @@ common.number_table(lines, {"amount": fmt.num, "usd": fmt.usd},
                     {"phase": "Phase", "line": "Line item", "amount": "Amount", "unit": "Unit", "usd": "Cost"})
 
 st.subheader("How the cost moves with the media")
-tok = mm.sweep(res.scenario, "tokens_per_item", [64, 144, 256, 576, 1152, 2304, 2880])
+tok = mm.sweep(res, "tokens_per_item", [64, 144, 256, 576, 1152, 2304, 2880])
 if not tok.empty:
     chart = alt.Chart(tok).mark_line(point=True).encode(
         x=alt.X("value:Q", title="Media tokens per item", scale=alt.Scale(type="log"),
@@ -123,7 +123,7 @@ if modality != "audio":
     top = int(ev(res.scenario, "multimodal.max_resolution_px"))
     sizes = sorted({max(patch, min(top, int(v) // patch * patch)) for v in (112, 168, 224, 280, 336, 448, 672,
                                                                            896)} | {top})
-    res_sw = mm.sweep(res.scenario, "resolution_px", sizes)
+    res_sw = mm.sweep(res, "resolution_px", sizes)
     if not res_sw.empty:
         chart = alt.Chart(res_sw).mark_line(point=True).encode(
             x=alt.X("value:Q", title="Input resolution (pixels a side)"),

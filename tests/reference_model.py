@@ -1040,14 +1040,20 @@ def media_figures(v, stage: str, model_width: float) -> dict:
             "encoder_forward_flops": forward, "connector_params": conn}
 
 
-def media_money(v, stage: str, media: dict, n_items: float, features: bool, months: float, run_months: float) -> dict:
-    """The media line items: CPU preprocessing, raw + preprocessed copies (object storage for the stage and its
-    retention), precomputed BF16 features (hot tier for the run), transfers, licences, captions."""
+def media_item_size_and_cpu(v) -> tuple[float, float]:
+    """(MB stored, CPU-seconds to preprocess) per media item: given, else the schema docs' defaults per media type."""
     modality = v("multimodal.modality")
     seconds, frames = float(v("multimodal.seconds_per_item")), float(v("multimodal.frames_per_item"))
     mb = float(v("multimodal.raw_mb_per_item")) or {"video": 10.0, "audio": 0.032 * seconds}.get(modality, 0.15)
     cpu_s = float(v("multimodal.preprocess_cpu_s_per_item")) or {"video": 0.25 * frames,
                                                                  "audio": 0.01 * seconds}.get(modality, 0.02)
+    return mb, cpu_s
+
+
+def media_money(v, stage: str, media: dict, n_items: float, features: bool, months: float, run_months: float) -> dict:
+    """The media line items: CPU preprocessing, raw + preprocessed copies (object storage for the stage and its
+    retention), precomputed BF16 features (hot tier for the run), transfers, licences, captions."""
+    mb, cpu_s = media_item_size_and_cpu(v)
     raw_gb = n_items * mb / 1000.0
     feature_gb = (n_items * media["passes"] * media["tokens_per_pass"] * float(v("multimodal.encoder_hidden")) * 2.0
                   / 1e9) if features else 0.0
@@ -1071,14 +1077,10 @@ def media_stats(v, stage: str, stored, productive_h: float, flops: float, side_f
     if stored is None:
         return {k: 0.0 for k in MEDIA_STAT_KEYS}
     media, n_items, features = stored
-    modality = v("multimodal.modality")
-    seconds, frames = float(v("multimodal.seconds_per_item")), float(v("multimodal.frames_per_item"))
     items_each, share = float(v(f"stages.{stage}.items_per_sample")), float(v(f"stages.{stage}.media_share"))
     text = float(v(f"stages.{stage}.text_tokens_per_sample"))
     media_tok = share * items_each * media["tokens_per_item"]
-    mb = float(v("multimodal.raw_mb_per_item")) or {"video": 10.0, "audio": 0.032 * seconds}.get(modality, 0.15)
-    cpu_s = float(v("multimodal.preprocess_cpu_s_per_item")) or {"video": 0.25 * frames,
-                                                                 "audio": 0.01 * seconds}.get(modality, 0.02)
+    mb, cpu_s = media_item_size_and_cpu(v)
     return {"media_items": n_items, "media_tokens_per_item": media["tokens_per_item"],
             "encoder_passes_per_item": media["passes"],
             "encoder_gpu_hours": productive_h * side_flops / flops if flops > 0 else 0.0,

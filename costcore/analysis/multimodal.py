@@ -15,13 +15,12 @@ from costcore import api
 from costcore.engine.kernel import LINE_ITEMS
 from costcore.errors import ScenarioError
 from costcore.scenario import schema
-from costcore.scenario.schema import MM_STAGES, STAGE_LABELS, STAGES
+from costcore.scenario.schema import MEDIA_WORDS, MM_STAGES, STAGE_LABELS, STAGES  # noqa: F401 (MEDIA_WORDS: the page's)
 
 TRAIN_WORDS = {"connector": "connector", "llm": "language model", "encoder": "encoder"}
 MEDIA_ITEMS = ("compute.media_preprocessing", "storage.media", "network.media", "data.media_license",
                "data.captioning")
 ITEM_WORDS = {key: label for key, _, _, label in LINE_ITEMS}
-MEDIA_WORDS = {"image": "images", "video": "clips", "audio": "recordings"}
 
 
 def phases(res: api.Result) -> list[str]:
@@ -42,14 +41,13 @@ def trained_words(scn: dict, stage: str) -> str:
 def phase_table(res: api.Result) -> pd.DataFrame:
     """One row per phase: trained parts, media items, tokens per item, LLM tokens, GPU-hours, $, memory."""
     rows = []
+    gpu_item = [key for key, _, _, _ in LINE_ITEMS].index("compute.gpu")
     for s in phases(res):
-        i = STAGES.index(s)
-        items = {key: float(res.items[i, n]) for n, (key, _, _, _) in enumerate(LINE_ITEMS)}
         rows.append({"phase": STAGE_LABELS[s], "trains": trained_words(res.scenario, s),
                      "media_items": res.stat(s, "media_items"), "tokens_per_item": res.stat(s, "media_tokens_per_item"),
                      "media_share": res.stat(s, "media_token_share"), "llm_tokens": res.stat(s, "tokens"),
                      "gpu_hours": res.stat(s, "gpu_hours"), "encoder_gpu_hours": res.stat(s, "encoder_gpu_hours"),
-                     "wall_days": res.stat(s, "wall_days"), "compute_usd": items["compute.gpu"],
+                     "wall_days": res.stat(s, "wall_days"), "compute_usd": float(res.items[STAGES.index(s), gpu_item]),
                      "total_usd": res.stat(s, "usd_total"), "memory_gb": res.stat(s, "memory_per_gpu_gb"),
                      "fits": "yes" if res.stat(s, "fits") > 0.5 else "no"})
     return pd.DataFrame(rows)
@@ -77,8 +75,8 @@ SWEEPS = {"tokens_per_item": "multimodal.tokens_per_item", "resolution_px": "mul
           "tiles_per_item": "multimodal.tiles_per_item"}
 
 
-def sweep(scenario, what: str, values) -> pd.DataFrame:
-    """Cost of each multimodal phase as one media input takes ``values`` (one batch call).
+def sweep(res: api.Result, what: str, values) -> pd.DataFrame:
+    """Cost of each multimodal phase of ``res`` (an estimate) as one media input takes ``values`` (one batch call).
 
     ``what``: tokens_per_item (media tokens in the LLM's sequence), resolution_px (the encoder's
     input side: its tokens, and the LLM's unless tokens per item are given) or tiles_per_item.
@@ -87,7 +85,6 @@ def sweep(scenario, what: str, values) -> pd.DataFrame:
     """
     if what not in SWEEPS:
         raise ScenarioError("sweep", "must be one of " + ", ".join(SWEEPS))
-    res = api.estimate(scenario)
     path = SWEEPS[what]
     ok = []
     for v in values:

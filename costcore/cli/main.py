@@ -71,7 +71,7 @@ def render_table(res) -> str:
 def _media_line(stage: str, v: dict, res) -> str:
     """A multimodal phase's media: items x tokens, the preprocessing and media storage lines."""
     m, items = v["multimodal"], v["line_items"]
-    words = {"image": "images", "video": "clips", "audio": "recordings"}[schema.effective_value(res.scenario, "multimodal.modality")]
+    words = schema.MEDIA_WORDS[schema.effective_value(res.scenario, "multimodal.modality")]
     return (f"{stage} media: {fmt.num(m['media_items'])} {words} x {fmt.num(m['media_tokens_per_item'])} tokens "
             f"({fmt.pct(m['media_token_share'])} of the LLM's tokens); preprocessing "
             f"{fmt.num(m['preprocess_cpu_hours'])} CPU-h {fmt_usd(items.get('compute.media_preprocessing', 0.0))}; "

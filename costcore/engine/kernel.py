@@ -1114,9 +1114,7 @@ def _stage_top(x, s, top):
     b = STAGE_BASE[s]
     shape = _model(x)
     mm = s == MM_ALIGN or s == MM_CPT or s == MM_TUNE
-    method = x[b + S_METHOD] if (s == SFT or s == DPO or s == RL or mm) else METHOD_FULL
-    if method == METHOD_LORA and x[b + S_BASE_BITS] == 4.0:
-        method = METHOD_QLORA
+    method, n_lora, _ = _stage_method(x, b, s, shape, mm)  # as the estimate: the method, the LoRA adapters
     mbs = 2.0 if s == DPO else 1.0
     extra = 0.0
     act = 0.0
@@ -1124,11 +1122,8 @@ def _stage_top(x, s, top):
         extra = shape[0]
     if s == RL:  # the models an RL stage holds besides the policy, as its estimate does
         extra = _rl_colocated_params(x, shape)
-    n_lora = stats[s, K_TRAINABLE] if method != METHOD_FULL else 0.0
     if mm:  # as _mm_work: the LLM's method, trained side parameters, extra weights, encoder activations
-        n_adapt = lora_trainable_params(shape[3], shape[4], shape[9], shape[7], x[b + S_LORA_RANK],
-                                        x[b + S_LORA_TARGETS], 3.0 if x[M_GATED] > 0.5 else 2.0)
-        method, _, n_lora, _, extra, act = _mm_train(x, b, shape, method, n_adapt)
+        method, _, n_lora, _, extra, act = _mm_train(x, b, shape, method, n_lora)
     _fill_model(x, shape, n_lora, method, sc[R_MODEL])
     _fill_hw(x, sc[R_HW])
     _fill_job_pins(x, b, stats[s, K_GPUS], method, stats[s, K_CTX], mbs, extra, stats[s, K_FPT], sc[R_JOB],

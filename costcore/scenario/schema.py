@@ -48,11 +48,7 @@ def _load_yaml(name: str) -> dict:
 
 CATALOG: dict[str, dict] = _load_yaml("hardware.yaml")
 GPU_NAMES: tuple[str, ...] = tuple(CATALOG)
-ENCODERS: dict[str, dict] = dict(_load_yaml("encoders.yaml")["encoders"])
-# A user-described encoder (multimodal.encoder as a mapping): what it does not give is a ViT-L/14's.
-ENCODERS["custom"] = {"label": "Custom encoder", "modality": "any", "params_b": 0.3, "layers": 24, "hidden": 1024,
-                      "patch_px": 14, "resolution_px": 336, "max_resolution_px": 100000, "tokens_per_second": 50,
-                      "max_seconds": 30, "source": "placeholders of a CLIP ViT-L/14 for figures a custom encoder omits"}
+ENCODERS: dict[str, dict] = _load_yaml("encoders.yaml")["encoders"]  # "custom": a user-described one
 ENCODER_NAMES: tuple[str, ...] = tuple(ENCODERS)
 _SCHEMA = _load_yaml("schema.yaml")
 # multimodal.<field> -> the encoders.yaml key it defaults to (the encoder's figures, as the GPU's for hardware)
@@ -587,6 +583,20 @@ CUSTOM_GPU_KEYS = {"name": "gpu_name", "peak_tflops": "peak_tflops", "fp8_peak_t
 CUSTOM_GPU_REQUIRED = ("peak_tflops", "memory_gb")
 
 
+def _unfold_figures(section: dict, name: str, key: str, keys: dict, what: str) -> dict:
+    """``section`` with its ``key`` (a mapping of a custom GPU's or encoder's figures) unfolded into the
+    section's fields ``keys`` names; a figure also set directly in the section must agree."""
+    out = {k: v for k, v in section.items() if k != key}
+    for k, v in section[key].items():
+        if not isinstance(k, str) or k not in keys:
+            raise ScenarioError(_path(name, key, k), f"unknown figure of a custom {what}; allowed: " + ", ".join(keys))
+        target = keys[k]
+        if target in out and out[target] != v:
+            raise ScenarioError(_path(name, key, k), f"conflicts with {name}.{target}; set it in one place")
+        out[target] = v
+    return out
+
+
 def _custom_gpu(data: dict) -> dict:
     """``hardware.gpu`` given as a mapping of figures -> gpu ``custom`` plus those hardware fields.
 
@@ -598,15 +608,7 @@ def _custom_gpu(data: dict) -> dict:
     if not isinstance(hw, dict) or not isinstance(hw.get("gpu"), dict):
         return data
     spec = hw["gpu"]
-    out = {k: v for k, v in hw.items() if k != "gpu"}
-    for k, v in spec.items():
-        if not isinstance(k, str) or k not in CUSTOM_GPU_KEYS:
-            raise ScenarioError(_path("hardware", "gpu", k), "unknown figure of a custom GPU; allowed: "
-                                + ", ".join(CUSTOM_GPU_KEYS))
-        target = CUSTOM_GPU_KEYS[k]
-        if target in out and out[target] != v:
-            raise ScenarioError(_path("hardware", "gpu", k), f"conflicts with hardware.{target}; set it in one place")
-        out[target] = v
+    out = _unfold_figures(hw, "hardware", "gpu", CUSTOM_GPU_KEYS, "GPU")
     for k in CUSTOM_GPU_REQUIRED:
         if k not in spec:
             f = BY_PATH["hardware." + k]
@@ -948,6 +950,7 @@ def effective_value(scn: dict, path: str):
 # ----------------------------------------------------------------------------
 
 TRAIN_PARTS = ("connector", "llm", "encoder")
+MEDIA_WORDS = {"image": "images", "video": "clips", "audio": "recordings"}  # what an item is called, plural
 # multimodal.encoder as a mapping: its keys -> the multimodal fields they set.
 CUSTOM_ENCODER_KEYS = {"name": "encoder_name", "params_b": "encoder_params_b", "layers": "encoder_layers",
                        "hidden": "encoder_hidden", "patch_px": "patch_px", "resolution_px": "resolution_px",
@@ -966,25 +969,13 @@ def custom_encoder(data: dict) -> dict:
     if not isinstance(mm, dict) or not isinstance(mm.get("encoder"), dict):
         return data
     spec = mm["encoder"]
-    out = {k: v for k, v in mm.items() if k != "encoder"}
-    for k, v in spec.items():
-        if not isinstance(k, str) or k not in CUSTOM_ENCODER_KEYS:
-            raise ScenarioError(_where("multimodal", "encoder", k), "unknown figure of a custom encoder; allowed: "
-                                + ", ".join(CUSTOM_ENCODER_KEYS))
-        target = CUSTOM_ENCODER_KEYS[k]
-        if target in out and out[target] != v:
-            raise ScenarioError(f"multimodal.encoder.{k}", f"conflicts with multimodal.{target}; set it in one place")
-        out[target] = v
+    out = _unfold_figures(mm, "multimodal", "encoder", CUSTOM_ENCODER_KEYS, "encoder")
     for k in CUSTOM_ENCODER_REQUIRED:
         if k not in spec:
             raise ScenarioError(f"multimodal.encoder.{k}", "a custom encoder needs its size in billions of "
                                 "parameters (params_b), e.g. {params_b: 0.4, tokens_per_item: 729}")
     out["encoder"] = "custom"
     return dict(data, multimodal=out)
-
-
-def _where(*parts) -> str:
-    return _path(*parts)
 
 
 def with_train_list(sname: str, sdata: dict) -> dict:
@@ -1073,7 +1064,7 @@ def media_tokens(scn: dict, stage: str) -> tuple[float, float]:
 
 def _phase_rules(scn: dict, phases: list, ev) -> None:
     modality = ev("multimodal.modality")
-    words = {"image": "images", "video": "clips", "audio": "recordings"}[modality]
+    words = MEDIA_WORDS[modality]
     for s in phases:
         if not any(ev(f"stages.{s}.train_{p}") for p in TRAIN_PARTS):
             raise ScenarioError(f"stages.{s}.train", "a phase that trains nothing has nothing to plan; train the "

@@ -141,29 +141,41 @@ def decode(params: dict, default_preset: str) -> tuple[dict, str, list[str]]:
             continue
         values.append((key, text))
     _apply_switches(raw, values, refuse)  # stage switches first (a value for a stage switches it on)
-    given = dict(values)
     todo = [(k, t) for k, t in values if not (k.startswith("stages.") and k.count(".") == 1)]
-    while todo:  # values that only fit together (media tokens and the sequence) wait for the others
+    while todo:  # values that only hold together (media tokens and the sequence) wait for the others
         waiting, errors = [], {}
         for key, text in todo:
             try:
                 cand = _with_value(raw, key, text, refuse)
                 if cand is None:
                     continue
-                if key == "multimodal.encoder" and "multimodal.modality" in given:  # an encoder takes one media type
-                    cand = _with_value(cand, "multimodal.modality", given["multimodal.modality"], refuse) or cand
                 schema.validate(cand)
             except ScenarioError as err:
                 waiting.append((key, text))
                 errors[key] = err
                 continue
             raw = cand
-        if len(waiting) == len(todo):  # no progress: what is left is refused
-            for key, _ in waiting:
-                refuse(key, "invalid value", _reason(key, errors[key]))
-            break
-        todo = waiting
+        if len(waiting) < len(todo):
+            todo = waiting
+            continue
+        raw = _all_or_none(raw, waiting, errors, refuse)  # no progress one by one: all of them at once
+        break
     return schema.validate(raw), preset, _summary(problems, len(items))
+
+
+def _all_or_none(raw: dict, waiting: list, errors: dict, refuse) -> dict:
+    """``raw`` with every waiting value when they hold together (an encoder and its media type), else
+    ``raw`` with each of them refused for its own reason."""
+    cand = raw
+    try:
+        for key, text in waiting:
+            cand = _with_value(cand, key, text, lambda *a: None) or cand
+        schema.validate(cand)
+        return cand
+    except ScenarioError:
+        for key, _ in waiting:
+            refuse(key, "invalid value", _reason(key, errors[key]))
+        return raw
 
 
 def _preset_of(params: dict, default_preset: str, refuse) -> tuple[str, dict]:

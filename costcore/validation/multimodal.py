@@ -36,7 +36,7 @@ def run_scenario(run: dict) -> dict:
     """The scenario a run's recipe describes (one multimodal phase)."""
     size = float(run["llm_params_b"])
     model = {"hf_config": SHAPES[size]} if size in SHAPES else {"params_b": size}
-    mm = {"modality": run.get("modality", "image"), "encoder": run["encoder"], "connector": _connector(run)}
+    mm = {"modality": run.get("modality", "image"), "encoder": run["encoder"], "connector": run.get("connector", "mlp2x")}
     if run.get("connector_queries"):
         mm["connector_queries"] = int(run["connector_queries"])
     if run.get("tokens_per_item"):
@@ -56,11 +56,6 @@ def run_scenario(run: dict) -> dict:
     return {"name": run.get("label", run["name"]), "model": model,
             "hardware": {"gpu": GPU_ALIASES.get(run["gpu"], run["gpu"]), "num_gpus": int(run["num_gpus"])},
             "multimodal": mm, "stages": {phase: stage}}
-
-
-def _connector(run: dict) -> str:
-    return {"qformer": "qformer", "resampler": "resampler", "linear": "linear",
-            "pixel-shuffle": "pixel-shuffle"}.get(run.get("connector", "mlp2x"), "mlp2x")
 
 
 def multimodal_table() -> pd.DataFrame:
