@@ -331,8 +331,17 @@ def _knob_widget(ss, key, path, label, lo, hi, step, widget, fmt_str, help, opti
         fmt_str = "%.0f"
     if widget in ("log", "pow2"):  # quantities spanning orders of magnitude: a ladder of round values
         show = (lambda v: f"{v:,.0f}") if widget == "pow2" else fmt.num
-        # the slider keeps its value as the shown text: no rung may read like the current value
-        options = [v for v in log_ladder(lo, hi, cur, is_int, pow2=widget == "pow2") if v == cur or show(v) != show(cur)]
+        # The browser redraws a select slider's thumb from its last sent value whenever the options
+        # change, so they must not change while the user moves it: an off-ladder value the slider was
+        # drawn at (a preset's 6.74B) stays a rung for the life of this key. Dropping it on the first
+        # move let presses made during that rerun leave the thumb at 3 while the scenario was at 4
+        # (tests/test_concurrency_browser.py). The key changes (ss.rev) when a preset, a link or a
+        # typed value brings a new off-ladder value.
+        pin = cast(ss.setdefault("ladder_pins", {}).setdefault(key, cur))
+        lo, hi = min(lo, pin), max(hi, pin)
+        ladder = sorted(set(log_ladder(lo, hi, pin, is_int, pow2=widget == "pow2")) | {cur})
+        # the slider keeps its value as the shown text: no rung may read like the pinned or current value
+        options = [v for v in ladder if v in (pin, cur) or show(v) not in (show(pin), show(cur))]
         return st.select_slider(label, options=options, value=cur, key=key, on_change=changed, help=tip,
                                 format_func=show)
     if widget == "slider":

@@ -95,8 +95,8 @@ def test_overview_model_size_slider_raises_total():
 
 
 def test_overview_model_size_can_be_typed_off_the_ladder():
-    """A typed size (not a rung) is applied, put on the slider's ladder and carried in the link;
-    a bad one is refused with a message like a bad URL value, and the last good size is kept."""
+    """A typed size (not a rung) is applied, put on the slider's ladder (until the next typed value or
+    preset) and carried in the link; a bad one is refused with a message like a bad URL value, and the last good size is kept."""
     at = _app(p="pipeline-70b")
     before = _total(at)
     box = at.number_input(key=f"t:model.params_b:{at.session_state['rev']}")
@@ -110,7 +110,12 @@ def test_overview_model_size_can_be_typed_off_the_ladder():
     assert _total(at) < before
     _move(at, "model.params_b", 80.0)  # the slider moves on; the box follows it
     assert at.number_input(key=f"t:model.params_b:{at.session_state['rev']}").value == 80.0
-    assert "65.5" not in _size_slider(at).options
+    # the rungs stay put while the slider moves (the browser would redraw the thumb if they changed)
+    assert "65.5" in _size_slider(at).options
+    box = at.number_input(key=f"t:model.params_b:{at.session_state['rev']}")
+    box.set_value(33.3)  # a new typed value rebuilds the slider on a ladder with it, without 65.5
+    at.run()
+    assert "33.3" in _size_slider(at).options and "65.5" not in _size_slider(at).options
 
 
 def test_a_slider_value_whose_callback_was_lost_is_still_applied():
