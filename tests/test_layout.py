@@ -129,3 +129,24 @@ def test_resizing_the_model_takes_the_new_sizes_shape():
     assert r.stat("pretrain", "flops") == pytest.approx(api.estimate(fresh).stat("pretrain", "flops"))
     moe = schema.validate(schema.resize_model(api.load_preset("moe-deepseek-v3"), 335.5))
     assert moe["model"]["active_params_b"] == pytest.approx(18.5)
+
+
+@pytest.mark.parametrize("gpus", [1, 3, 6, 12, 24, 64, 100])
+def test_the_plan_shown_when_none_fits_is_one_the_search_tries(gpus):
+    """A stage that fits on no plan still shows a plan (its memory and step time say why): it must be
+    made of degrees the search tries (tp dividing the heads, a pipeline degree the search takes for
+    the layers) on no more GPUs than the job has, and use as many of them as such degrees allow."""
+    from costcore.engine import layout as lay
+    from costcore.scenario import schema
+    scn = schema.resize_model(schema.set_path(api.load_preset("llama3-8b"), "hardware.num_gpus", gpus), 405)
+    res = api.estimate(scn)
+    plan = res.plan("pretrain")
+    assert not plan["fits"] and not res.feasible
+    heads = float(schema.effective_value(scn, "model.heads"))
+    layers = int(schema.effective_value(scn, "model.layers"))
+    assert plan["tp"] in lay.TP_CHOICES and plan["tp"] <= 8 and heads % plan["tp"] == 0
+    assert plan["pp"] <= layers and (layers % plan["pp"] == 0 or plan["pp"] & (plan["pp"] - 1) == 0)
+    assert plan["tp"] * plan["pp"] * plan["dp"] * plan["cp"] <= gpus
+    best = max(t * p for t in lay.TP_CHOICES if t <= min(8, gpus) and heads % t == 0
+               for p in range(1, min(layers, int(gpus // t)) + 1) if layers % p == 0 or p & (p - 1) == 0)
+    assert plan["tp"] * plan["pp"] == best

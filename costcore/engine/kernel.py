@@ -350,10 +350,23 @@ def _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, j, pins, media_
 
 @njit(cache=True)
 def _fallback_plan(model, hw, job, pins, row):
-    """The plan shown when none fits: the pins, else the most sharded plan (tp 8, rest pipeline, ZeRO-3, full recompute)."""
+    """The plan shown when none fits: the pins, else the most sharded plan among the degrees the search
+    tries (tensor up to 8 dividing the heads, a pipeline degree the search takes for the layers; the
+    most GPUs in tp x pp, the larger tp on a tie), ZeRO-3, full recompute."""
     G = job[lay.J_G]
-    tp = pins[lay.P_TP] if pins[lay.P_TP] > 0.0 else min(8.0, G)
-    pp = pins[lay.P_PP] if pins[lay.P_PP] > 0.0 else max(1.0, min(model[lay.M_L], math.floor(G / tp)))
+    tp, pp = 1.0, 1.0
+    for c in lay.TP_CHOICES:
+        t = pins[lay.P_TP] if pins[lay.P_TP] > 0.0 else c
+        if pins[lay.P_TP] <= 0.0 and (t > min(8.0, G) or not lay._tp_ok(t, model, pins)):
+            continue
+        q = pins[lay.P_PP]
+        if q <= 0.0:
+            q = 1.0
+            for ipp in range(1, int(min(model[lay.M_L], math.floor(G / t))) + 1):
+                if lay._pp_ok(ipp, model[lay.M_L]):
+                    q = float(ipp)
+        if t * q >= tp * pp:
+            tp, pp = t, q
     cp = pins[lay.P_CP] if pins[lay.P_CP] > 0.0 else 1.0
     dp = pins[lay.P_DP] if pins[lay.P_DP] > 0.0 else max(1.0, math.floor(G / (tp * pp * cp)))
     ep = pins[lay.P_EP] if pins[lay.P_EP] > 0.0 else 1.0
