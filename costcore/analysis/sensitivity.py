@@ -386,8 +386,12 @@ class Solution:
     result: api.Result
 
 
-def _largest_within(f_cost, lo: float, hi: float, budget: float, rounds: int = 4, points: int = 256):
+def _largest_within(f_cost, lo: float, hi: float, budget: float, rounds: int = 3, points: int = 64):
     """Largest x on a geometric grid with cost(x) <= budget, refined; returns (x, x_next, costs).
+
+    Three rounds of 64 points bracket the answer to a relative step of about 5e-5 over the size
+    range (0.01-5,000 B: 1.23x, then 1.0033x, then 1.00005x), far below the 3 significant digits
+    shown, in 192 evaluations (four rounds of 256 took 1,024, a quarter second per page rerun).
 
     Cost is not monotonic at the very small end (tiny models sit at the MFU floor while fixed
     costs stay), so the search starts from the first affordable grid point, not from ``lo``.
