@@ -8,7 +8,11 @@ st.set_page_config(page_title="LLM training cost planner", page_icon="💸", lay
 
 PAGES = {
     "Plan": [
-        st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True, url_path="overview"),
+        # Streamlit serves the default page at the root whatever its url_path, so /overview (a link
+        # people type or keep from a bookmark) is a hidden second entry for the same script.
+        st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True, url_path=""),
+        st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", url_path="overview",
+                visibility="hidden"),
         st.Page("pages/pretraining.py", title="Pre-training and CPT", icon=":material/foundation:", url_path="pretraining"),
         st.Page("pages/job-layout.py", title="Job layout", icon=":material/view_module:", url_path="job-layout"),
         st.Page("pages/post-training.py", title="Post-training", icon=":material/tune:", url_path="post-training"),

@@ -5,16 +5,26 @@ import math
 import re
 
 
+def _sig3(x: float) -> str | None:
+    """x >= 1 at three significant digits, trailing zeros kept (1.90, 30.0, 612); None when it rounds
+    to 1,000 or more (the next unit up reads it: $1.00M, not $1.00e+03K)."""
+    s = f"{x:#.3g}"
+    return None if "e" in s else s.rstrip(".")
+
+
 def usd(v: float) -> str:
-    """Money as $950, $12.3K, $4.56M, $1.2B (three significant digits)."""
+    """Money at three significant digits: $950, $12.3k, $1.90M, $31.8M, $1.20B (SI prefixes; k for
+    thousands). Below $10, cents ($4.56)."""
     if v is None or not math.isfinite(v):
         return "n/a"
     a = abs(v)
     sign = "-" if v < 0 else ""
-    for div, suf in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if a >= div:
-            x = a / div
-            return f"{sign}${x:.3g}{suf}" if x < 1000 else f"{sign}${x:,.0f}{suf}"
+    if a >= 999.5:
+        for div, suf in ((1e3, "k"), (1e6, "M"), (1e9, "B"), (1e12, "T")):
+            shown = _sig3(a / div)
+            if shown is not None:
+                return f"{sign}${shown}{suf}"
+        return f"{sign}${a / 1e12:,.0f}T"
     return f"{sign}${a:,.0f}" if a >= 10 else f"{sign}${a:.2f}"
 
 
@@ -23,12 +33,18 @@ def usd_exact(v: float) -> str:
 
 
 def gpu_hours(v: float) -> str:
+    """GPU-hours at three significant digits: 12.5 GPU-h, 612 GPU-h, 1.64k GPU-h, 10.9M GPU-h."""
     if not math.isfinite(v):
         return "n/a"
-    for div, suf in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if abs(v) >= div:
-            return f"{v / div:.3g}{suf} GPU-h"
-    return f"{v:,.1f} GPU-h" if v < 100 else f"{v:,.0f} GPU-h"
+    a = abs(v)
+    sign = "-" if v < 0 else ""
+    if a >= 999.5:
+        for div, suf in ((1e3, "k"), (1e6, "M"), (1e9, "B")):
+            shown = _sig3(a / div)
+            if shown is not None:
+                return f"{sign}{shown}{suf} GPU-h"
+        return f"{sign}{a / 1e9:,.0f}B GPU-h"
+    return f"{v:,.1f} GPU-h" if a < 100 else f"{v:,.0f} GPU-h"
 
 
 def days(v: float) -> str:

@@ -40,11 +40,15 @@ if lines.empty:
 else:
     show = lines.copy()
     show["name"] = [STAGE_LABELS.get(n, n) for n in show.name]
-    st.dataframe(show[["scope", "name", "budget_usd", "warning_usd", "actual_usd", "share_used", "status"]],
-                 hide_index=True, width="stretch",
-                 column_config={c: st.column_config.NumberColumn(format="dollar")
-                                for c in ("budget_usd", "warning_usd", "actual_usd")} |
-                 {"share_used": st.column_config.ProgressColumn("used", format="percent", min_value=0, max_value=1.5)})
+    show["scope"] = show.scope.str.capitalize()
+    show["name"] = show.name.str.capitalize()  # a resource's name ("compute"); stages are already words
+    show["status"] = show.status.map({"ok": "Within budget", "warning": "Past the warning line", "over": "Over budget"})
+    common.money_table(show[["scope", "name", "budget_usd", "warning_usd", "actual_usd", "share_used", "status"]],
+                       ["budget_usd", "warning_usd", "actual_usd"],
+                       {"scope": "Scope", "name": "Budget for", "budget_usd": "Budget", "warning_usd": "Warning line",
+                        "actual_usd": "Planned cost", "status": "Status"},
+                       column_config={"share_used": st.column_config.ProgressColumn(
+                           "Share of the budget used", format="percent", min_value=0, max_value=1.5)})
 
 st.header("Fixed and elastic cost")
 li = res.line_items()
@@ -114,8 +118,7 @@ if not mon.empty:
     common.show_chart(alt.Chart(mon).mark_bar().encode(
         x=alt.X("yearmonth(month):T", title="Month"),
         y=alt.Y("sum(usd):Q", title="Spend per month ($)", axis=alt.Axis(format="$~s")),
-        color=alt.Color("stage_name:N", title="Stage", scale=alt.Scale(domain=list(common.STAGE_COLOR_BY_LABEL),
-                                                                       range=list(common.STAGE_COLOR_BY_LABEL.values()))),
+        color=alt.Color("stage_name:N", title="Stage", scale=common.stage_color_scale(mon.stage_name)),
         tooltip=[alt.Tooltip("stage_name:N", title="Stage"), alt.Tooltip("yearmonth(month):T", title="Month"),
                  alt.Tooltip("sum(usd):Q", format="$,.0f", title="Spend")]
     ).properties(height=260), "Monthly spend by stage")
@@ -179,8 +182,7 @@ if life.iterations > 1 and not life.table.empty:
     common.show_chart(alt.Chart(t).mark_bar().encode(
         x=alt.X("iteration:O", title="Iteration", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("usd:Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
-        color=alt.Color("stage_name:N", title="Stage", scale=alt.Scale(domain=list(common.STAGE_COLOR_BY_LABEL),
-                                                                       range=list(common.STAGE_COLOR_BY_LABEL.values()))),
+        color=alt.Color("stage_name:N", title="Stage", scale=common.stage_color_scale(t.stage_name)),
         tooltip=[alt.Tooltip("iteration:O", title="Iteration"), alt.Tooltip("stage_name:N", title="Stage"),
                  alt.Tooltip("usd:Q", format="$,.0f", title="Cost")]
     ).properties(height=220), "Cost of each iteration by stage")
@@ -197,4 +199,8 @@ c1, c2 = st.columns(2)
 c1.download_button("Download line items (CSV)", fmt.to_csv(att), "attribution.csv", "text/csv", width="stretch")
 c2.download_button("Download line items (YAML)", bud.attribution_yaml(res), "attribution.yaml", "application/x-yaml",
                    width="stretch")
-st.dataframe(att, hide_index=True, width="stretch", column_config={"usd": st.column_config.NumberColumn(format="dollar")})
+shown = att.assign(stage=att.stage.map(STAGE_LABELS), resource=att.resource.str.capitalize(),
+                   kind=att.kind.str.capitalize())
+common.money_table(shown[["stage", "resource", "label", "kind", "usd", "project", "team"]], ["usd"],
+                   {"stage": "Stage", "resource": "Resource", "label": "Line item", "kind": "Fixed or elastic",
+                    "usd": "Cost", "project": "Project", "team": "Team / cost center"})

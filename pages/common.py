@@ -597,13 +597,21 @@ def show_chart(chart, title: str) -> None:
 
 
 STAGE_COLOR_BY_LABEL = {STAGE_LABELS[s]: c for s, c in STAGE_COLORS.items()}
+
+
+def stage_color_scale(labels) -> alt.Scale:
+    """Colours for a chart's stages (labels in words): only the stages it shows are in its legend,
+    each in the colour it has on every page, in plan order."""
+    shown = set(labels)
+    domain = [lab for lab in STAGE_COLOR_BY_LABEL if lab in shown]
+    return alt.Scale(domain=domain, range=[STAGE_COLOR_BY_LABEL[lab] for lab in domain])
 STAGE_SHORT_COLORS = {STAGE_SHORT[s]: c for s, c in STAGE_COLORS.items()}
 
 
 def number_table(df: pd.DataFrame, formats: dict, headers: dict | None = None, helps: dict | None = None,
                  **kwargs) -> None:
     """A table whose numbers are shown in words (``formats``: column -> formatter, e.g. fmt.usd) but stay
-    numbers underneath, so a click on a header sorts $900K before $1.2M. The shown text is a pandas
+    numbers underneath, so a click on a header sorts $900k before $1.20M. The shown text is a pandas
     Styler display value on a NumberColumn; ``headers``: column -> words, ``helps``: column -> tooltip."""
     headers, helps = dict(headers or {}), dict(helps or {})
     data = df.copy()
@@ -623,13 +631,14 @@ def number_table(df: pd.DataFrame, formats: dict, headers: dict | None = None, h
 MONEY_HELP = "3 significant digits; the CSV export keeps the exact value"
 
 
-def money_table(df: pd.DataFrame, money_cols, headers: dict | None = None, formats: dict | None = None) -> None:
+def money_table(df: pd.DataFrame, money_cols, headers: dict | None = None, formats: dict | None = None,
+                **kwargs) -> None:
     """A table with money at 3 significant digits ($24.9M), sorting by the amounts; the exact values are
     in the CSV export and the column's tooltip says so. ``headers``: column -> words; ``formats``: other
-    numeric columns -> their formatter (fmt.gpu_hours, fmt.days)."""
+    numeric columns -> their formatter (fmt.gpu_hours, fmt.days); ``kwargs`` go to st.dataframe."""
     headers = {c: c.capitalize() for c in money_cols} | dict(headers or {})
     number_table(df, {c: fmt.usd for c in money_cols} | dict(formats or {}), headers,
-                 {c: MONEY_HELP for c in money_cols})
+                 {c: MONEY_HELP for c in money_cols}, **kwargs)
 
 
 def stage_metrics(res: api.Result, stage: str) -> None:

@@ -66,8 +66,7 @@ with right:
         donut = alt.Chart(shares).mark_arc(innerRadius=60).encode(
             theta=alt.Theta("usd:Q", stack=True),
             color=alt.Color("stage:N", title="Stage",
-                            scale=alt.Scale(domain=list(common.STAGE_COLOR_BY_LABEL),
-                                            range=list(common.STAGE_COLOR_BY_LABEL.values())),
+                            scale=common.stage_color_scale(shares.stage),
                             legend=alt.Legend(labelLimit=220)),
             tooltip=[alt.Tooltip("stage:N", title="Stage"), alt.Tooltip("cost:N", title="Cost"),
                      alt.Tooltip("share:Q", format=".1%", title="Share")]).properties(height=260)

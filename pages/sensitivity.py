@@ -56,7 +56,10 @@ def tornado_section():
     t["direction"] = np.where(t.swing >= 0, "cost rises with the input", "cost falls as the input rises")
     order = list(t.label)
     bars = alt.Chart(t).mark_bar().encode(
-        y=alt.Y("label:N", sort=order, title="Input", axis=alt.Axis(labelLimit=360, labelOverlap=False, labelFontSize=12)),
+        # the axis title sits above the labels (an upright title beside 360-px labels ran into them)
+        y=alt.Y("label:N", sort=order, title="Input",
+                axis=alt.Axis(labelLimit=360, labelOverlap=False, labelFontSize=12, titleAngle=0,
+                              titleAlign="right", titleBaseline="bottom", titleX=-4, titleY=-6)),
         x=alt.X("lo_usd:Q", title="Total cost ($)", axis=alt.Axis(format="$~s"), scale=alt.Scale(zero=False)),
         x2="hi_usd:Q",
         color=alt.Color("direction:N", scale=alt.Scale(range=["#E45756", "#4C78A8"]), title="Direction",
@@ -252,13 +255,12 @@ def monte_carlo_section():
     common.show_chart((h + rules).properties(height=260), "Monte Carlo: how the total is spread")
     pct = mc.percentiles.copy()
     pct.index = [STAGE_LABELS.get(i, "Total") for i in pct.index]
-    st.dataframe(pct.reset_index(names="stage"), hide_index=True, width="stretch",
-                 column_config={c: st.column_config.NumberColumn(format="dollar") for c in pct.columns})
+    common.money_table(pct.reset_index(names="stage"), list(pct.columns), {"stage": "Stage"})
     with st.expander("Distributions used"):
-        st.dataframe(pd.DataFrame([{"input": k, "kind": d.kind,
-                                    "parameters": (f"sigma {d.a:.3g} around current" if d.kind == "lognormal"
+        st.dataframe(pd.DataFrame([{"Input": label(k), "Distribution": d.kind.capitalize(),
+                                    "Parameters": (f"sigma {d.a:.3g} around current" if d.kind == "lognormal"
                                                    else f"x{d.a:g} .. x{d.b:g}" + (f" .. x{d.c:g}" if d.kind == "triangular" else "")),
-                                    "why": d.why or "assumption"}
+                                    "Why": d.why or "assumption"}
                                    for k, d in dists.items()]), hide_index=True, width="stretch")
 
 

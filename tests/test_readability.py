@@ -186,8 +186,12 @@ def test_readme_lists_the_apps_pages_and_its_two_commands():
     from shared import ROOT
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     tree = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
+    def hidden(node) -> bool:  # a hidden alias (/overview) is not a page of its own
+        return any(kw.arg == "visibility" and kw.value.value == "hidden" for kw in node.keywords)
+
     titles = [kw.value.value for node in ast.walk(tree) if isinstance(node, ast.Call)
-              and getattr(node.func, "attr", "") == "Page" for kw in node.keywords if kw.arg == "title"]
+              and getattr(node.func, "attr", "") == "Page" and not hidden(node)
+              for kw in node.keywords if kw.arg == "title"]
     listed = re.findall(r"^\| ([A-Z][^|]+?) \| ", readme.split("| page | what it answers |")[1].split("\n\n")[0], re.M)
     assert listed == titles, (listed, titles)
     first_screen = readme.split("---")[0]
@@ -210,3 +214,16 @@ def test_readme_tornado_count_is_the_benchmarks():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     quoted = int(re.search(r"tornado over (\d+) inputs", readme).group(1))
     assert quoted == len(sensitivity.tornado(bench.SCENARIO).table)
+
+
+@pytest.mark.parametrize("value, money, hours", [
+    (31.8e6, "$31.8M", "31.8M GPU-h"), (1.9e6, "$1.90M", "1.90M GPU-h"), (48_000, "$48.0k", "48.0k GPU-h"),
+    (1_643.187, "$1.64k", "1.64k GPU-h"), (612.4, "$612", "612 GPU-h"), (4.567, "$4.57", "4.6 GPU-h"),
+    (999.7, "$1.00k", "1.00k GPU-h"), (999_960.0, "$1.00M", "1.00M GPU-h"), (30e6, "$30.0M", "30.0M GPU-h"),
+    (-2.5e6, "-$2.50M", "-2.50M GPU-h"), (15_969_781.06, "$16.0M", "16.0M GPU-h")])
+def test_money_and_gpu_hours_read_at_three_significant_digits(value, money, hours):
+    """The card's rule ($31.8M, 1.64k GPU-h): three significant digits, trailing zeros kept ($1.90M says
+    it is not $1.9M give or take 50k), a value that rounds up moves to the next unit, never 1.00e+03."""
+    from costcore import fmt
+    assert fmt.usd(value) == money
+    assert fmt.gpu_hours(value) == hours

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # type hints only: api builds on budget (Result.to_dict), not the other way round
     from costcore import api
+from costcore import fmt
 from costcore.scenario import schema
 from costcore.engine.formulas import DAYS_PER_MONTH
 from costcore.engine.kernel import ITEM_PROFILE, ITEM_REUSED
@@ -70,11 +71,12 @@ def budget_status(res: api.Result) -> dict | None:
 def _alert_text(r) -> str:
     label = "Total" if r.scope == "total" else (schema.STAGE_LABELS.get(r.name, r.name) if r.scope == "stage"
                                                 else f"{r.name.capitalize()} (all stages)")
+    # money as a person reads it (3 significant digits); the exact amounts are in the alert's fields
     if r.status == "over":
-        return (f"{label} is over budget: ${r.actual_usd:,.0f} against ${r.budget_usd:,.0f} "
-                f"(${r.over_usd:,.0f}, {r.share_over:.0%} over).")
-    return (f"{label} has passed its warning line: ${r.actual_usd:,.0f} is {r.share_used:.0%} "
-            f"of the ${r.budget_usd:,.0f} budget.")
+        return (f"{label} is over budget: {fmt.usd(r.actual_usd)} against {fmt.usd(r.budget_usd)} "
+                f"({fmt.usd(r.over_usd)}, {r.share_over:.0%} over).")
+    return (f"{label} has passed its warning line: {fmt.usd(r.actual_usd)} is {r.share_used:.0%} "
+            f"of the {fmt.usd(r.budget_usd)} budget.")
 
 
 # ---------------------------------------------------------------------------
