@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -227,3 +228,13 @@ def test_money_and_gpu_hours_read_at_three_significant_digits(value, money, hour
     from costcore import fmt
     assert fmt.usd(value) == money
     assert fmt.gpu_hours(value) == hours
+
+
+def test_readme_shows_three_pages_and_the_images_exist():
+    """Issue 16: the README shows the overview, the fine-tuning methods and the sensitivity pages."""
+    from shared import ROOT
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", readme)
+    assert {Path(i).stem for i in images} >= {"overview", "fine-tuning", "sensitivity"}, images
+    for i in images:
+        assert (ROOT / i).is_file() and (ROOT / i).stat().st_size > 20_000, i
