@@ -113,23 +113,22 @@ def time_chart(plan: dict) -> alt.Chart:
                     "per step", x_axis=alt.Axis(tickCount=8)).properties(height=190)
 
 
-def plans_table(rows: list[dict], chosen: dict) -> pd.DataFrame:
+def plans_table(rows: list[dict], chosen: dict) -> tuple[pd.DataFrame, dict]:
+    """The ten fastest plans as numbers (so a click on a header sorts 9.8 s before 12 s) and the
+    formatter of each measured column."""
     df = pd.DataFrame([{
         "Rank": f"{i + 1} ✓" if _same_layout(p, chosen) else str(i + 1),
-        "Step time": f"{fmt.num(p['step_time_s'])} s",
-        "MFU": _pct(p["mfu"]),
-        "Memory per GPU": fmt.gb(p["memory_per_gpu_gb"]),
+        "Step time": p["step_time_s"], "MFU": p["mfu"], "Memory per GPU": p["memory_per_gpu_gb"],
         "TP": p["tp"], "PP": p["pp"], "DP": p["dp"], "CP": p["cp"], "EP": p["ep"],
-        "Micro-batch": p["micro_batch"],
-        "Micro-batches": fmt.num(p["micro_batches"]),
-        "Recompute": p["recompute"].capitalize(),
-        "ZeRO": ZERO_WORDS[p["zero"]],
-        "Chunks": p["interleave"],
-        "SP": "on" if p["sequence_parallel"] else "off",
+        "Micro-batch": p["micro_batch"], "Micro-batches": p["micro_batches"],
+        "Recompute": p["recompute"].capitalize(), "ZeRO": ZERO_WORDS[p["zero"]],
+        "Chunks": p["interleave"], "SP": "on" if p["sequence_parallel"] else "off",
     } for i, p in enumerate(rows)])
     if (df["EP"] == 1).all():  # expert parallelism only means something for a mixture of experts
         df = df.drop(columns="EP")
-    return df
+    formats = {"Step time": lambda v: f"{fmt.num(v)} s", "MFU": _pct, "Memory per GPU": fmt.gb,
+               "Micro-batches": fmt.num}
+    return df, formats
 
 
 training = [s for s in res.stages if s in api.TRAINING_STAGES]
@@ -218,14 +217,13 @@ if top:
     st.caption("The ten fastest layouts that fit in memory with the settings pinned above, fastest first; "
                "✓ marks the one the estimate uses. Chunks: model chunks per pipeline stage (interleaved "
                "schedule); SP: sequence parallelism.")
-    table = plans_table(top, plan)
+    table, formats = plans_table(top, plan)
     helps = {"Micro-batches": "micro-batches per optimizer step",
              "Chunks": "model chunks per pipeline stage (interleaved 1F1B; 1 = not interleaved)",
              "SP": "sequence parallelism (with tensor parallelism)",
              "MFU": "model FLOPs utilization the stage's hours use",
              "TP": "tensor parallel", "PP": "pipeline parallel", "DP": "data parallel", "CP": "context parallel",
              "EP": "expert parallel"}
-    st.dataframe(table, hide_index=True, width="stretch",
-                 column_config={k: st.column_config.Column(k, help=h) for k, h in helps.items()})
+    common.number_table(table, formats, {c: c for c in table.columns}, helps)
 else:
     st.info("No layout fits in memory with the settings pinned above.")
