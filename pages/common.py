@@ -5,7 +5,9 @@ from costcore.
 """
 from __future__ import annotations
 
+import functools
 import html
+import os
 import math
 
 import altair as alt
@@ -591,9 +593,19 @@ def stacked_bar(res: api.Result, stages=None, height: int = 320):
     show_chart(chart, "Cost of each stage by resource")
 
 
+# Altair checks a whole chart against the Vega-Lite JSON schema on every to_dict: 57% of the time
+# the Sensitivity page spent on its charts (py-spy, Dec 2026), on every rerun, for specs the code
+# builds the same way each time. The test suite checks them (tests/conftest.py sets this variable,
+# and every page's charts are drawn through AppTest); a served page skips the check.
+CHECK_CHART_SCHEMA = os.environ.get("COSTCORE_CHECK_CHART_SCHEMA") == "1"
+
+
 def show_chart(chart, title: str) -> None:
     """Every chart with a title in words (tests/test_readability.py checks titles, axes and legends)."""
-    st.altair_chart(chart.properties(title=title), width="stretch")
+    chart = chart.properties(title=title)
+    if not CHECK_CHART_SCHEMA:  # Streamlit calls chart.to_dict() (streamlit/elements/vega_charts.py)
+        object.__setattr__(chart, "to_dict", functools.partial(chart.to_dict, validate=False))  # not a chart property
+    st.altair_chart(chart, width="stretch")
 
 
 STAGE_COLOR_BY_LABEL = {STAGE_LABELS[s]: c for s, c in STAGE_COLORS.items()}

@@ -24,6 +24,10 @@ settings.register_profile("ci", derandomize=True, database=None, print_blob=True
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
+# Every chart a page draws under AppTest is checked against the Vega-Lite schema (a served page skips
+# that check for speed: pages/common.CHECK_CHART_SCHEMA).
+os.environ.setdefault("COSTCORE_CHECK_CHART_SCHEMA", "1")
+
 TESTS = Path(__file__).resolve().parent
 for p in (TESTS.parent, TESTS):
     if str(p) not in sys.path:

@@ -238,3 +238,25 @@ def test_readme_shows_three_pages_and_the_images_exist():
     assert {Path(i).stem for i in images} >= {"overview", "fine-tuning", "sensitivity"}, images
     for i in images:
         assert (ROOT / i).is_file() and (ROOT / i).stat().st_size > 20_000, i
+
+
+def test_charts_are_schema_checked_in_tests_and_drawn_without_the_check_when_served(monkeypatch):
+    """Tests check every chart against the Vega-Lite schema (conftest); a served page skips the check
+    (pages/common.CHECK_CHART_SCHEMA) and must still draw the same chart."""
+    import pages.common as common
+    from streamlit.testing.v1 import AppTest
+    assert common.CHECK_CHART_SCHEMA
+    specs = []
+    for check in (True, False):
+        monkeypatch.setattr(common, "CHECK_CHART_SCHEMA", check)
+
+        def app():
+            import altair as alt
+            import pandas as pd
+            import pages.common as common
+            common.show_chart(alt.Chart(pd.DataFrame({"x": [1, 2], "y": [3, 4]})).mark_bar().encode(x="x:Q", y="y:Q"),
+                              "A chart")
+        at = AppTest.from_function(app).run()
+        assert not at.exception
+        specs.append(at.get("vega_lite_chart")[0].proto.spec)
+    assert specs[0] == specs[1] and '"A chart"' in specs[0]
