@@ -66,12 +66,16 @@ def duration_s(v: float) -> str:
 
 
 def gb(v: float) -> str:
+    """A size given in GB, in the unit that reads best: 96.5 MB (not 0.0965 GB), 63.5 GB, 1.2 TB, 3.4 PB."""
     if not math.isfinite(v):
         return "n/a"
-    if v >= 1e6:
+    a = abs(v)  # the bounds are where 3 significant digits round up to the next unit (999.7 GB -> 1 TB)
+    if a >= 999.5e3:
         return f"{v / 1e6:.3g} PB"
-    if v >= 1e3:
+    if a >= 999.5:
         return f"{v / 1e3:.3g} TB"
+    if 0 < a < 0.9995:
+        return f"{v * 1e3:.3g} MB"
     return f"{v:.3g} GB"
 
 

@@ -260,3 +260,11 @@ def test_charts_are_schema_checked_in_tests_and_drawn_without_the_check_when_ser
         assert not at.exception
         specs.append(at.get("vega_lite_chart")[0].proto.spec)
     assert specs[0] == specs[1] and '"A chart"' in specs[0]
+
+
+@pytest.mark.parametrize("gb, shown", [(0.0965, "96.5 MB"), (0.9996, "1 GB"), (63.5, "63.5 GB"), (999.7, "1 TB"),
+                                       (1234.0, "1.23 TB"), (3.4e6, "3.4 PB")])
+def test_sizes_read_in_the_unit_that_fits(gb, shown):
+    """Issue 16: "0.0965 GB" reads as 96.5 MB; a size that rounds up moves to the next unit."""
+    from costcore import fmt
+    assert fmt.gb(gb) == shown
