@@ -25,6 +25,8 @@ def usd(v: float) -> str:
             if shown is not None:
                 return f"{sign}${shown}{suf}"
         return f"{sign}${a / 1e12:,.0f}T"
+    if a == 0:
+        return "$0"
     return f"{sign}${a:,.0f}" if a >= 10 else f"{sign}${a:.2f}"
 
 

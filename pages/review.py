@@ -130,11 +130,15 @@ else:
 
 b = v["burn"]
 m = st.columns(5)
-m[0].metric("Actual spend", fmt.usd(float(v["actual_usd"])), help=fmt.usd_exact(float(v["actual_usd"])))
 m[1].metric("Plan (billed resources)", fmt.usd(float(v["plan_usd"])), help=fmt.usd_exact(float(v["plan_usd"])))
-m[2].metric("Variance", fmt.usd(float(v["actual_usd"] - v["plan_usd"])))
-m[3].metric("Anomalous days", f"{len(v['anomalies'])}")
-m[4].metric("Waste", fmt.usd(float(sum(w["usd"] for w in v["waste"]))))
+if data is None:  # no bills: no actual, so no variance, anomaly or waste to show (not "-$33.6M")
+    for col, label in zip((m[0], m[2], m[3], m[4]), ("Actual spend", "Variance", "Anomalous days", "Waste")):
+        col.metric(label, "no bills yet", help="Upload bills or job records, or load the sample data.")
+else:
+    m[0].metric("Actual spend", fmt.usd(float(v["actual_usd"])), help=fmt.usd_exact(float(v["actual_usd"])))
+    m[2].metric("Variance", fmt.usd(float(v["actual_usd"] - v["plan_usd"])))
+    m[3].metric("Anomalous days", f"{len(v['anomalies'])}")
+    m[4].metric("Waste", fmt.usd(float(sum(w["usd"] for w in v["waste"]))))
 for name, cross in (("budget", b["budget_crossing"]), ("warning line", b["warning_crossing"])):
     if cross:
         st.caption(f"The {name} ({fmt.usd(float(b['budget_usd'] if name == 'budget' else b['warning_usd']))}) "

@@ -23,6 +23,9 @@ def test_review_page_sample_slicers_and_charts(warm_kernels):
     assert not at.exception, [e.value for e in at.exception]
     assert _metric(at, "Total cost").startswith("$")
     assert len(at.get("vega_lite_chart")) == 1  # the plan's burn, before any bill
+    # before any bill there is no actual: no "$0.00" spend and no "-$33.6M" variance
+    assert all(_metric(at, k) == "no bills yet" for k in ("Actual spend", "Variance", "Anomalous days", "Waste"))
+    assert _metric(at, "Plan (billed resources)").startswith("$")
     at.button(key="review_sample").click()
     at.run()
     assert not at.exception, [e.value for e in at.exception]
