@@ -19,6 +19,7 @@ import socket
 import subprocess
 import tempfile
 from pathlib import Path
+from server_support import NEVER_S  # the one wait limit of the suite (not a speed)
 
 
 class PostgresUnavailable(RuntimeError):
@@ -52,7 +53,7 @@ def _as_db_user(cmd: list[str]) -> list[str]:
 
 
 def _run(cmd: list[str], what: str) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=NEVER_S)
     if proc.returncode != 0:
         raise PostgresUnavailable(f"{what} failed ({proc.returncode}): {(proc.stderr or proc.stdout)[-1500:]}")
 

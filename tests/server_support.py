@@ -31,6 +31,12 @@ APP_STATE_JS = """() => {
 }"""
 
 
+# Not limits a test can fail on: how long a stopped server gets before SIGKILL, and how long one health
+# poll may hang before the next one (running_server polls until its own timeout_s, NEVER_S by default).
+STOP_GRACE_S = 10.0
+HEALTH_POLL_S = 2.0
+
+
 class ServerError(RuntimeError):
     """The server exited or never became healthy; the message carries the end of its log."""
 
@@ -55,11 +61,11 @@ def stop(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
     try:
-        proc.wait(timeout=10)
+        proc.wait(timeout=STOP_GRACE_S)
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+        proc.wait(timeout=STOP_GRACE_S)
 
 
 @contextlib.contextmanager
@@ -85,7 +91,7 @@ def running_server(log: Path, launcher=None, env=None, timeout_s: float | None =
             if proc.poll() is not None:
                 raise ServerError(f"streamlit exited with code {proc.returncode} before it was healthy:\n{tail(log)}")
             try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=HEALTH_POLL_S) as r:
                     if r.read().decode().strip() == "ok":
                         break
             except OSError:

@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from costcore import fmt
 from shared import APP
+from server_support import NEVER_S  # the one wait limit of the suite (not a speed)
 
 
 def _metric(at, label):
@@ -16,7 +17,7 @@ def _metric(at, label):
 
 def test_review_page_sample_slicers_and_charts(warm_kernels):
     from costcore.actuals import report, sample
-    at = AppTest.from_file(APP, default_timeout=180)
+    at = AppTest.from_file(APP, default_timeout=NEVER_S)
     at.run()
     at.switch_page("pages/review.py")
     at.run()

@@ -19,10 +19,11 @@ from costcore import fmt
 from costcore.scenario import share
 
 from shared import APP, PAGES, ROOT  # noqa: F401
+from server_support import NEVER_S  # the one wait limit of the suite (not a speed)
 
 
 def _app(page=None, **params) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
+    at = AppTest.from_file(APP, default_timeout=NEVER_S)
     for k, v in params.items():
         at.query_params[k] = v
     at.run()

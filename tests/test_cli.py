@@ -21,11 +21,12 @@ from shared import run_cli as run_in_process
 from costcore import api
 from costcore.cli import main as cli
 from costcore.scenario.schema import CATALOG
+from server_support import NEVER_S  # the one wait limit of the suite (not a speed)
 
 PRESET = "llama2-7b-pretrain"
 
 
-def run_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: float = NEVER_S) -> subprocess.CompletedProcess:
     """Run ``python -m costcore ARGS`` as a real process from the repository root."""
     return subprocess.run([sys.executable, "-m", "costcore", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)

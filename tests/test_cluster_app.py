@@ -12,12 +12,13 @@ from costcore import fmt
 from costcore.cluster import portfolio, results
 
 from shared import ROOT
+from server_support import NEVER_S  # the one wait limit of the suite (not a speed)
 
 PAGE = str(ROOT / "pages" / "cluster.py")
 
 
 def _page(**params) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=180)
+    at = AppTest.from_file(PAGE, default_timeout=NEVER_S)
     for k, v in params.items():
         at.query_params[k] = v
     at.run()

@@ -26,6 +26,7 @@ from costcore.analysis import finetune
 from costcore.engine import kernel, layout
 from costcore.scenario import schema, share
 from costcore.scenario.hfconfig import parse_hf_config
+from server_support import NEVER_S  # the one wait limit of the suite (not a speed)
 
 N_8B = 8_030_261_248  # Llama-3.1-8B, safetensors
 
@@ -317,7 +318,7 @@ def test_alpaca_and_guanaco_within_25_percent_of_their_published_time():
 def test_workbench_page_picks_a_model_and_8bit_adam_shrinks_the_optimizer(warm_kernels):
     from streamlit.testing.v1 import AppTest
     from shared import APP
-    at = AppTest.from_file(str(APP), default_timeout=120)
+    at = AppTest.from_file(str(APP), default_timeout=NEVER_S)
     at.switch_page("pages/fine-tuning.py")
     at.run()
     assert not at.exception

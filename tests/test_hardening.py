@@ -50,6 +50,7 @@ from costcore.scenario import schema
 from costcore.scenario import share
 from costcore.scenario import yamlio
 from costcore.scenario.schema import BY_PATH, FIELDS, MM_STAGES, PLAN_FIELDS, STAGE_KEYS, STAGES, TOP_LEVEL_KEYS, ScenarioError
+from server_support import NEVER_S  # the one wait limit of the suite (not a speed)
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET_DIR = (ROOT / "presets").resolve()
@@ -511,7 +512,7 @@ def test_cli_set_malformed(capsys):
 # ---------------------------------------------------------------------------
 # 3. The process-level contract (real subprocesses)
 # ---------------------------------------------------------------------------
-def _run_process(args, timeout=300):
+def _run_process(args, timeout=NEVER_S):
     """python -m costcore ARGS; the timeout only stops a hang (speed is benchmarks/bench_refusal.py's job)."""
     proc = subprocess.run([sys.executable, "-m", "costcore", *args], cwd=ROOT, capture_output=True, check=False,
                           timeout=timeout, env=dict(os.environ, PYTHONWARNINGS="ignore"))
@@ -555,7 +556,7 @@ def test_subprocess_contract(tmp_path, case):
 def test_subprocess_valid_file_succeeds(tmp_path):
     p = tmp_path / "ok.yaml"
     p.write_text(yamlio.dump_yaml(api.load_preset("llama3-8b")))
-    proc = _run_process(["estimate", str(p), "--format", "json"], timeout=300)
+    proc = _run_process(["estimate", str(p), "--format", "json"], timeout=NEVER_S)
     assert proc.returncode == 0, proc.stderr.decode()[-600:]
     assert_finite(json.loads(proc.stdout, parse_constant=_reject_constant))
 
@@ -566,7 +567,7 @@ def test_subprocess_name_with_lone_surrogate(tmp_path, fmt_):
     is refused (exit 2, one line) or every output format prints (exit 0); never a traceback."""
     p = tmp_path / "surrogate.yaml"
     p.write_text('name: "half \\ud800 a pair"\nmodel: {params_b: 7}\nstages: {sft: {}}\n')
-    proc = _run_process(["estimate", str(p), "--format", fmt_], timeout=300)
+    proc = _run_process(["estimate", str(p), "--format", fmt_], timeout=NEVER_S)
     err = proc.stderr.decode("utf-8", "replace")
     assert "Traceback" not in err, f"--format {fmt_}: {err[-500:]}"
     assert proc.returncode in (0, 2), f"--format {fmt_}: exit code {proc.returncode}: {err[-500:]}"
@@ -866,7 +867,7 @@ def _markdown_bodies(at) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("page", APP_PAGES)
 def test_app_shows_a_hostile_name_inert(_quiet_apptest, page):
     from streamlit.testing.v1 import AppTest
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=NEVER_S)
     at.query_params["name"] = EVIL_NAME
     at.query_params[EVIL_KEY] = "1"
     at.run()
@@ -890,7 +891,7 @@ def test_app_shows_a_hostile_name_inert(_quiet_apptest, page):
 def test_app_survives_bad_url_values(_quiet_apptest, query):
     """The app, opened with such a link, warns and renders (share.decode must not raise)."""
     from streamlit.testing.v1 import AppTest
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=NEVER_S)
     for k, v in query.items():
         at.query_params[k] = v
     at.run()

@@ -21,6 +21,7 @@ from costcore.scenario import media, schema
 from costcore.scenario.schema import ENCODERS
 from costcore.validation import multimodal as mmv
 from shared import ROOT
+from server_support import NEVER_S  # the one wait limit of the suite (not a speed)
 
 LLAVA = {"llava-1.5-7b-align": 3.5, "llava-1.5-13b-align": 5.5, "llava-1.5-7b-tune": 10.0,
          "llava-1.5-13b-tune": 20.0}
@@ -204,7 +205,7 @@ def test_existing_scenarios_keep_working():
 
 def test_multimodal_page_renders_the_llava_preset():
     from streamlit.testing.v1 import AppTest
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=NEVER_S)
     at.query_params["p"] = "llava-1.5-7b"
     at.switch_page("pages/multimodal.py")
     at.run()

@@ -23,9 +23,10 @@ _TIMED_ASSERT = re.compile(
 _TIMED_HELPER = re.compile(r"with\s+within\(|BAD_INPUT_LIMIT_S|TEST_BUDGET_S|\btimeit\b")
 
 
-# A browser test's own wait limit (timeout=30_000, timeout_s=60.0): on a busy machine a short wait is a timing
-# check in disguise. Browser tests wait server_support.NEVER_S / NEVER_MS, which only a stuck app exceeds.
-_SHORT_WAIT = re.compile(r"\btimeout(_s|_ms)?\s*(:\s*float\s*)?=\s*\d[\d_.]*")
+# A test's own wait limit (timeout=30_000, timeout_s=60.0, AppTest's default_timeout=120, a subprocess's
+# timeout=120): on a busy machine a short wait is a timing check in disguise. Every test waits
+# server_support.NEVER_S / NEVER_MS, which only a stuck app exceeds.
+_SHORT_WAIT = re.compile(r"\b(default_)?timeout(_s|_ms)?\s*(:\s*float\s*)?=\s*\d[\d_.]*")
 
 
 def _sources():
@@ -46,10 +47,9 @@ def test_no_assert_compares_a_duration():
         for m in _TIMED_HELPER.finditer(text):
             line = text[: m.start()].count("\n") + 1
             found.append(f"{path.name}:{line}: {m.group(0)}")
-        if "browser" in path.name:
-            for m in _SHORT_WAIT.finditer(text):
-                line = text[: m.start()].count("\n") + 1
-                found.append(f"{path.name}:{line}: {m.group(0)} (wait server_support.NEVER_S / NEVER_MS)")
+        for m in _SHORT_WAIT.finditer(text):
+            line = text[: m.start()].count("\n") + 1
+            found.append(f"{path.name}:{line}: {m.group(0)} (wait server_support.NEVER_S / NEVER_MS)")
     assert not found, "wall-clock assertions in the suite (move them to benchmarks/):\n" + "\n".join(found)
 
 
@@ -60,6 +60,8 @@ def test_the_checker_catches_the_old_patterns():
     for s in samples:
         assert _TIMED_ASSERT.search(s) or _TIMED_HELPER.search(s), s
     assert not _TIMED_ASSERT.search("    assert memory_s > compute_s  # model seconds, not the clock")
-    for short in ("expect(x).to_have_count(4, timeout=30_000)", "def f(page, timeout_s: float = 60.0):"):
+    for short in ("expect(x).to_have_count(4, timeout=30_000)", "def f(page, timeout_s: float = 60.0):",
+                  "at = AppTest.from_file(APP, default_timeout=120)", "subprocess.run(cmd, timeout=120)"):
         assert _SHORT_WAIT.search(short), short
     assert not _SHORT_WAIT.search("expect(x).to_have_count(4, timeout=NEVER_MS)")
+    assert not _SHORT_WAIT.search("AppTest.from_file(APP, default_timeout=NEVER_S)")

@@ -23,6 +23,7 @@ from costcore.scenario import schema
 from costcore.errors import ScenarioError
 
 from shared import APP, PAGES, run_cli
+from server_support import NEVER_S  # the one wait limit of the suite (not a speed)
 
 FORGING_NAMES = {
     "ansi_colour": "\x1b[31mred\x1b[0m",
@@ -144,7 +145,7 @@ def downloads(monkeypatch):
 @pytest.mark.parametrize("name", ['=HYPERLINK("http://evil.example","x")', "@SUM(A1)", "-1+2"])
 def test_every_download_button_neutralises_formulas(downloads, name):
     for page in PAGES:
-        at = AppTest.from_file(APP, default_timeout=120)
+        at = AppTest.from_file(APP, default_timeout=NEVER_S)
         at.query_params["p"] = "pipeline-70b"
         at.query_params["name"] = name
         at.run()

@@ -25,6 +25,7 @@ from shared import ROOT
 
 from costcore import api
 from costcore.scenario.schema import RESOURCES, STAGES
+from server_support import NEVER_S  # the one wait limit of the suite (not a speed)
 
 PRESET_DIR = ROOT / "presets"
 PRESET_PATHS = sorted(PRESET_DIR.glob("*.yaml"))
@@ -37,7 +38,7 @@ STAGE_KEYS = ("gpu_hours", "productive_gpu_hours", "wall_days", "usd", "usd_tota
 REL = 1e-9
 
 
-def run_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: float = NEVER_S) -> subprocess.CompletedProcess:
     """Run ``python -m costcore ARGS`` from the repository root."""
     return subprocess.run([sys.executable, "-m", "costcore", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)

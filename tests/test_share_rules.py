@@ -20,6 +20,7 @@ from costcore.cli import main as cli
 from costcore.scenario import schema
 from costcore.scenario import share
 from costcore.scenario.schema import ScenarioError
+from server_support import NEVER_S  # the one wait limit of the suite (not a speed)
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET = "pipeline-70b"
@@ -115,7 +116,7 @@ def test_lists_of_one_value_and_plain_text_decode_alike():
 
 def test_app_refuses_a_repeated_parameter():
     from streamlit.testing.v1 import AppTest
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=NEVER_S)
     at.query_params["p"] = PRESET
     at.query_params["model.params_b"] = ["7", "8"]
     at.run()
