@@ -85,63 +85,52 @@ def bench_rerun(moves: int) -> None:
           f"min {min(ms):.1f} ms, max {max(ms):.1f} ms   (target median <= 100 ms)")
 
 
-def bench_sensitivity(moves: int) -> None:
-    """Server-side rerun of the sensitivity page (tornado, sweep, heatmap, 100K-sample Monte Carlo,
-    budget solver) after moving the tornado's range slider. Target: <= 300 ms."""
+def _page_reruns(page: str, moves: int, move, target_ms: int, preset: str | None = None) -> None:
+    """Open ``page`` in AppTest, time its first run, then ``moves`` reruns after ``move(at, i)``."""
     import logging
 
     from streamlit.testing.v1 import AppTest
 
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").setLevel(logging.ERROR)
-    print(f"(c) sensitivity page rerun after a slider move ({moves} moves, AppTest)")
     at = AppTest.from_file(str(APP), default_timeout=120)
+    if preset:
+        at.query_params["p"] = preset
     at.run()
-    at.switch_page("pages/sensitivity.py")
+    at.switch_page(page)
     t = time.perf_counter()
     at.run()
     print(f"    first run of the page: {(time.perf_counter() - t) * 1000:,.0f} ms")
     if at.exception:
         print("    the page raised:", [e.value for e in at.exception])
         return
-    values = [0.1, 0.15, 0.2, 0.25, 0.3, 0.35]
     times = []
     for i in range(moves):
-        at.slider(key="tor_rel").set_value(values[i % len(values)])
+        move(at, i)
         t = time.perf_counter()
         at.run()
         times.append((time.perf_counter() - t) * 1000)
     print(f"    rerun time: median {statistics.median(times):.1f} ms, p95 {pct(times, 95):.1f} ms, "
-          f"max {max(times):.1f} ms   (target <= 300 ms)")
+          f"max {max(times):.1f} ms   (target <= {target_ms} ms)")
+
+
+def bench_sensitivity(moves: int) -> None:
+    """Server-side rerun of the sensitivity page (tornado, sweep, heatmap, 100K-sample Monte Carlo,
+    budget solver) after moving the tornado's range slider. Target: <= 300 ms."""
+    print(f"(c) sensitivity page rerun after a slider move ({moves} moves, AppTest)")
+    values = [0.1, 0.15, 0.2, 0.25, 0.3, 0.35]
+    _page_reruns("pages/sensitivity.py", moves,
+                 lambda at, i: at.slider(key="tor_rel").set_value(values[i % len(values)]), 300)
 
 
 def bench_multimodal(moves: int) -> None:
     """Server-side rerun of the Multimodal page (LLaVA-1.5-7B preset: phase table, media lines, two sweeps
     of one batch call each) after moving the instruction-tuning phase's text-tokens slider. Target <= 100 ms."""
-    import logging
-
-    from streamlit.testing.v1 import AppTest
-
-    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").setLevel(logging.ERROR)
     print(f"(d) multimodal page rerun after a slider move ({moves} moves, AppTest, llava-1.5-7b)")
-    at = AppTest.from_file(str(APP), default_timeout=120)
-    at.query_params["p"] = "llava-1.5-7b"
-    at.run()
-    at.switch_page("pages/multimodal.py")
-    t = time.perf_counter()
-    at.run()
-    print(f"    first run of the page: {(time.perf_counter() - t) * 1000:,.0f} ms")
-    if at.exception:
-        print("    the page raised:", [e.value for e in at.exception])
-        return
-    times = []
-    for i in range(moves):
+
+    def move(at, i):
         slider = [s for s in at.slider if s.label == "Text tokens per sample"][-1]  # the tuning phase's
         slider.set_value(200.0 + 10.0 * (i % 10))
-        t = time.perf_counter()
-        at.run()
-        times.append((time.perf_counter() - t) * 1000)
-    print(f"    rerun time: median {statistics.median(times):.1f} ms, p95 {pct(times, 95):.1f} ms, "
-          f"max {max(times):.1f} ms   (target <= 100 ms)")
+    _page_reruns("pages/multimodal.py", moves, move, 100, preset="llava-1.5-7b")
 
 
 # ---------------------------------------------------------------------------

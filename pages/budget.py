@@ -41,7 +41,8 @@ else:
     show = lines.copy()
     show["name"] = [STAGE_LABELS.get(n, n) for n in show.name]
     show["scope"] = show.scope.str.capitalize()
-    show["name"] = show.name.str.capitalize()  # a resource's name ("compute"); stages are already words
+    # a resource's name ("compute") gets its capital; a stage's label keeps its own ("Preference alignment (DPO)")
+    show["name"] = [n[:1].upper() + n[1:] for n in show.name]
     show["status"] = show.status.map({"ok": "Within budget", "warning": "Past the warning line", "over": "Over budget"})
     common.money_table(show[["scope", "name", "budget_usd", "warning_usd", "actual_usd", "share_used", "status"]],
                        ["budget_usd", "warning_usd", "actual_usd"],

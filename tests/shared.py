@@ -14,6 +14,18 @@ PAGES = ["pages/overview.py", "pages/pretraining.py", "pages/post-training.py",
          "pages/budget.py", "pages/compare.py", "pages/validation.py", "pages/job-layout.py", "pages/glossary.py"]
 
 
+def app_pages() -> list[dict]:
+    """Every st.Page of app.py, read from its source: {"url_path", "title", "hidden"} in order."""
+    import ast
+    out = []
+    for node in ast.walk(ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "Page":
+            kw = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
+            out.append({"url_path": kw.get("url_path", ""), "title": kw["title"],
+                        "hidden": kw.get("visibility") == "hidden"})
+    return out
+
+
 def _short(argv):
     return [a if len(a) < 300 else a[:60] + f"...({len(a):,} chars)" for a in argv]
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from server_support import CHROMIUM_ARGS, NEVER_MS, NEVER_S, ROOT, require_chromium, server_for_tests, wait_idle
+from shared import app_pages
 SHOTS = ROOT / "artifacts" / "screenshots"
 
 SERVER_START_TIMEOUT_S = NEVER_S      # the first start may compile the numba kernels
@@ -360,17 +361,6 @@ def readability_problems(page) -> list[str]:
     return out
 
 
-def _declared_pages() -> list[tuple[str, str]]:
-    """(url_path, title) of every st.Page in app.py, read from its source."""
-    import ast
-    out = []
-    for node in ast.walk(ast.parse((ROOT / "app.py").read_text())):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "Page":
-            kw = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
-            out.append((kw.get("url_path", ""), kw["title"]))
-    return out
-
-
 def test_every_page_renders_with_charts_and_screenshots(server, context):
     """Every page by its url path: title, Total cost, drawn charts, no exception, no
     "Page not found", a share link that opens the same page; plus a full-page screenshot.
@@ -392,8 +382,8 @@ def test_every_page_renders_with_charts_and_screenshots(server, context):
             pages[href] = title
     # every url_path app.py declares, hidden ones and those behind the sidebar's "View more" too,
     # must open its page from a deep link
-    for path, title in _declared_pages():
-        pages.setdefault(path, title)
+    for pg in app_pages():
+        pages.setdefault(pg["url_path"], pg["title"])
     for i, (path, title) in enumerate(pages.items()):
         page.goto(f"{server}/{path}")
         total = _total_cost(page, FIRST_LOAD_TIMEOUT_MS)

@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from costcore.scenario.schema import FIELDS, PLAN_FIELDS, STAGES
 from shared import APP
+from server_support import NEVER_S  # the one wait limit of the suite (not a speed)
 
 ALL_FIELDS = FIELDS + PLAN_FIELDS
 RAW_KEYS = {f.path for f in ALL_FIELDS} | set(STAGES)
@@ -94,7 +95,7 @@ def chart_problems(proto) -> list[str]:
 
 @pytest.mark.parametrize("page", PAGES)
 def test_every_chart_has_a_title_axis_titles_and_legend_words(page):
-    at = AppTest.from_file(APP, default_timeout=120)
+    at = AppTest.from_file(APP, default_timeout=NEVER_S)
     at.run()
     at.switch_page(page)
     at.run()
@@ -168,7 +169,7 @@ def test_glossary_explains_each_term_with_a_formula_and_a_source():
     assert len(terms) >= 15
     for t in terms:
         assert set(t) == {"term", "means", "formula", "source"} and all(str(v).strip() for v in t.values()), t
-    at = AppTest.from_file(APP, default_timeout=120)
+    at = AppTest.from_file(APP, default_timeout=NEVER_S)
     at.run()
     at.switch_page("pages/glossary.py")
     at.run()
@@ -183,16 +184,10 @@ def test_glossary_explains_each_term_with_a_formula_and_a_source():
 # The README matches the app
 # ---------------------------------------------------------------------------
 def test_readme_lists_the_apps_pages_and_its_two_commands():
-    import ast
     from shared import ROOT
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    tree = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
-    def hidden(node) -> bool:  # a hidden alias (/overview) is not a page of its own
-        return any(kw.arg == "visibility" and kw.value.value == "hidden" for kw in node.keywords)
-
-    titles = [kw.value.value for node in ast.walk(tree) if isinstance(node, ast.Call)
-              and getattr(node.func, "attr", "") == "Page" and not hidden(node)
-              for kw in node.keywords if kw.arg == "title"]
+    from shared import app_pages
+    titles = [pg["title"] for pg in app_pages() if not pg["hidden"]]  # a hidden alias (/overview) is no page of its own
     listed = re.findall(r"^\| ([A-Z][^|]+?) \| ", readme.split("| page | what it answers |")[1].split("\n\n")[0], re.M)
     assert listed == titles, (listed, titles)
     first_screen = readme.split("---")[0]
