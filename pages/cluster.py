@@ -98,12 +98,19 @@ def _knobs(ss, base) -> dict:
     return k
 
 
+def _row(project: str, run: int, runs: int) -> str:
+    return project if runs == 1 else f"{project}, run {run} of {runs}"
+
+
 def _gantt(res) -> None:
     seg = res.segment_table
+    projects = res.portfolio.projects
     seg = seg.assign(stage_name=[STAGE_LABELS[s] for s in seg["stage"]],
-                     start=[fmt.days(v) for v in seg["start_day"]], end=[fmt.days(v) for v in seg["end_day"]])
-    order = list(res.project_table.sort_values(["team", "start_day"])["project"])
-    base = alt.Chart(seg).encode(y=alt.Y("project:N", sort=order, title="Project",
+                     start=[fmt.days(v) for v in seg["start_day"]], end=[fmt.days(v) for v in seg["end_day"]],
+                     row=[_row(p, r, projects[p].runs) for p, r in zip(seg["project"], seg["run"])])
+    order = [_row(p, r, n) for p, n in res.project_table.sort_values(["team", "start_day"])[["project", "runs"]]
+             .itertuples(index=False) for r in range(1, n + 1)]
+    base = alt.Chart(seg).encode(y=alt.Y("row:N", sort=order, title="Project (a sweep: one row per run)",
                                          axis=alt.Axis(labelOverlap=False, labelLimit=220)))
     bars = base.mark_bar(height=10, strokeWidth=2).encode(
         x=alt.X("start_day:Q", title="Day of the horizon", scale=alt.Scale(domain=[0, res.horizon_h / 24.0])),
@@ -112,7 +119,7 @@ def _gantt(res) -> None:
         opacity=alt.Opacity("how:N", title="Segment", scale=alt.Scale(
             domain=["Ran to the end", "Preempted", "Burst (on-demand or spot)"], range=[1.0, 0.45, 0.7])),
         stroke=alt.condition(alt.datum.preempted, alt.value("#d62728"), alt.value(None)),
-        tooltip=[alt.Tooltip("project:N", title="Project"), alt.Tooltip("stage_name:N", title="Stage"),
+        tooltip=[alt.Tooltip("row:N", title="Project"), alt.Tooltip("stage_name:N", title="Stage"),
                  alt.Tooltip("gpus:Q", title="GPUs"), alt.Tooltip("start:N", title="Start"),
                  alt.Tooltip("end:N", title="End"), alt.Tooltip("how:N", title="Ended")])
     common.show_chart(bars.properties(height=alt.Step(18)),

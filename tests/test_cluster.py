@@ -119,6 +119,49 @@ def test_any_project_alone_costs_its_estimate_whatever_the_pool_and_the_idle_rul
     assert res.attribution["cents"].sum() == res.total_cents
 
 
+def test_a_sweep_runs_its_chains_side_by_side_and_buys_its_data_once(warm_kernels):
+    # 3 runs of the LoRA scenario (CPT, SFT, eval on 8 GPUs each) on 32 GPUs: the runs start together;
+    # the first carries the whole estimate, the other two only what a run repeats (by hand below)
+    pf = {"horizon_days": 30,
+          "pools": {"a": {"gpu": "a100-80gb", "gpus": 32, "reserved_usd_per_gpu_hour": 1.2}},
+          "teams": {"t": {"quota_gpus": 32}},
+          "projects": {"sweep": {"team": "t", "preset": "vertical-7b-lora", "runs": 3, "deadline_day": 20},
+                       "next": {"team": "t", "preset": "qlora-single-gpu", "after": ["sweep"]}}}
+    p = portfolio.load(pf)
+    res = results.ClusterModel(p).run()
+    alone = api.estimate(p.projects["sweep"].scenario)
+    jobs = res.job_table[res.job_table["project"] == "sweep"]
+    assert sorted(jobs["run"].unique()) == [1, 2, 3] and len(jobs) == 3 * len(alone.stages)
+    firsts = jobs.groupby("run")["start_day"].min()
+    assert (firsts == 0.0).all()  # 24 of 32 GPUs: all three chains run at once
+    data_once = ("data.acquisition", "data.cleaning", "data.labeling", "labor.team", "ops.platform",
+                 "storage.dataset", "storage.media")
+    keys = [k for k, *_ in api.LINE_ITEMS]
+    repeat = np.array([0.0 if k in data_once or k.startswith("data.") and k != "data.human_eval" else 1.0
+                       for k in keys])
+    repeat[keys.index("compute.media_preprocessing")] = 0.0
+    by_hand = alone.total_usd + 2 * float((alone.items * repeat).sum())
+    row = res.project_table.set_index("project").loc["sweep"]
+    assert row["runs"] == 3 and row["usd"] == pytest.approx(by_hand, abs=0.02)
+    assert row["gpu_hours"] == pytest.approx(3 * alone.gpu_hours, rel=1e-12)
+    assert row["usd"] < 3 * alone.total_usd  # the data and the team are not bought three times
+    # `next` waits for every run of the sweep
+    nxt = res.job_table[res.job_table["project"] == "next"]["start_day"].min()
+    assert nxt == pytest.approx(jobs["finish_day"].max())
+    assert res.attribution["cents"].sum() == res.total_cents
+    ids = focus.focus_frame(res)["ResourceId"]
+    assert any("/sweep/run-3/" in i for i in ids) and not any("/next/run-" in i for i in ids)
+
+
+@pytest.mark.parametrize("runs", [0, 2.5, "3", 1001])
+def test_a_bad_number_of_runs_is_named(runs):
+    pf = copy.deepcopy(SMALL)
+    pf["projects"]["lora"]["runs"] = runs
+    with pytest.raises(ScenarioError, match=r"1 to 1,000 runs") as err:
+        portfolio.load(pf)
+    assert err.value.path == "projects.lora.runs"
+
+
 def test_nodes_give_the_gpus_and_the_cluster_storage_prices_reach_every_project():
     pf = copy.deepcopy(SMALL)
     pf["pools"]["a100"] = {"gpu": "a100-80gb", "nodes": 2}

@@ -1,11 +1,12 @@
 """Exports of a cluster's attribution: FOCUS 1.x cost and usage rows, and a plain CSV.
 
 FOCUS (FinOps Open Cost and Usage Specification, focus.finops.org, 1.0/1.1 column names): one row
-per attribution row of :meth:`ClusterResult.attribution_rows` (project x stage x resource type, and
-each team's idle share). BilledCost = EffectiveCost = the row's whole cents; ListCost prices the
+per attribution row of :meth:`ClusterResult.attribution_rows` (project x run x stage x resource type,
+and each team's idle share). BilledCost = EffectiveCost = the row's whole cents; ListCost prices the
 row's GPU time at the catalog's on-demand price (costcore/data/hardware.yaml) and every other
 resource at what it costs; ChargePeriodStart/End span the job's first start to its finish (idle rows:
-the horizon); Tags is a JSON object with project, team, model_version, task_type, stage (and pool).
+the horizon); Tags is a JSON object with project, team, model_version, task_type, stage (and pool; and run, from 1,
+for a project that is a sweep of several runs, whose ResourceId then names the run).
 Every cell goes through ``costcore.fmt.to_csv`` (formula cells neutralised), and Tags is written by
 ``json.dumps``, so a name from the portfolio cannot forge a column or a row.
 """
@@ -32,7 +33,7 @@ SERVICE = {"compute": ("GPU cluster", "Compute"), "hidden": ("GPU cluster", "Com
            "storage": ("Object storage", "Storage"), "network": ("Data transfer", "Networking"),
            "data": ("Training data", "AI and Machine Learning"), "labor": ("Team", "Other"),
            "ops": ("Platform and operations", "Other")}
-PLAIN_COLUMNS = ("project", "team", "model_version", "task_type", "stage", "resource", "pool", "usd")
+PLAIN_COLUMNS = ("project", "team", "model_version", "task_type", "stage", "run", "resource", "pool", "usd")
 
 
 def _list_ratio(res: "cr.ClusterResult") -> np.ndarray:
@@ -76,11 +77,14 @@ def focus_frame(res: "cr.ClusterResult", rule: str | None = None) -> pd.DataFram
                  if v.reserved_usd_per_gpu_hour > 0 else 1.0 for p, v in pools.items()}
     lst = np.where(is_job, lst, [idle_list[p] for p in df["pool"]])
     billed = df["cents"].to_numpy() / 100.0
+    projects = res.portfolio.projects
+    sweep = [r.job >= 0 and projects[r.project].runs > 1 for r in df.itertuples()]
     tags = [json.dumps({"project": r.project, "team": r.team, "model_version": r.model_version,
-                        "task_type": r.task_type, "stage": r.stage, "pool": r.pool}, ensure_ascii=False)
-            for r in df.itertuples()]
-    ids = [f"{r.pool}/{r.project}/{r.stage}/{r.resource}" if r.job >= 0 else f"{r.pool}/idle/{r.team}"
-           for r in df.itertuples()]
+                        "task_type": r.task_type, "stage": r.stage, "pool": r.pool,
+                        **({"run": int(r.run)} if sw else {})}, ensure_ascii=False)
+            for r, sw in zip(df.itertuples(), sweep)]
+    ids = [(f"{r.pool}/{r.project}/" + (f"run-{int(r.run)}/" if sw else "") + f"{r.stage}/{r.resource}")
+           if r.job >= 0 else f"{r.pool}/idle/{r.team}" for r, sw in zip(df.itertuples(), sweep)]
     out = pd.DataFrame({
         "BillingPeriodStart": _iso(start, [0.0])[0], "BillingPeriodEnd": _iso(start, [res.horizon_h])[0],
         "ChargePeriodStart": _iso(start, t0), "ChargePeriodEnd": _iso(start, t1),

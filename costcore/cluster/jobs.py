@@ -6,6 +6,12 @@ come from ``costcore.api.estimate`` of the project's scenario placed on its pool
 the pool's burst price prices the GPU time of a job that bursts. Estimates are cached by scenario
 content: pool size, quotas, priorities and burst on/off never change them, so a what-if only re-runs
 the scheduler.
+
+A project with ``runs: N`` is a sweep (seeds, hyperparameters, ablations): N chains of the same jobs, which
+may run side by side. Its first run carries every dollar of the estimate; each further run carries only the
+line items that a run repeats (:data:`RUN_REPEATS`: GPU time, hidden GPU time, checkpoints, transfers, human
+evaluation), not what the project buys or staffs once (data acquisition, cleaning, labeling and synthesis,
+licences, media preprocessing, dataset storage, team, platform).
 """
 from __future__ import annotations
 
@@ -24,6 +30,10 @@ from costcore.cluster.portfolio import Portfolio
 
 # line items that are GPU time (productive + hidden): their sum is the stat gpu_usd = gpu_hours x price
 GPU_ITEMS = np.array([ek.I_COMPUTE, ek.I_HID_FAIL, ek.I_HID_STALL, ek.I_HID_IDLE, ek.I_HID_EXP, ek.I_HID_FAILED])
+# line items a further run of a sweep repeats: neither fixed (kernel ITEM_FIXED) nor data a repeat reuses
+# (ITEM_REUSED) nor one-off set-up work (profile "setup")
+RUN_REPEATS = np.array([(1.0 - ek.ITEM_FIXED[i]) * (1.0 - ek.ITEM_REUSED[i]) * (ek.ITEM_PROFILE[i] != "setup")
+                        for i in range(ek.NI)])
 _CACHE: dict = {}
 _CACHE_MAX = 4096
 
@@ -76,40 +86,53 @@ class JobTable:
     items_reserved: np.ndarray  # (n, line items) $ at the reserved price
     items_burst: np.ndarray     # (n, line items) $ at the burst price
     pred: list               # predecessor job indices per job
+    run: np.ndarray = None   # run of its project's sweep (0: the first), int64
 
 
 def project_jobs(pf: Portfolio, estimates: dict) -> JobTable:
-    """The job table of every project, stages in order, the first stage after the ``after`` projects."""
+    """The job table of every project, run by run, stages in order; the first stage of every run waits
+    for every run of the ``after`` projects."""
     names = list(pf.projects)
     teams, pools = list(pf.teams), list(pf.pools)
-    rows: dict = {k: [] for k in ("project", "stage", "team", "pool", "gpus", "work_h", "ckpt_h", "restart_h",
-                                  "start_h", "ir", "ib", "pred")}
+    rows: dict = {k: [] for k in ("project", "run", "stage", "team", "pool", "gpus", "work_h", "ckpt_h",
+                                  "restart_h", "start_h", "ir", "ib", "pred")}
     last: dict = {}
-    first: dict = {}
+    firsts: dict = {}
     for pi, name in enumerate(names):
         p, e = pf.projects[name], estimates[name]
-        res = e.reserved
-        prev = -1
-        for s in res.stages:
-            i = schema.STAGES.index(s)
-            g = max(int(round(res.stats[i, ek.K_GPUS])), 1)
-            k = len(rows["project"])
-            for col, v in (("project", pi), ("stage", s), ("team", teams.index(p.team)), ("pool", pools.index(p.pool)),
-                           ("gpus", g), ("work_h", float(res.stats[i, ek.K_GPU_H]) / g),
-                           ("ckpt_h", float(res.stats[i, ek.K_CKPT_INT])), ("restart_h", e.restart_h),
-                           ("start_h", p.start_day * rules.HOURS_PER_DAY), ("ir", res.items[i]),
-                           ("ib", e.burst.items[i]), ("pred", [prev] if prev >= 0 else None)):
-                rows[col].append(v)
-            first.setdefault(name, k)
-            prev = k
-        last[name] = prev
-    for name, k in first.items():  # the first job of a project waits for its `after` projects
-        rows["pred"][k] = [last[a] for a in pf.projects[name].after if last.get(a, -1) >= 0]
+        for run in range(p.runs):
+            k0 = len(rows["project"])
+            _append_run(rows, pi, run, teams.index(p.team), pools.index(p.pool), p.start_day, e)
+            if len(rows["project"]) > k0:
+                firsts.setdefault(name, []).append(k0)
+                last.setdefault(name, []).append(len(rows["project"]) - 1)
+    for name, ks in firsts.items():  # the first job of each run waits for the `after` projects
+        wait = [q for a in pf.projects[name].after for q in last.get(a, [])]
+        for k in ks:
+            rows["pred"][k] = list(wait)
     return JobTable(np.array(rows["project"], dtype=np.int64), rows["stage"], np.array(rows["team"], dtype=np.int64),
                     np.array(rows["pool"], dtype=np.int64), np.array(rows["gpus"], dtype=np.int64),
                     np.array(rows["work_h"]), np.array(rows["ckpt_h"]), np.array(rows["restart_h"]),
                     np.array(rows["start_h"]), np.array(rows["ir"]).reshape(-1, ek.NI),
-                    np.array(rows["ib"]).reshape(-1, ek.NI), rows["pred"])
+                    np.array(rows["ib"]).reshape(-1, ek.NI), rows["pred"], np.array(rows["run"], dtype=np.int64))
+
+
+def _append_run(rows: dict, pi: int, run: int, team: int, pool: int, start_day: float, e: ProjectEstimate) -> None:
+    """One run's jobs, one per stage of the estimate, each after the one before."""
+    res = e.reserved
+    share = 1.0 if run == 0 else RUN_REPEATS
+    prev = -1
+    for s in res.stages:
+        i = schema.STAGES.index(s)
+        g = max(int(round(res.stats[i, ek.K_GPUS])), 1)
+        k = len(rows["project"])
+        for col, v in (("project", pi), ("run", run), ("stage", s), ("team", team), ("pool", pool), ("gpus", g),
+                       ("work_h", float(res.stats[i, ek.K_GPU_H]) / g), ("ckpt_h", float(res.stats[i, ek.K_CKPT_INT])),
+                       ("restart_h", e.restart_h), ("start_h", start_day * rules.HOURS_PER_DAY),
+                       ("ir", res.items[i] * share), ("ib", e.burst.items[i] * share),
+                       ("pred", [prev] if prev >= 0 else None)):
+            rows[col].append(v)
+        prev = k
 
 
 def check_fits(pf: Portfolio, jt: JobTable) -> None:
@@ -132,11 +155,15 @@ def check_fits(pf: Portfolio, jt: JobTable) -> None:
 
 
 def latest_starts(pf: Portfolio, jt: JobTable) -> np.ndarray:
-    """Each job's latest start that meets its project's deadline (rules.latest_start_hours), h."""
+    """Each job's latest start that meets its project's deadline (rules.latest_start_hours, run by run of a
+    sweep: every run must end by the deadline), h."""
     out = np.full(len(jt.gpus), math.inf)
     for pi, name in enumerate(pf.projects):
-        idx = np.nonzero(jt.project == pi)[0]
         d = pf.projects[name].deadline_day
-        if len(idx) and d is not None:
-            out[idx] = rules.latest_start_hours(d * rules.HOURS_PER_DAY, jt.work_h[idx])
+        if d is None:
+            continue
+        for run in range(pf.projects[name].runs):
+            idx = np.nonzero((jt.project == pi) & (jt.run == run))[0]
+            if len(idx):
+                out[idx] = rules.latest_start_hours(d * rules.HOURS_PER_DAY, jt.work_h[idx])
     return out

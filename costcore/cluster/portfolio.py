@@ -28,6 +28,8 @@ MAX_PROJECTS = 5_000
 MAX_TEAMS = 500
 MAX_POOLS = 20
 MAX_DAYS = 3_660.0  # ten years
+MAX_RUNS = 1_000  # runs of one project's sweep
+MAX_TOTAL_RUNS = 20_000  # runs of all projects together (each run is a chain of up to 9 jobs)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 TOP_KEYS = ("name", "description", "horizon_days", "start_date", "idle_rule", "burst", "storage", "pools", "teams",
             "projects")
@@ -36,7 +38,7 @@ STORAGE_KEYS = ("hot_usd_per_gb_month", "cold_usd_per_gb_month", "object_usd_per
 BURST_KEYS = ("kind", "usd_per_gpu_hour", "max_gpus")
 TEAM_KEYS = ("quota_gpus", "borrowing_limit_gpus", "priority")
 PROJECT_KEYS = ("team", "preset", "scenario", "set", "model_version", "task_type", "start_day", "deadline_day",
-                "priority", "after", "pool")
+                "priority", "after", "pool", "runs")
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,7 @@ class Project:
     priority: int | None = None
     after: tuple = ()
     preset: str = ""
+    runs: int = 1  # a sweep: this many runs of the scenario (seeds, hyperparameters, ablations), each its own chain
 
 
 @dataclass(frozen=True)
@@ -302,9 +305,10 @@ def _project(name: str, d, pools: dict, teams: dict, storage: dict) -> Project:
         after = [after]
     if not isinstance(after, list) or not all(isinstance(a, str) for a in after):
         raise ScenarioError(f"{path}.after", "must be a list of project names")
+    runs = int(number(d.get("runs", 1), f"{path}.runs", 1, MAX_RUNS, "runs", integer=True))
     return Project(name, team, scn, pool, _text(d.get("model_version"), f"{path}.model_version") or name,
                    _text(d.get("task_type"), f"{path}.task_type") or "training", start, deadline, prio,
-                   tuple(after), preset)
+                   tuple(after), preset, runs)
 
 
 def check_capacity(pools: dict, teams: dict) -> None:
@@ -371,5 +375,10 @@ def validate(data: Any) -> Portfolio:
     storage = {k: number(v, f"storage.{k}", 0, 100, "$/GB-month") for k, v in storage.items()}
     projects = {n: _project(n, v, pools, teams, storage) for n, v in _entries(d, "projects", MAX_PROJECTS).items()}
     _check_dependencies(projects)
+    total_runs = sum(p.runs for p in projects.values())
+    if total_runs > MAX_TOTAL_RUNS:
+        big = max(projects.values(), key=lambda p: p.runs)
+        raise ScenarioError(f"projects.{big.name}.runs", f"the projects' runs add up to {total_runs:,}, more than "
+                            f"the {MAX_TOTAL_RUNS:,} one portfolio may hold (the largest sweep is {big.name}'s)")
     return Portfolio(_text(d.get("name"), "name") or "Shared cluster", horizon, start, rule, burst, pools, teams,
                      projects, _text(d.get("description"), "description", 2000), storage)

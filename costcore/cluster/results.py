@@ -264,7 +264,7 @@ class ClusterResult:
         return rows
 
     def attribution_rows(self, rule: str | None = None) -> pd.DataFrame:
-        """Every dollar of the cluster, one row per (project, stage, resource type) and per (team, pool)
+        """Every dollar of the cluster, one row per (project, run, stage, resource type) and per (team, pool)
         idle share, in whole cents that add up to :attr:`total_cents` (rules.largest_remainder_cents)."""
         rule = rule or self.portfolio.idle_rule
         pf, jt = self.portfolio, self.jobs
@@ -278,6 +278,7 @@ class ClusterResult:
             "model_version": [pf.projects[p].model_version for p in proj],
             "task_type": [pf.projects[p].task_type for p in proj],
             "stage": [jt.stage[k] for k in jj],
+            "run": jt.run[jj] + 1,
             "resource": [RESOURCE_TYPES[r] for r in rr],
             "pool": [pools[k] for k in jt.pool[jj]],
             "job": jj.tolist(),
@@ -285,7 +286,7 @@ class ClusterResult:
         }
         df = pd.DataFrame(frame)
         idle = pd.DataFrame([{"project": IDLE_PROJECT, "team": t, "model_version": "", "task_type": "",
-                              "stage": "", "resource": IDLE, "pool": p, "job": -1, "usd_float": v}
+                              "stage": "", "run": 0, "resource": IDLE, "pool": p, "job": -1, "usd_float": v}
                              for t, p, v in self._idle_rows(rule) if v > 0])
         df = pd.concat([df, idle], ignore_index=True) if len(idle) else df
         df["cents"] = rules.largest_remainder_cents(df["usd_float"].to_numpy(), self.total_cents)
@@ -310,7 +311,8 @@ class ClusterResult:
     # -- tables ------------------------------------------------------------------------------------
     @cached_property
     def job_table(self) -> pd.DataFrame:
-        """One row per job: project, team, stage, pool, GPUs, ready/start/finish days, hours, GPU-hours."""
+        """One row per job: project, team, run of its sweep (from 1), stage, pool, GPUs, ready/start/finish
+        days, hours, GPU-hours."""
         pf, jt, o = self.portfolio, self.jobs, self.out
         names, teams, pools = list(pf.projects), list(pf.teams), list(pf.pools)
         ready = jt.start_h.copy()
@@ -321,7 +323,7 @@ class ClusterResult:
         wait_h = o[:, ck.O_FINISH] - ready - running_h  # ready but not running
         return pd.DataFrame({
             "project": [names[k] for k in jt.project], "team": [teams[k] for k in jt.team],
-            "stage": jt.stage, "pool": [pools[k] for k in jt.pool], "gpus": jt.gpus,
+            "run": jt.run + 1, "stage": jt.stage, "pool": [pools[k] for k in jt.pool], "gpus": jt.gpus,
             "priority": self.inputs[1][:, ck.J_PRIO], "ready_day": ready / 24.0,
             "start_day": o[:, ck.O_FIRST] / 24.0, "finish_day": o[:, ck.O_FINISH] / 24.0,
             "wait_days": np.where(wait_h > 1e-9, wait_h, 0.0) / 24.0,  # float dust below a microsecond is 0
@@ -332,13 +334,19 @@ class ClusterResult:
 
     @cached_property
     def project_table(self) -> pd.DataFrame:
-        """One row per project: team, start, finish and wait days, deadline met or at risk, GPU-hours, $."""
+        """One row per project: team, runs, start, finish and wait days (a sweep's: its longest-waiting run's),
+        deadline met or at risk, GPU-hours, $."""
         pf, jt = self.portfolio, self.jobs
         j = self.job_table
         pi, n = jt.project, len(pf.projects)
 
         def total(col):
             return np.bincount(pi, weights=j[col].to_numpy(dtype=np.float64), minlength=n)
+        runs = np.array([p.runs for p in pf.projects.values()], dtype=np.int64)
+        chain = np.concatenate([[0], np.cumsum(runs)[:-1]])[pi] + jt.run  # one index per (project, run)
+        run_wait = np.bincount(chain, weights=j["wait_days"].to_numpy(dtype=np.float64), minlength=int(runs.sum()))
+        wait = np.zeros(n)
+        np.maximum.at(wait, np.repeat(np.arange(n), runs), run_wait)
         start = np.full(n, np.inf)
         np.minimum.at(start, pi, np.nan_to_num(j["start_day"].to_numpy(), nan=np.inf))
         fin = j["finish_day"].to_numpy()
@@ -355,8 +363,8 @@ class ClusterResult:
         with np.errstate(invalid="ignore"):
             met = np.where(np.isnan(dl), True, finish <= dl) & ~unfinished
         return pd.DataFrame({
-            "project": list(pf.projects), "team": [p.team for p in pf.projects.values()],
-            "start_day": start, "finish_day": finish, "wait_days": total("wait_days"),
+            "project": list(pf.projects), "team": [p.team for p in pf.projects.values()], "runs": runs,
+            "start_day": start, "finish_day": finish, "wait_days": wait,
             "gpu_hours": total("gpu_hours"), "burst_gpu_hours": total("burst_gpu_hours"),
             "preempted_gpu_hours": total("preempted_gpu_hours"), "lost_gpu_hours": total("lost_gpu_hours"),
             "preemptions": total("preemptions").astype(np.int64), "unfinished": unfinished,
@@ -402,14 +410,16 @@ class ClusterResult:
 
     @cached_property
     def segment_table(self) -> pd.DataFrame:
-        """One row per run segment: project, team, stage, GPUs, start and end day, how it ended."""
+        """One row per run segment: project, team, run of its sweep (from 1), stage, GPUs, start and end day,
+        how it ended."""
         pf, jt, s = self.portfolio, self.jobs, self.segments
         names, teams = list(pf.projects), list(pf.teams)
         j = s[:, 0].astype(np.int64)
         kind = s[:, 3].astype(np.int64)
         words = np.array(["Ran to the end", "Preempted", "Burst (on-demand or spot)"])
         return pd.DataFrame({"project": [names[k] for k in jt.project[j]], "team": [teams[k] for k in jt.team[j]],
-                             "stage": [jt.stage[k] for k in j], "gpus": jt.gpus[j], "start_day": s[:, 1] / 24.0,
+                             "run": jt.run[j] + 1, "stage": [jt.stage[k] for k in j], "gpus": jt.gpus[j],
+                             "start_day": s[:, 1] / 24.0,
                              "end_day": s[:, 2] / 24.0, "how": words[kind], "preempted": kind == ck.KIND_PREEMPTED})
 
     @cached_property
