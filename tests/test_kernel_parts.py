@@ -405,3 +405,33 @@ def test_orchestrator_sums_the_parts():
         if res.uses_layout(s):  # the stage's MFU is its plan's at the sustained share
             assert res.stat(s, "mfu") == res.stat(s, "plan_mfu") * res.vector[IX["efficiency.sustained_fraction"]]
     assert math.isfinite(res.total_usd)
+
+
+def test_the_plan_memo_never_lends_a_plan_across_inputs_the_search_reads():
+    # kernel._plans_of keys its memo on the inputs the plan search reads (~PLAN_FREE): a batch after an
+    # earlier one that differs only in free inputs reuses its plans, and must equal a batch searched afresh
+    from costcore.scenario import loaders
+    base = schema.to_vector(schema.validate(loaders.load_preset("pipeline-70b")))
+    price, seq = IX["hardware.usd_per_gpu_hour"], IX["stages.pretrain.num_gpus"]
+    assert K.PLAN_FREE[price] and not K.PLAN_FREE[seq]
+    idx = np.array([seq])
+    cols = np.array([[256.0, 512.0, 1024.0, 2048.0]])
+    other = base.copy()
+    other[price] *= 1.7
+    K._PLAN_MEMO.clear()
+    K.evaluate_batch(base, idx, cols, full=True)
+    warm = K.evaluate_batch(other, idx, cols, full=True)
+    assert K._PLAN_MEMO  # the memo held plans
+    K._PLAN_MEMO.clear()
+    cold = K.evaluate_batch(other, idx, cols, full=True)
+    np.testing.assert_array_equal(warm, cold)
+    # each row's GPU-hours (GPU counts: different layouts) are those of its own scenario evaluated alone (no memo on that path)
+    sft = STAGES.index("pretrain")
+    plans = set()
+    for k in range(cols.shape[1]):
+        x = other.copy()
+        x[seq] = cols[0, k]
+        _, stats, plan = K._single(x)
+        plans.add(plan[sft].tobytes())
+        assert warm[k, sft, K.NR] == pytest.approx(stats[sft, K.K_GPU_H], rel=1e-9)
+    assert len(plans) > 1  # the rows' own searches found different layouts: a blurred memo would show

@@ -19,6 +19,7 @@ need no lock.
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 from numba import njit, prange
@@ -1201,12 +1202,32 @@ def _plan_free_mask() -> np.ndarray:
 PLAN_FREE = _plan_free_mask()
 
 
+_PLAN_MEMO: dict = {}
+_PLAN_MEMO_MAX = 8192
+_PLAN_MEMO_LOCK = threading.Lock()
+
+
+def _plans_of(x, reuse: float) -> np.ndarray:
+    """The plans (per stage) of scenario ``x``, searched once per distinct value of the inputs the
+    search reads (``~PLAN_FREE``; process-wide memo): a sweep or a rerun that moves only plan-free
+    inputs (price, epochs, samples, data, people) never searches again. A copy: the memo's stays as found."""
+    key = (x[~PLAN_FREE].tobytes(), reuse)
+    got = _PLAN_MEMO.get(key)
+    if got is None:
+        got = _single(x, reuse)[2]
+        with _PLAN_MEMO_LOCK:
+            if len(_PLAN_MEMO) >= _PLAN_MEMO_MAX:
+                _PLAN_MEMO.clear()
+            _PLAN_MEMO[key] = got
+    return got.copy()
+
+
 def _row_plans(base, idx, cols, replan: bool):
     """(plans per distinct combination, index per row) for a batch: each combination of the varied
     inputs the plan search reads is searched once (the base's always); with ``replan=False`` every
     row keeps the base's plans (Monte Carlo: the layout is a decision, not an uncertain input)."""
     n = cols.shape[1]
-    _, _, base_plans = _single(base)
+    base_plans = _plans_of(base, 0.0)
     rel = ~PLAN_FREE[idx]
     if not replan or not rel.any():
         return base_plans[None], np.zeros(n, dtype=np.int64)
@@ -1225,7 +1246,7 @@ def _row_plans(base, idx, cols, replan: bool):
     x = base.copy()
     for u, key in enumerate(keys):
         x[rel_idx] = key
-        out[u + 1] = _single(x, -1.0)[2]  # the batch's outputs carry no GPU minimum
+        out[u + 1] = _plans_of(x, -1.0)  # the batch's outputs carry no GPU minimum
     row_plan[other] = inverse.reshape(-1) + 1
     return out, row_plan
 
