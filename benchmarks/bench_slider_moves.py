@@ -75,8 +75,8 @@ def read_runs(path: Path, since: float) -> list[tuple[float, bool, bool]]:
 
 def bench_page(page, base: str, url_path: str, log: Path, moves: int) -> dict:
     page.goto(f"{base}/{url_path}")
-    page.wait_for_selector('[data-testid="stMain"]', timeout=server_support.NEVER_MS)
-    wait_idle(page)
+    page.wait_for_selector('[data-testid="stMain"] h1', timeout=server_support.NEVER_MS)  # the page's title
+    wait_idle(page, quiet_s=1.5)
     n = page.locator(THUMBS).count()
     rec = {"sliders": n, "frag": [], "full": [], "cut": 0, "silent": 0, "slow": {}}
     for i in range(n):
@@ -115,9 +115,9 @@ def main() -> None:
     chromium = shutil.which("chromium")
     if not chromium:
         raise SystemExit("no chromium on PATH")
-    pages = [p for p in app_pages() if not p["hidden"] and p["url_path"]]
+    pages = [p for p in app_pages() if not p["hidden"]]  # the default page's url_path is ""
     if args.pages:
-        pages = [p for p in pages if p["url_path"] in args.pages.split(",")]
+        pages = [p for p in pages if (p["url_path"] or "overview") in args.pages.split(",")]
     from playwright.sync_api import sync_playwright
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
         log = Path(tmp) / "runs.log"

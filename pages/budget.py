@@ -101,8 +101,9 @@ gantt = alt.Chart(seg).mark_bar(cornerRadius=3).encode(
     tooltip=[alt.Tooltip("label:N", title="Stage"), alt.Tooltip("part:N", title="Part"),
              alt.Tooltip("seg_start:T", title="from"), alt.Tooltip("seg_end:T", title="to"),
              alt.Tooltip("gpus:Q", format=",.0f", title="GPUs")])
-common.show_chart(gantt.properties(height=60 + 32 * sched.stage.nunique()),
-                  "When each stage runs (faint: preparation; solid: the run on GPUs)")
+common.show_chart(gantt,
+                  "When each stage runs (faint: preparation; solid: the run on GPUs)",
+                  height=60 + 32 * sched.stage.nunique())
 last_end = sched.end.max()
 show_retention = st.toggle("Show the retention period after the last stage", value=False, key="show_retention",
                            help="Storage kept after the plan (Months kept after the project) is spend too; "
@@ -135,7 +136,7 @@ if not mon.empty:
                       .mark_rule(strokeDash=[6, 3]).encode(y=alt.Y("y:Q", title="Cumulative spend ($)"), color=alt.Color(
                           "line:N", title="Line", scale=alt.Scale(domain=["budget", "warning"], range=["#E45756", "#F58518"]))))
     st.subheader("Cumulative spend against the budget")
-    common.show_chart(alt.layer(*layers).properties(height=240), "Cumulative spend against the budget")
+    common.show_chart(alt.layer(*layers), "Cumulative spend against the budget", height=240)
     life_n = int(costcore_schema.effective_value(scn, "lifecycle.iterations"))
     if not show_retention and after_usd > 0:
         st.caption(f"After the last stage, keeping checkpoints and data through the retention period costs a "

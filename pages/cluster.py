@@ -122,8 +122,8 @@ def _gantt(res) -> None:
         tooltip=[alt.Tooltip("row:N", title="Project"), alt.Tooltip("stage_name:N", title="Stage"),
                  alt.Tooltip("gpus:Q", title="GPUs"), alt.Tooltip("start:N", title="Start"),
                  alt.Tooltip("end:N", title="End"), alt.Tooltip("how:N", title="Ended")])
-    common.show_chart(bars.properties(height=alt.Step(18)),
-                      "Jobs by team over the horizon (outlined in red: runs cut by a preemption)")
+    common.show_chart(bars,
+                      "Jobs by team over the horizon (outlined in red: runs cut by a preemption)", height=alt.Step(18))
 
 
 def _usage(res) -> None:
@@ -138,8 +138,8 @@ def _usage(res) -> None:
                                                           alt.Tooltip("gpus:Q", title="GPUs", format=",.0f")])
     rule = alt.Chart(pd.DataFrame({"y": [cap]})).mark_rule(strokeDash=[6, 3], color="black").encode(
         y=alt.Y("y:Q", title="GPUs held (daily average)"))
-    common.show_chart((area + rule).properties(height=280),
-                      f"Reserved GPUs in use on the {pool} pool by team (dashed: its {cap:,} GPUs)")
+    common.show_chart(area + rule,
+                      f"Reserved GPUs in use on the {pool} pool by team (dashed: its {cap:,} GPUs)", height=280)
     team = st.selectbox("Team's use against its quota", list(res.portfolio.teams), key="cluster_usage_team")
     t = p[p["team"] == team].melt(id_vars=["day"], value_vars=["gpus", "quota_gpus", "burst_gpus"],
                                   var_name="series", value_name="value")
@@ -150,7 +150,7 @@ def _usage(res) -> None:
         color=alt.Color("series:N", title="Series"),
         strokeDash=alt.StrokeDash("series:N", title="Series", scale=alt.Scale(
             domain=["Reserved GPUs held", "Guaranteed quota", "Burst GPUs"], range=[[1, 0], [6, 3], [2, 2]])))
-    common.show_chart(line.properties(height=220), f"{team} on the {pool} pool: GPUs held against its quota")
+    common.show_chart(line, f"{team} on the {pool} pool: GPUs held against its quota", height=220)
 
 
 def _attribution(res) -> None:
@@ -172,7 +172,7 @@ def _attribution(res) -> None:
                         scale=alt.Scale(domain=words, range=RESOURCE_COLORS)),
         tooltip=[alt.Tooltip("team:N", title="Team"), alt.Tooltip("resource:N", title="Resource type"),
                  alt.Tooltip("exact:N", title="Cost")])
-    common.show_chart(bar.properties(height=alt.Step(28)), "Cost of each team by resource type")
+    common.show_chart(bar, "Cost of each team by resource type", height=alt.Step(28))
 
 
 def _deadlines(res) -> None:

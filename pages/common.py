@@ -438,7 +438,7 @@ def sidebar() -> None:
         st.markdown("### Share")
         st.caption("This link reproduces the scenario exactly (preset + changed values).")
         st.code(share_url(), language=None, wrap_lines=True)
-        st.download_button("Download scenario (YAML)", data=dump_yaml(ss.scenario),
+        st.download_button("Download scenario (YAML)", data=functools.partial(dump_yaml, ss.scenario),  # on click
                            file_name="scenario.yaml", mime="application/x-yaml", width="stretch")
         ukey = f"upload:{ss.rev}"
 
@@ -598,11 +598,18 @@ def stacked_bar(res: api.Result, stages=None, height: int = 320):
 # builds the same way each time. The test suite checks them (tests/conftest.py sets this variable,
 # and every page's charts are drawn through AppTest); a served page skips the check.
 CHECK_CHART_SCHEMA = os.environ.get("COSTCORE_CHECK_CHART_SCHEMA") == "1"
+if not CHECK_CHART_SCHEMA:  # nor each alt.Scale, alt.Axis... as it is built (Altair's debug mode, on by default)
+    alt.utils.schemapi.disable_debug_mode()
 
 
-def show_chart(chart, title: str) -> None:
-    """Every chart with a title in words (tests/test_readability.py checks titles, axes and legends)."""
-    chart = chart.properties(title=title)
+def show_chart(chart, title: str, height=None) -> None:
+    """Every chart with a title in words (tests/test_readability.py checks titles, axes and legends);
+    ``height``: pixels or an ``alt.Step``. Set on a shallow copy: Altair's ``properties()`` deep-copies
+    and validates the whole chart, a few ms a chart on every rerun."""
+    chart = chart.copy(deep=False)
+    chart.title = title
+    if height is not None:
+        chart.height = height
     if not CHECK_CHART_SCHEMA:  # Streamlit calls chart.to_dict() (streamlit/elements/vega_charts.py)
         object.__setattr__(chart, "to_dict", functools.partial(chart.to_dict, validate=False))  # not a chart property
     st.altair_chart(chart, width="stretch")

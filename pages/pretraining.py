@@ -53,6 +53,7 @@ for stage in ("pretrain", "cpt"):
     rule = alt.Chart(pd.DataFrame({"tokens_b": [cur], "label": [f"now: {cur:,.0f}B"]})).mark_rule(
         color="black", strokeDash=[4, 3]).encode(x=alt.X("tokens_b:Q", title="Tokens (billions)"),
                                                  tooltip=[alt.Tooltip("label:N", title="Current plan")])
-    common.show_chart((area + rule).properties(height=280),
-                      f"{STAGE_LABELS[stage]}: cost as the training tokens change (dashed: the current plan)")
+    common.show_chart(area + rule,
+                      f"{STAGE_LABELS[stage]}: cost as the training tokens change (dashed: the current plan)",
+                      height=280)
     common.how_computed(res, stage)

@@ -164,7 +164,7 @@ burn = alt.Chart(long).mark_line().encode(
 rules = alt.Chart(lines).mark_rule(strokeDash=[6, 4]).encode(
     y=alt.Y("usd:Q", title="Cumulative spend ($)"), color=alt.Color("line:N", title="Line", scale=scale),
     tooltip=[alt.Tooltip("line:N", title="line"), alt.Tooltip("usd:Q", title="$", format="$,.3s")])
-common.show_chart((burn + rules).properties(height=320), "Cumulative spend: actual vs plan, with the budget and warning lines")
+common.show_chart(burn + rules, "Cumulative spend: actual vs plan, with the budget and warning lines", height=320)
 
 if data is None:
     st.stop()
@@ -179,7 +179,7 @@ with left:
         x=alt.X("start:Q", title="Dollars ($)", axis=alt.Axis(format="$~s")), x2="end:Q",
         color=alt.Color("direction:N", title="Step", scale=colors, legend=alt.Legend(orient="bottom", columns=2)),
         tooltip=[alt.Tooltip("label:N", title="step"), alt.Tooltip("usd:Q", title="$", format="$,.3s")])
-    common.show_chart(chart.properties(height=380), "Variance waterfall: from plan to actual")
+    common.show_chart(chart, "Variance waterfall: from plan to actual", height=380)
 with right:
     pva = pd.DataFrame([{"stage": STAGE_LABELS.get(s, s), "plan": float(x["plan_usd"]), "actual": float(x["actual_usd"]),
                          "variance": float(x["variance_usd"]), "cause": x["cause"]}
@@ -202,8 +202,8 @@ marks = alt.Chart(an).mark_rule(color="#d62728", strokeDash=[3, 3], size=2).enco
     tooltip=[alt.Tooltip("day:T", title="anomaly"), alt.Tooltip("project:N", title="project"),
              alt.Tooltip("resource_type:N", title="resource"), alt.Tooltip("usd:Q", title="spent", format="$,.3s"),
              alt.Tooltip("expected_usd:Q", title="expected", format="$,.3s")])
-common.show_chart((spend + marks).properties(height=300),
-                  "Daily spend by project; red dashed lines mark the anomalous days")
+common.show_chart(spend + marks,
+                  "Daily spend by project; red dashed lines mark the anomalous days", height=300)
 if len(an):
     st.markdown(f"**Anomalies** ({len(an)} days above the rolling 28-day median by more than 5 robust spreads)")
     common.money_table(an.assign(day=an["day"].dt.date)[["day", "project", "resource_type", "usd", "expected_usd"]],

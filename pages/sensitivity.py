@@ -120,8 +120,8 @@ def sweep_section():
             layers.append(alt.Chart(bad).mark_tick(color="#d62728", thickness=3, size=14).encode(
                 x=alt.X("value:Q", title=label(key)), y=alt.value(295),
                 tooltip=[alt.Tooltip("what:N", title="Plan"), alt.Tooltip("value:Q", format=",.4g", title=label(key))]))
-        common.show_chart(alt.layer(*layers).properties(height=300),
-                          f"Cost by stage as {BY_PATH[key].label.lower()} changes (dashed: today)")
+        common.show_chart(alt.layer(*layers),
+                          f"Cost by stage as {BY_PATH[key].label.lower()} changes (dashed: today)", height=300)
         if len(bad):
             st.caption(f"Red ticks: {len(bad)} of {sw.value.nunique()} values give a plan that does not fit in GPU "
                        f"memory ({fmt.num(bad.value.min())} to {fmt.num(bad.value.max())}); their cost is drawn "
@@ -202,8 +202,8 @@ def heatmap_section():
             shape="diamond", size=160, color="red", filled=True).encode(
                 x=alt.X("x:Q", title=label(kx)), y=alt.Y("y:Q", title=label(ky)),
                 tooltip=[alt.Tooltip("what:N", title="Point")]))
-        common.show_chart(alt.layer(*layers).properties(height=420),
-                          f"Total cost over {BY_PATH[kx].label.lower()} and {BY_PATH[ky].label.lower()}")
+        common.show_chart(alt.layer(*layers),
+                          f"Total cost over {BY_PATH[kx].label.lower()} and {BY_PATH[ky].label.lower()}", height=420)
         n_bad = int((~fits).sum())
         st.caption("White: the iso-budget contour (plans costing exactly the budget). Orange dashes: compute-optimal "
                    "tokens = 20 x parameters. Red diamond: the current plan."
@@ -252,7 +252,7 @@ def monte_carlo_section():
                                                   range=["#999999", "#333333", "#999999", "#E45756", "#2ca02c"]),
                         title="Line"), tooltip=[alt.Tooltip("what:N", title="Line"),
                                                 alt.Tooltip("x:Q", format="$,.0f", title="Total")])
-    common.show_chart((h + rules).properties(height=260), "Monte Carlo: how the total is spread")
+    common.show_chart(h + rules, "Monte Carlo: how the total is spread", height=260)
     pct = mc.percentiles.copy()
     pct.index = [STAGE_LABELS.get(i, "Total") for i in pct.index]
     common.money_table(pct.reset_index(names="stage"), list(pct.columns), {"stage": "Stage"})

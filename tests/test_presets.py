@@ -204,3 +204,16 @@ def test_presets_near_published_gpu_hours(cli_runs, name, stage, key, published,
     d = _strict_json(_ok(cli_runs, name, "json"))
     got = d["stages"][stage][key]
     assert published / fold <= got <= published * fold, f"{name}/{stage}: {got:,.0f} vs published {published:,}"
+
+
+def test_a_preset_read_once_is_handed_out_as_a_fresh_copy_and_reread_when_the_file_changes(tmp_path, monkeypatch):
+    from costcore.scenario import loaders
+    a = loaders.load_preset("llama3-8b")
+    a["stages"]["pretrain"]["tokens_b"] = -1  # a caller's change stays its own
+    assert loaders.load_preset("llama3-8b")["stages"]["pretrain"]["tokens_b"] > 0
+    monkeypatch.setattr(loaders, "PRESET_DIR", tmp_path)
+    f = tmp_path / "mine.yaml"
+    f.write_text("name: first\nmodel: {params_b: 7}\nstages: {sft: {samples: 1000}}\n", encoding="utf-8")
+    assert loaders.load_preset("mine")["name"] == "first"  # (a longer file: the memo's key changes with its size)
+    f.write_text("name: second one\nmodel: {params_b: 7}\nstages: {sft: {samples: 1000}}\n", encoding="utf-8")
+    assert loaders.load_preset("mine")["name"] == "second one"

@@ -62,12 +62,24 @@ def preset_names() -> list[str]:
     return sorted(p.stem for p in PRESET_DIR.glob("*.yaml") if _PRESET_NAME.match(p.stem))  # only loadable names
 
 
+_PRESET_MEMO: dict = {}
+
+
 def load_preset(name: str) -> dict:
-    """Load a preset by name from presets/ only (no paths: ``../x`` is refused)."""
+    """Load a preset by name from presets/ only (no paths: ``../x`` is refused).
+
+    Read and validated once per version of the file (its modification time and size): every page
+    rerun diffs the scenario against its preset for the share link. Each call returns its own copy."""
     if not isinstance(name, str) or not _PRESET_NAME.match(name) or name not in preset_names():
         shown = name if isinstance(name, str) and len(name) < 60 else "that name"
         raise ScenarioError("preset", f"unknown preset {shown!r}; choose one of: " + ", ".join(preset_names()))
-    return schema.validate(read_yaml_file(PRESET_DIR / f"{name}.yaml"))
+    path = PRESET_DIR / f"{name}.yaml"
+    st_ = path.stat()
+    key = (name, st_.st_mtime_ns, st_.st_size)
+    got = _PRESET_MEMO.get(key)
+    if got is None:
+        got = _PRESET_MEMO[key] = schema.validate(read_yaml_file(path))
+    return copy.deepcopy(got)
 
 
 def preset_titles() -> dict[str, str]:
