@@ -152,15 +152,20 @@ m[0].metric("Peak GPUs", f"{tl.peak_gpus:,.0f}")
 m[1].metric("Average GPUs while running", f"{tl.average_gpus:,.0f}")
 m[2].metric("Peak storage", fmt.gb(float(tl.usage.storage_gb.max())))
 usage = tl.usage if show_retention else tl.usage[tl.usage.date <= last_end]
-u = usage.melt(["day", "date"], ["gpus", "storage_gb"], var_name="measure")
-u["measure"] = u.measure.map({"gpus": "GPUs in use", "storage_gb": "Storage held (GB)"})
-st.altair_chart(alt.Chart(u).mark_area(opacity=0.7, interpolate="step-after").encode(
-    x=alt.X("date:T", title="Date"), y=alt.Y("value:Q", title="GPUs or GB"),
-    color=alt.Color("measure:N", legend=None, scale=alt.Scale(range=["#4C78A8", "#F58518"])),
-    row=alt.Row("measure:N", title=None), tooltip=[alt.Tooltip("measure:N", title="Measure"),
-                                                  alt.Tooltip("date:T", title="Date"),
-                                                  alt.Tooltip("value:Q", format=",.0f", title="Value")]
-).properties(height=140, width=900, title="GPUs in use and storage held").resolve_scale(y="independent"))
+big = float(usage.storage_gb.max()) >= 1000.0 if not usage.empty else False
+held = usage.assign(storage=usage.storage_gb / (1000.0 if big else 1.0))
+unit = "TB" if big else "GB"
+g1, g2 = st.columns(2)
+with g1:
+    common.show_chart(alt.Chart(held).mark_area(opacity=0.7, interpolate="step-after", color="#4C78A8").encode(
+        x=alt.X("date:T", title="Date"), y=alt.Y("gpus:Q", title="GPUs"),
+        tooltip=[alt.Tooltip("date:T", title="Date"), alt.Tooltip("gpus:Q", format=",.0f", title="GPUs")]),
+        "GPUs in use", height=240)
+with g2:
+    common.show_chart(alt.Chart(held).mark_area(opacity=0.7, color="#F58518").encode(
+        x=alt.X("date:T", title="Date"), y=alt.Y("storage:Q", title=unit),
+        tooltip=[alt.Tooltip("date:T", title="Date"), alt.Tooltip("storage:Q", format=",.3~s", title=unit)]),
+        f"Storage held: checkpoints, datasets, media ({unit})", height=240)
 
 st.header("Iteration lifecycle")
 st.markdown("Post-training is rarely done once: models are refreshed as data and requirements change. "
@@ -198,11 +203,16 @@ with c2:
 res = common.result()
 att = bud.attribution(res)
 c1, c2 = st.columns(2)
-c1.download_button("Download line items (CSV)", fmt.to_csv(att), "attribution.csv", "text/csv", width="stretch")
-c2.download_button("Download line items (YAML)", bud.attribution_yaml(res), "attribution.yaml", "application/x-yaml",
-                   width="stretch")
-shown = att.assign(stage=att.stage.map(STAGE_LABELS), resource=att.resource.str.capitalize(),
-                   kind=att.kind.str.capitalize())
+# built on click (Streamlit runs a callable's export then): the YAML alone was 60 ms of every rerun
+c1.download_button("Download line items (CSV)", lambda: fmt.to_csv(att), "attribution.csv", "text/csv", width="stretch")
+c2.download_button("Download line items (YAML)", lambda: bud.attribution_yaml(res), "attribution.yaml",
+                   "application/x-yaml", width="stretch")
+paid = att[att.usd != 0]  # the exports keep every line, the $0 ones too
+shown = paid.assign(stage=paid.stage.map(STAGE_LABELS), resource=paid.resource.str.capitalize(),
+                    kind=paid.kind.str.capitalize())
+if len(paid) < len(att):
+    st.caption(f"{len(paid):,} line items with a cost; the downloads list all {len(att):,}, "
+               f"the {len(att) - len(paid):,} at $0 too.")
 common.money_table(shown[["stage", "resource", "label", "kind", "usd", "project", "team"]], ["usd"],
                    {"stage": "Stage", "resource": "Resource", "label": "Line item", "kind": "Fixed or elastic",
                     "usd": "Cost", "project": "Project", "team": "Team / cost center"})

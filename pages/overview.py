@@ -85,4 +85,4 @@ with st.expander("All line items (stage × resource × item, fixed or elastic)")
     li["stage"] = li.stage.map(STAGE_LABELS)
     common.money_table(li.drop(columns=["item"]), ["usd"],
                        {"usd": "Cost", "label": "Line item", "kind": "Fixed or elastic"})
-    st.download_button("Download line items (CSV)", fmt.to_csv(li), "line_items.csv", "text/csv")
+    st.download_button("Download line items (CSV)", lambda: fmt.to_csv(li), "line_items.csv", "text/csv")

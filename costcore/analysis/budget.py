@@ -211,20 +211,26 @@ def _usage(spans, horizon: float, retention_d: float, start: dt.date) -> tuple[p
     # GPUs in use: an exact step function over the run periods (sweep over start/end events)
     events = sorted({0.0, horizon} | {sp["setup_end_d"] for sp in spans} | {sp["end_d"] for sp in spans})
     ev = np.array(events)
-    gpus_at = np.array([sum(sp["gpus"] for sp in spans if sp["setup_end_d"] <= t < sp["end_d"]) for t in ev])
+    s0 = np.array([sp["setup_end_d"] for sp in spans], dtype=np.float64)
+    s1 = np.array([sp["end_d"] for sp in spans], dtype=np.float64)
+    g = np.array([sp["gpus"] for sp in spans], dtype=np.float64)
+
+    def held_at(t):  # GPUs of the runs under way at each time t (a run holds [setup end, end))
+        return ((t[:, None] >= s0) & (t[:, None] < s1)).astype(np.float64) @ g
+    gpus_at = held_at(ev)
     widths = np.diff(ev)
     busy = gpus_at[:-1] > 0
     peak = float(gpus_at.max(initial=0.0))
     avg = float((gpus_at[:-1] * widths)[busy].sum() / widths[busy].sum()) if busy.any() else 0.0
     # storage held: ramps up during each run, then held through retention (daily, plus the events)
     days = np.unique(np.concatenate([np.arange(0.0, np.ceil(horizon) + 1.0), ev]))
-    gpus = np.array([sum(sp["gpus"] for sp in spans if sp["setup_end_d"] <= t < sp["end_d"]) for t in days])
+    gpus = held_at(days)
     storage = np.zeros_like(days)
     for sp in spans:
         ramp = np.clip((days - sp["setup_end_d"]) / max(sp["end_d"] - sp["setup_end_d"], 1e-9), 0, 1)
         held = (days >= sp["setup_end_d"]) & (days < sp["end_d"] + retention_d)
         storage += np.where(held, ramp * sp["storage_gb"], 0.0)
-    usage = pd.DataFrame({"day": days, "date": [pd.Timestamp(start) + pd.Timedelta(days=float(x)) for x in days],
+    usage = pd.DataFrame({"day": days, "date": pd.Timestamp(start) + pd.to_timedelta(days, unit="D"),
                           "gpus": gpus, "storage_gb": storage})
     return usage, peak, avg
 
