@@ -435,3 +435,35 @@ def test_the_plan_memo_never_lends_a_plan_across_inputs_the_search_reads():
         plans.add(plan[sft].tobytes())
         assert warm[k, sft, K.NR] == pytest.approx(stats[sft, K.K_GPU_H], rel=1e-9)
     assert len(plans) > 1  # the rows' own searches found different layouts: a blurred memo would show
+
+
+@pytest.mark.parametrize("preset", ["pipeline-70b", "llava-1.5-7b", "reasoning-grpo-32b", "moe-deepseek-v3"])
+def test_a_batch_row_searches_only_the_stages_whose_inputs_it_changed_and_matches_a_full_search(preset):
+    # rows of a batch that change inputs a plan search reads keep the base's plans for the other stages
+    # (kernel._batch_range, reuse 2); every row must equal its own scenario searched from scratch, so no
+    # stage's search may read another stage's inputs. Enough rows that each searches in the kernel.
+    from costcore.scenario import loaders
+    base = schema.to_vector(schema.validate(loaders.load_preset(preset)))
+    rows = []
+    for f in schema.FIELDS:
+        i = f.index
+        if K.PLAN_FREE[i] or K.FIELD_STAGE[i] < 0 or f.kind not in ("int", "float"):
+            continue
+        for mult in (0.5, 0.8, 1.25, 2.0):
+            v = base[i] * mult if base[i] > 0 else 1.0
+            v = float(np.clip(np.round(v) if f.kind == "int" else v, f.lo, f.hi))
+            if v != base[i]:
+                rows.append((i, v))
+    assert len(rows) > 64
+    idx = np.array(sorted({i for i, _ in rows}))
+    cols = np.repeat(base[idx][:, None], len(rows), axis=1)
+    for r, (i, v) in enumerate(rows):
+        cols[np.searchsorted(idx, i), r] = v
+    got = K.evaluate_batch(base, idx, cols, full=True)
+    for r in range(len(rows)):
+        x = base.copy()
+        x[idx] = cols[:, r]
+        _, stats, _ = K._single(x)
+        for s in range(NS):
+            assert got[r, s, K.NR] == pytest.approx(stats[s, K.K_GPU_H], rel=1e-9, abs=1e-9), \
+                (schema.FIELDS[rows[r][0]].path, rows[r][1], STAGES[s])

@@ -419,6 +419,8 @@ def _stage_layout(x, b, s, G, shape, method, n_lora, ctx, mbs_mult, extra_w, fpt
 
     reuse > 0: take the plan and min GPUs in ``plans[s]`` (a batch's base plan, valid because
     the variant changed nothing the search reads); the terms are still evaluated for this x.
+    reuse = 2 (a batch row that changed what some stages' searches read): take ``plans[s]`` where it
+    holds a plan (``P_TP`` > 0), search the stages whose plan was cleared, without the GPU minimum.
     reuse < 0: search, but skip the GPU minimum (a batch row: evaluate_batch returns no stats).
     Otherwise the search runs and its plan is written to ``plans[s]``. The MFU is the given one,
     or the measured TFLOP/s converted, or the plan's.
@@ -440,8 +442,8 @@ def _stage_layout(x, b, s, G, shape, method, n_lora, ctx, mbs_mult, extra_w, fpt
             row[i] = best[0, i]
         if fits < 0.5:
             _fallback_plan(model, hw, job, pins, row)
-        min_g = 0.0  # reuse < 0: a batch row; its outputs hold no GPU minimum, so none is looked for
-        if reuse > -0.5:
+        min_g = 0.0  # reuse < 0 or 2: a batch row; its outputs hold no GPU minimum, so none is looked for
+        if reuse > -0.5 and reuse < 1.5:
             known = row[lay.T_USED] if fits > 0.5 else math.inf  # the best plan fits on the GPUs it uses
             min_g = lay.min_gpus(model, hw, job, pins, best[0], known)
         for i in range(lay.NP):
@@ -1056,12 +1058,14 @@ def _write_row(out, i, items, stats):
 
 
 @njit(cache=True)
-def _batch_range(base, idx, cols, out, start, stop, row_plans, row_plan):
+def _batch_range(base, idx, cols, out, start, stop, row_plans, row_plan, plan_free, field_stage):
     """Rows start..stop-1: row i sets base[idx[j]] = cols[j, i] for every j, then evaluates.
 
     row_plan[i] >= 0: row i takes the plans row_plans[row_plan[i]] (searched once for every row
     with the same inputs the search reads: the base's, or one combination of them); -1: the row
-    searches its own (or keeps the given plans when the caller froze them).
+    keeps the base's plans (row_plans[0]) for every stage whose search reads nothing it changed and
+    searches the others (``plan_free``: inputs no search reads; ``field_stage``: the one stage an
+    input belongs to, -1 for model, hardware and efficiency inputs, which every stage reads).
     """
     x = base.copy()
     items = np.empty((NS, NI))
@@ -1072,18 +1076,27 @@ def _batch_range(base, idx, cols, out, start, stop, row_plans, row_plan):
     for i in range(start, stop):
         for j in range(k):
             x[idx[j]] = cols[j, i]
-        reuse = -1.0  # searches its own plans; the batch's outputs carry no min_gpus
-        if row_plan[i] >= 0:
-            reuse = 1.0
-            for r in range(NS):
-                for c in range(lay.NP + 1):
-                    plans[r, c] = row_plans[row_plan[i], r, c]
+        reuse = 1.0
+        src = max(row_plan[i], 0)
+        for r in range(NS):
+            for c in range(lay.NP + 1):
+                plans[r, c] = row_plans[src, r, c]
+        if row_plan[i] < 0:  # clear the plans of the stages whose search reads a changed input
+            reuse = 2.0
+            for j in range(k):
+                f = idx[j]
+                if not plan_free[f] and cols[j, i] != base[f]:
+                    if field_stage[f] < 0:
+                        for r in range(NS):
+                            plans[r, lay.P_TP] = 0.0
+                    else:
+                        plans[field_stage[f], lay.P_TP] = 0.0
         _eval_one(x, items, stats, sc, plans, reuse)
         _write_row(out, i, items, stats)
 
 
 @njit(cache=True, parallel=True)
-def _batch_kernel(base, idx, cols, out, row_plans, row_plan):
+def _batch_kernel(base, idx, cols, out, row_plans, row_plan, plan_free, field_stage):
     """Evaluate ``base`` with column i of ``cols`` written at ``idx``, for every i, in parallel chunks.
 
     cols: (k, n), one contiguous row per varied input (so callers fill it without a transpose).
@@ -1093,13 +1106,14 @@ def _batch_kernel(base, idx, cols, out, row_plans, row_plan):
     n = cols.shape[1]
     nchunks = (n + _CHUNK - 1) // _CHUNK
     for c in prange(nchunks):
-        _batch_range(base, idx, cols, out, c * _CHUNK, min(n, (c + 1) * _CHUNK), row_plans, row_plan)
+        _batch_range(base, idx, cols, out, c * _CHUNK, min(n, (c + 1) * _CHUNK), row_plans, row_plan, plan_free,
+                     field_stage)
 
 
 @njit(cache=True)
-def _batch_serial(base, idx, cols, out, row_plans, row_plan):
+def _batch_serial(base, idx, cols, out, row_plans, row_plan, plan_free, field_stage):
     """Same as _batch_kernel on one thread: small batches skip the thread-pool launch."""
-    _batch_range(base, idx, cols, out, 0, cols.shape[1], row_plans, row_plan)
+    _batch_range(base, idx, cols, out, 0, cols.shape[1], row_plans, row_plan, plan_free, field_stage)
 
 
 @njit(cache=True)
@@ -1202,6 +1216,20 @@ def _plan_free_mask() -> np.ndarray:
 PLAN_FREE = _plan_free_mask()
 
 
+def _field_stage() -> np.ndarray:
+    """The stage each input belongs to (``stages.<stage>.*``), -1 for the inputs every stage reads."""
+    from costcore.scenario import schema as _sc
+    out = np.full(_sc.NF, -1, dtype=np.int64)
+    for f in _sc.FIELDS:
+        parts = f.path.split(".")
+        if parts[0] == "stages" and parts[1] in STAGES:
+            out[f.index] = STAGES.index(parts[1])
+    return out
+
+
+FIELD_STAGE = _field_stage()
+
+
 _PLAN_MEMO: dict = {}
 _PLAN_MEMO_MAX = 8192
 _PLAN_MEMO_LOCK = threading.Lock()
@@ -1270,10 +1298,10 @@ def evaluate_batch(base: np.ndarray, idx: np.ndarray, cols: np.ndarray, full: bo
     out = np.empty((n, NS, NBATCH_FULL if full else (2 if fits else 1)))
     row_plans, row_plan = _row_plans(base, idx, cols, replan)
     if n <= SERIAL_BELOW:
-        _batch_serial(base, idx, cols, out, row_plans, row_plan)
+        _batch_serial(base, idx, cols, out, row_plans, row_plan, PLAN_FREE, FIELD_STAGE)
     else:
         with config.PARALLEL_LOCK:
-            _batch_kernel(base, idx, cols, out, row_plans, row_plan)
+            _batch_kernel(base, idx, cols, out, row_plans, row_plan, PLAN_FREE, FIELD_STAGE)
     return out
 
 
