@@ -13,7 +13,9 @@
     starts, each timed from ``Popen`` of ``streamlit run app.py`` until a
     headless Chromium page shows the first "Total cost" metric value.
     Chromium is launched before the clock starts. Target: <= 5 s.
-(c) Server-side rerun of the sensitivity page after a slider move. Target: <= 300 ms.
+(c) Server-side rerun of the whole sensitivity page (AppTest reruns the whole script: what a change in
+    the sidebar costs there). A slider of this page reruns only its own fragment in a browser; that
+    rerun is measured by benchmarks/bench_slider_moves.py. Target (issue 16): <= 100 ms a rerun.
 """
 from __future__ import annotations
 
@@ -114,12 +116,13 @@ def _page_reruns(page: str, moves: int, move, target_ms: int, preset: str | None
 
 
 def bench_sensitivity(moves: int) -> None:
-    """Server-side rerun of the sensitivity page (tornado, sweep, heatmap, 100K-sample Monte Carlo,
-    budget solver) after moving the tornado's range slider. Target: <= 300 ms."""
-    print(f"(c) sensitivity page rerun after a slider move ({moves} moves, AppTest)")
+    """Server-side rerun of the whole sensitivity page (tornado, sweep, heatmap, 100K-sample Monte Carlo,
+    budget solver), the tornado's range slider moved between runs. Target: <= 100 ms."""
+    print(f"(c) sensitivity page, whole-page rerun ({moves} moves, AppTest; in a browser the slider reruns "
+          "its fragment only: bench_slider_moves.py)")
     values = [0.1, 0.15, 0.2, 0.25, 0.3, 0.35]
     _page_reruns("pages/sensitivity.py", moves,
-                 lambda at, i: at.slider(key="tor_rel").set_value(values[i % len(values)]), 300)
+                 lambda at, i: at.slider(key="tor_rel").set_value(values[i % len(values)]), 100)
 
 
 def bench_multimodal(moves: int) -> None:

@@ -699,6 +699,8 @@ def test_url_decode_opens_no_file_outside_presets(monkeypatch, preset_param):
             return orig(self, *args, **kwargs)
         return wrapper
 
+    from costcore.scenario import loaders
+    monkeypatch.setattr(loaders, "_PRESET_MEMO", {})  # the preset file is read now, not served from memory
     monkeypatch.setattr(builtins, "open", recorder(builtins.open, "open"))
     monkeypatch.setattr(io, "open", recorder(io.open, "io.open"))
     monkeypatch.setattr(os, "open", recorder(os.open, "os.open"))
