@@ -193,11 +193,16 @@ def _shown(w, v) -> str:
 
 
 def _option_value(w, text: str):
-    t = text.replace(",", "")
+    """The number a select slider's option shows (costcore.fmt.num writes 1.5k, 2M, 3B, 1T)."""
+    t = text.replace(",", "").strip()
+    mult = {"k": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}.get(t[-1:], 1.0)
+    if mult != 1.0:
+        t = t[:-1]
     try:
-        return int(t) if isinstance(w.value, int) and t.lstrip("-").isdigit() else float(t)
+        v = float(t) * mult
     except ValueError:
         return text
+    return int(round(v)) if isinstance(w.value, int) else v
 
 
 def bench_server(moves: int) -> None:

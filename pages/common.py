@@ -437,7 +437,9 @@ def sidebar() -> None:
             st.rerun()
         st.markdown("### Share")
         st.caption("This link reproduces the scenario exactly (preset + changed values).")
-        st.code(share_url(), language=None, wrap_lines=True)
+        # inline code, not st.code: st.code loads a 1.5 MB syntax highlighter into every new session's
+        # first paint (0.5-0.7 s of the overview's, benchmarks/bench_first_paint.py)
+        st.markdown(f"`{share_url().replace('`', '%60')}`")
         st.download_button("Download scenario (YAML)", data=functools.partial(dump_yaml, ss.scenario),  # on click
                            file_name="scenario.yaml", mime="application/x-yaml", width="stretch")
         ukey = f"upload:{ss.rev}"

@@ -45,7 +45,7 @@ PAGES_WITHOUT_SCENARIO_LINK = {"cluster"}  # its link carries the cluster, not a
 
 METRIC_VALUE = '[data-testid="stMetricValue"]'
 METRIC_LABEL = '[data-testid="stMetricLabel"]'
-SHARE_CODE = '[data-testid="stSidebar"] [data-testid="stCode"]'
+SHARE_CODE = '[data-testid="stSidebar"] [data-testid="stMarkdownContainer"] code'
 ALERT = '[data-testid="stAlert"]'
 EXCEPTION = '[data-testid="stException"]'
 CHART = '[data-testid="stVegaLiteChart"]'
@@ -322,7 +322,8 @@ def test_deep_link_is_the_first_request_of_a_fresh_server(browser, tmp_path):
 # which is a URL. Tables (st.dataframe) draw on a canvas: tests/test_readability.py covers them.
 VISIBLE_TEXT_JS = """() => {
     const skip = '[data-testid="stSlider"], [data-testid="stNumberInput"], [data-testid="stTextInput"],'
-               + ' [data-testid="stCode"], [data-testid="stDateInput"], [data-testid="stTooltipContent"]';
+               + ' [data-testid="stCode"], [data-testid="stDateInput"], [data-testid="stTooltipContent"],'
+               + ' [data-testid="stSidebar"] [data-testid="stMarkdownContainer"] code';  // the share link
     const roots = [...document.querySelectorAll('[data-testid="stMain"], [data-testid="stSidebar"]')];
     const out = [];
     for (const root of roots) {
