@@ -38,6 +38,24 @@ def _monte_carlo(scn_json: str, n: int, seed: int, budget: float):
     return sens.monte_carlo(scn, n=n, seed=seed, dists=sens.default_distributions(scn), budget_usd=budget)
 
 
+# Each analysis once per (scenario, settings) per process: a slider moved back to a value, or one that
+# only changes what is drawn ("Inputs shown"), costs no kernel call. ``_scn`` (not hashed) is the
+# validated scenario that SCN_JSON spells.
+@st.cache_data(show_spinner=False, max_entries=64)
+def _tornado(scn_json: str, rel: float, _scn):
+    return sens.tornado(_scn, rel=rel)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _sweep(scn_json: str, key: str, xs: np.ndarray, _scn):
+    return sens.sweep(_scn, key, xs)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _heatmap(scn_json: str, kx: str, xs: np.ndarray, ky: str, ys: np.ndarray, _scn):
+    return sens.heatmap(_scn, kx, xs, ky, ys, feasible=True)
+
+
 SCN_JSON = json.dumps(scn.data, sort_keys=True)
 inputs = sens.numeric_inputs(scn)
 
@@ -48,7 +66,7 @@ def tornado_section():
     c1, c2 = st.columns(2)
     rel = c1.slider("Move each input by ±", 0.05, 0.5, 0.2, 0.05, format="%.2f", key="tor_rel")
     top = c2.slider("Inputs shown", 5, 60, 25, 1, key="tor_top")
-    tor = sens.tornado(scn, rel=rel)
+    tor = _tornado(SCN_JSON, rel, scn)
     t = tor.table[tor.table.abs_swing > 0].head(top).copy()
     t["label"] = [label(p) for p in t.input]
     t["lo_usd"] = np.minimum(t.total_low, t.total_high)
@@ -100,7 +118,7 @@ def sweep_section():
         xs = np.linspace(lo, hi, 80)
         if f.kind == "int":
             xs = np.unique(np.round(xs))
-        sw = sens.sweep(scn, key, xs)
+        sw = _sweep(SCN_JSON, key, xs, scn)
         sw["stage"] = sw.stage.map(STAGE_LABELS)
         area = alt.Chart(sw).mark_area().encode(
             x=alt.X("value:Q", title=label(key)), y=alt.Y("usd:Q", stack=True, title="Cost ($)", axis=alt.Axis(format="$~s")),
@@ -154,7 +172,7 @@ def heatmap_section():
             xs = np.unique(np.round(xs))
         if fy.kind == "int":
             ys = np.unique(np.round(ys))
-        grid, fits = sens.heatmap(scn, kx, xs, ky, ys, feasible=True)
+        grid, fits = _heatmap(SCN_JSON, kx, xs, ky, ys, scn)
         gx, gy = np.meshgrid(xs, ys)
         hm = pd.DataFrame({"x": gx.ravel(), "y": gy.ravel(), "usd": grid.ravel(),
                            "fits": np.where(fits.ravel(), "yes", "no: does not fit in GPU memory")})
