@@ -442,6 +442,9 @@ def test_a_batch_row_searches_only_the_stages_whose_inputs_it_changed_and_matche
     # rows of a batch that change inputs a plan search reads keep the base's plans for the other stages
     # (kernel._batch_range, reuse 2); every row must equal its own scenario searched from scratch, so no
     # stage's search may read another stage's inputs. Enough rows that each searches in the kernel.
+    import numba
+    if numba.config.DISABLE_JIT:  # hundreds of full plan searches: minutes in pure Python (test_jit_parity)
+        pytest.skip("hundreds of full plan searches: run with the JIT only")
     from costcore.scenario import loaders
     base = schema.to_vector(schema.validate(loaders.load_preset(preset)))
     rows = []
