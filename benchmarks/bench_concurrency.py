@@ -61,23 +61,6 @@ SCENARIOS = [
     ("scratch-7b", "5"), ("llama2-7b-pretrain", "2"), ("llama3-8b", "2"), ("scratch-7b", "2"),
 ]
 
-# Runs inside the server process: time every script execution, then start streamlit's CLI.
-SERVER_HOOK = r"""
-import os, sys, threading, time
-import streamlit.runtime.scriptrunner.script_runner as _sr
-_log, _lock, _orig = os.environ["BENCH_RERUN_LOG"], threading.Lock(), _sr.exec_func_with_error_handling
-def _timed(func, ctx):
-    t0, p0 = time.time(), time.perf_counter()
-    out = _orig(func, ctx)
-    dt = time.perf_counter() - p0
-    with _lock, open(_log, "a") as fh:
-        fh.write(f"{t0:.6f} {dt:.6f} {int(out[2] is not None)} {getattr(ctx, 'session_id', '?')}\n")
-    return out
-_sr.exec_func_with_error_handling = _timed
-from streamlit.web import cli
-sys.argv = ["streamlit", *sys.argv[1:]]
-sys.exit(cli.main())
-"""
 
 # Installed in every page: times keydown -> first DOM mutation that changes the Total cost text.
 PAGE_PROBE = """() => {
@@ -119,10 +102,11 @@ def summary(values_ms) -> str:
 # ---------------------------------------------------------------------------
 @contextlib.contextmanager
 def running_server(workdir: Path):
-    """The real server, started through SERVER_HOOK so that every script run is timed in-process."""
+    """The real server, started through server_support.TIMED_SERVER_HOOK: every script run timed in-process."""
     rerun_log = workdir / "reruns.log"
     try:
-        with server_support.running_server(workdir / "server.log", launcher=[sys.executable, "-c", SERVER_HOOK],
+        with server_support.running_server(workdir / "server.log",
+                                           launcher=[sys.executable, "-c", server_support.TIMED_SERVER_HOOK],
                                            env={"BENCH_RERUN_LOG": str(rerun_log)}) as (base, _):
             yield base, rerun_log
     except server_support.ServerError as err:
@@ -131,14 +115,8 @@ def running_server(workdir: Path):
 
 def read_reruns(path: Path, since: float) -> tuple[list[float], list[float]]:
     """(completed run times, interrupted run times) in ms, of runs started at or after `since`."""
-    done, cut = [], []
-    if not path.exists():
-        return done, cut
-    for line in path.read_text().splitlines():
-        t0, dt, interrupted, _sid = line.split(" ", 3)
-        if float(t0) >= since:
-            (cut if interrupted == "1" else done).append(float(dt) * 1000)
-    return done, cut
+    runs = server_support.timed_runs(path, since)
+    return [ms for ms, cut, _ in runs if not cut], [ms for ms, cut, _ in runs if cut]
 
 
 # ---------------------------------------------------------------------------

@@ -32,45 +32,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 import server_support  # noqa: E402
-from server_support import CHROMIUM_ARGS, wait_idle  # noqa: E402
+from server_support import CHROMIUM_ARGS, TIMED_SERVER_HOOK, timed_runs, wait_idle  # noqa: E402
 from shared import app_pages  # noqa: E402
 
-# Runs inside the server process: time every script or fragment execution, then start streamlit's CLI.
-SERVER_HOOK = r"""
-import os, sys, threading, time
-import streamlit.runtime.scriptrunner.script_runner as _sr
-_log, _lock, _orig = os.environ["BENCH_RERUN_LOG"], threading.Lock(), _sr.exec_func_with_error_handling
-def _timed(func, ctx):
-    t0, p0 = time.time(), time.perf_counter()
-    out = _orig(func, ctx)
-    dt = time.perf_counter() - p0
-    frag = int(bool(getattr(ctx, "fragment_ids_this_run", None)))
-    with _lock, open(_log, "a") as fh:
-        fh.write(f"{t0:.6f} {dt:.6f} {int(out[2] is not None)} {frag}\n")
-    return out
-_sr.exec_func_with_error_handling = _timed
-from streamlit.web import cli
-sys.argv = ["streamlit", *sys.argv[1:]]
-sys.exit(cli.main())
-"""
 THUMBS = '[data-testid="stSlider"] input[type="range"]'  # one per thumb (React Aria), sidebar included
 AT_END_JS = """(i) => {
     const t = document.querySelectorAll('[data-testid="stSlider"] input[type="range"]')[i];
     if (!t) return null;
     return Number(t.value) >= Number(t.max);
 }"""
-
-
-def read_runs(path: Path, since: float) -> list[tuple[float, bool, bool]]:
-    """(ms, interrupted, fragment) of every run that started at or after ``since`` (epoch s)."""
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        t0, dt, cut, frag = line.split()
-        if float(t0) >= since:
-            out.append((float(dt) * 1000, cut == "1", frag == "1"))
-    return out
 
 
 def bench_page(page, base: str, url_path: str, log: Path, moves: int) -> dict:
@@ -89,7 +59,7 @@ def bench_page(page, base: str, url_path: str, log: Path, moves: int) -> dict:
             thumb.focus()
             page.keyboard.press(key)
             wait_idle(page, quiet_s=0.4)
-            runs = read_runs(log, since)
+            runs = timed_runs(log, since)
             if not runs:
                 rec["silent"] += 1
                 continue
@@ -121,7 +91,8 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
         log = Path(tmp) / "runs.log"
-        with server_support.running_server(Path(tmp) / "server.log", launcher=[sys.executable, "-c", SERVER_HOOK],
+        with server_support.running_server(Path(tmp) / "server.log",
+                                           launcher=[sys.executable, "-c", TIMED_SERVER_HOOK],
                                            env={"BENCH_RERUN_LOG": str(log)}) as (base, _):
             browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
             try:

@@ -150,6 +150,40 @@ def server_for_tests(log: Path, timeout_s: float):
         pytest.fail(str(err), pytrace=False)
 
 
+# For the benchmarks: a launcher for running_server that times, inside the server process, every
+# execution of the script or of its fragments (streamlit's exec_func_with_error_handling) and appends
+# "start_epoch_s seconds interrupted fragment session_id" to $BENCH_RERUN_LOG, then runs streamlit's CLI.
+TIMED_SERVER_HOOK = r"""
+import os, sys, threading, time
+import streamlit.runtime.scriptrunner.script_runner as _sr
+_log, _lock, _orig = os.environ["BENCH_RERUN_LOG"], threading.Lock(), _sr.exec_func_with_error_handling
+def _timed(func, ctx):
+    t0, p0 = time.time(), time.perf_counter()
+    out = _orig(func, ctx)
+    dt = time.perf_counter() - p0
+    frag = int(bool(getattr(ctx, "fragment_ids_this_run", None)))
+    with _lock, open(_log, "a") as fh:
+        fh.write(f"{t0:.6f} {dt:.6f} {int(out[2] is not None)} {frag} {getattr(ctx, 'session_id', '?')}\n")
+    return out
+_sr.exec_func_with_error_handling = _timed
+from streamlit.web import cli
+sys.argv = ["streamlit", *sys.argv[1:]]
+sys.exit(cli.main())
+"""
+
+
+def timed_runs(path: Path, since: float) -> list[tuple[float, bool, bool]]:
+    """(ms, interrupted, fragment) of every run TIMED_SERVER_HOOK logged that started at or after ``since``."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        t0, dt, cut, frag, _sid = line.split(" ", 4)
+        if float(t0) >= since:
+            out.append((float(dt) * 1000, cut == "1", frag == "1"))
+    return out
+
+
 # How long a browser test waits for something to happen (a server to start, a page to draw, a rerun to land)
 # before it calls the app stuck. Not a speed claim: the speeds are printed by benchmarks/bench_first_paint.py,
 # bench_app.py and bench_concurrency.py. Generous, so a busy CI machine never turns a slow wait into a failure.
