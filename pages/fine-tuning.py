@@ -129,12 +129,12 @@ common.show_chart(bars + line,
                   f"Memory per GPU by kind against the usable {fmt.gb(cap)} (red line)", height=320)
 speed = alt.Chart(rows).mark_bar().encode(
     x=alt.X("label:N", title="Method", sort=list(rows.label), axis=alt.Axis(labelAngle=0, labelLimit=160)),
-    y=alt.Y("tokens_per_s_per_gpu:Q", title="Tokens per second per GPU"),
+    y=alt.Y("tokens_per_s_per_gpu:Q", title="Tokens/s per GPU"),  # a longer upright title pushed the chart's out
     color=alt.Color("label:N", title="Method", legend=None),
     tooltip=[alt.Tooltip("label:N", title="Method"),
              alt.Tooltip("tokens_per_s_per_gpu:Q", title="Tokens/s per GPU", format=",.0f")],
-).properties(height=240)
-common.show_chart(speed, "Training speed: tokens per second per GPU")
+)
+common.show_chart(speed, "Training speed: tokens per second per GPU", height=240)
 
 for r in rows.itertuples():
     if not r.fits:
