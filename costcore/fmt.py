@@ -49,12 +49,23 @@ def gpu_hours(v: float) -> str:
     return f"{v:,.1f} GPU-h" if a < 100 else f"{v:,.0f} GPU-h"
 
 
+def _three(x: float) -> str:
+    """Any number at three significant digits, trailing zeros kept between 1 and 999 (2.50, 48.0, 612),
+    thousands separated above (1,230), plain below 1 (0.25)."""
+    a = abs(x)
+    if 1 <= a < 999.5:
+        return ("-" if x < 0 else "") + _sig3(a)
+    return num(x)
+
+
 def days(v: float) -> str:
-    if not math.isfinite(v):
+    """A duration given in days, at three significant digits: hours under a day (2.64 h), else days
+    (3.90 days, 48.1 days, 1,230 days)."""
+    if v is None or not math.isfinite(v):
         return "n/a"
-    if v < 1:
-        return f"{v * 24:.1f} h"
-    return f"{v:,.1f} days"
+    if abs(v) < 1:
+        return f"{_three(v * 24)} h"
+    return f"{_three(v)} days"
 
 
 def duration_s(v: float) -> str:

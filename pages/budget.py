@@ -6,7 +6,7 @@ import streamlit as st
 from costcore.analysis import budget as bud
 from costcore import fmt
 from costcore.scenario import schema as costcore_schema
-from costcore.scenario.schema import RESOURCES, STAGE_LABELS
+from costcore.scenario.schema import RESOURCE_LABELS, RESOURCES, STAGE_LABELS
 from pages import common
 
 res = common.frame(
@@ -32,14 +32,14 @@ with st.expander("Budgets per resource"):
     rcols = st.columns(len(RESOURCES))
     for col, r in zip(rcols, RESOURCES):
         with col:
-            common.knob(f"budget.{r}_usd", f"{r} ($)", widget="number", step=10000.0, fmt_str="%.0f")
+            common.knob(f"budget.{r}_usd", f"{RESOURCE_LABELS[r]} ($)", widget="number", step=10000.0, fmt_str="%.0f")
 res = common.result()
 lines = bud.budget_lines(res)
 if lines.empty:
     st.info("No budget is set: enter one above to get status and alerts on every page.")
 else:
     show = lines.copy()
-    show["name"] = [STAGE_LABELS.get(n, n) for n in show.name]
+    show["name"] = [STAGE_LABELS.get(n, RESOURCE_LABELS.get(n, n)) for n in show.name]
     show["scope"] = show.scope.str.capitalize()
     # a resource's name ("compute") gets its capital; a stage's label keeps its own ("Preference alignment (DPO)")
     show["name"] = [n[:1].upper() + n[1:] for n in show.name]
@@ -208,7 +208,7 @@ c1.download_button("Download line items (CSV)", lambda: fmt.to_csv(att), "attrib
 c2.download_button("Download line items (YAML)", lambda: bud.attribution_yaml(res), "attribution.yaml",
                    "application/x-yaml", width="stretch")
 paid = att[att.usd != 0]  # the exports keep every line, the $0 ones too
-shown = paid.assign(stage=paid.stage.map(STAGE_LABELS), resource=paid.resource.str.capitalize(),
+shown = paid.assign(stage=paid.stage.map(STAGE_LABELS), resource=paid.resource.map(RESOURCE_LABELS),
                     kind=paid.kind.str.capitalize())
 if len(paid) < len(att):
     st.caption(f"{len(paid):,} line items with a cost; the downloads list all {len(att):,}, "

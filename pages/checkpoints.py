@@ -59,11 +59,13 @@ curve = pd.DataFrame({"interval_h": taus, "hidden": out[:, i, rs.index("hidden")
                       "total": out[:, i, :len(rs)].sum(axis=1)})
 lo = curve.total.min()
 curve_long = curve.melt("interval_h", ["total", "hidden", "storage"], var_name="part", value_name="usd")
+PARTS = {"total": "Total", "hidden": schema.RESOURCE_LABELS["hidden"], "storage": schema.RESOURCE_LABELS["storage"]}
+curve_long["part"] = curve_long["part"].map(PARTS)
 base = alt.Chart(curve_long).mark_line().encode(
     x=alt.X("interval_h:Q", scale=alt.Scale(type="log"), title="Checkpoint interval (hours, log scale)"),
     y=alt.Y("usd:Q", title=f"{STAGE_LABELS[stage]} cost ($)", axis=alt.Axis(format="$~s"),
             scale=alt.Scale(zero=False)),
-    color=alt.Color("part:N", title="Cost", scale=alt.Scale(domain=["total", "hidden", "storage"],
+    color=alt.Color("part:N", title="Cost", scale=alt.Scale(domain=list(PARTS.values()),
                                                             range=["#333333", "#E45756", "#F58518"])),
     tooltip=[alt.Tooltip("interval_h:Q", format=".2f", title="Interval (hours)"), alt.Tooltip("part:N", title="Cost"),
              alt.Tooltip("usd:Q", format="$,.0f", title="Dollars")])

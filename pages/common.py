@@ -20,14 +20,20 @@ from costcore.scenario.loaders import Scenario
 from costcore.analysis import explain
 from costcore.scenario import schema
 from costcore.scenario import share
-from costcore.scenario.schema import BY_PATH, RESOURCES, STAGE_LABELS, STAGES, ScenarioError
+from costcore.scenario.schema import (BY_PATH, RESOURCE_LABELS, RESOURCES, STAGE_LABELS, STAGE_SHORT,  # noqa: F401
+                                      STAGES, ScenarioError)
 from costcore.scenario.yamlio import MAX_YAML_BYTES, dump_yaml
 
 DEFAULT_PRESET = "pipeline-70b"
 RESOURCE_COLORS = {"compute": "#4C78A8", "storage": "#F58518", "network": "#72B7B2", "data": "#54A24B",
                    "labor": "#B279A2", "ops": "#9D755D", "hidden": "#E45756"}
-STAGE_SHORT = {"pretrain": "Pre-train", "cpt": "CPT", "mm_align": "MM align", "mm_cpt": "MM CPT",
-               "mm_tune": "MM tune", "sft": "SFT", "dpo": "DPO", "rl": "RL", "eval": "Eval"}
+
+
+def resource_scale(keys=RESOURCES) -> alt.Scale:
+    """The resources' colours for a chart whose data holds their labels (RESOURCE_LABELS), in the order given."""
+    return alt.Scale(domain=[RESOURCE_LABELS[r] for r in keys], range=[RESOURCE_COLORS[r] for r in keys])
+
+
 STAGE_COLORS = {"pretrain": "#1f77b4", "cpt": "#17becf", "mm_align": "#ff7f0e", "mm_cpt": "#8c564b",
                 "mm_tune": "#e377c2", "sft": "#2ca02c", "dpo": "#bcbd22", "rl": "#d62728", "eval": "#9467bd"}
 
@@ -560,8 +566,8 @@ def resource_frame(res: api.Result, stages=None) -> pd.DataFrame:
             continue
         i = STAGES.index(s)
         for j, r in enumerate(RESOURCES):
-            rows.append({"stage": STAGE_SHORT[s], "stage_name": STAGE_LABELS[s], "stage_key": s, "resource": r,
-                         "usd": float(m[i, j]),
+            rows.append({"stage": STAGE_SHORT[s], "stage_name": STAGE_LABELS[s], "stage_key": s, "resource": RESOURCE_LABELS[r],
+                         "resource_key": r, "usd": float(m[i, j]),
                          "cost": fmt.usd(float(m[i, j])), "exact": fmt.usd_exact(float(m[i, j]))})
     return pd.DataFrame(rows)
 
@@ -576,9 +582,8 @@ def stacked_bar(res: api.Result, stages=None, height: int = 320):
         chart = alt.Chart(df).mark_bar().encode(
             y=alt.Y("resource:N", sort="-x", title="Resource"),
             x=alt.X("usd:Q", title=f"{STAGE_LABELS[stages[0]]}: cost by resource ($)", axis=alt.Axis(format="$~s")),
-            color=alt.Color("resource:N", legend=None,
-                            scale=alt.Scale(domain=list(RESOURCE_COLORS), range=list(RESOURCE_COLORS.values()))),
-            tooltip=[alt.Tooltip("resource:N"), alt.Tooltip("exact:N", title="cost")],
+            color=alt.Color("resource:N", legend=None, scale=resource_scale()),
+            tooltip=[alt.Tooltip("resource:N", title="Resource"), alt.Tooltip("exact:N", title="Cost")],
         ).properties(height=28 * max(len(df), 1) + 40)
         show_chart(chart, f"{STAGE_LABELS[stages[0]]}: where the money goes")
         return
@@ -586,11 +591,10 @@ def stacked_bar(res: api.Result, stages=None, height: int = 320):
     chart = alt.Chart(df).mark_bar().encode(
         x=alt.X("stage:N", sort=order, title="Stage", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("sum(usd):Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
-        color=alt.Color("resource:N", title="Resource",
-                        scale=alt.Scale(domain=list(RESOURCE_COLORS), range=list(RESOURCE_COLORS.values()))),
-        order=alt.Order("resource:N"),
-        tooltip=[alt.Tooltip("stage_name:N", title="stage"), alt.Tooltip("resource:N"),
-                 alt.Tooltip("exact:N", title="cost")],
+        color=alt.Color("resource:N", title="Resource", scale=resource_scale()),
+        order=alt.Order("resource_key:N"),
+        tooltip=[alt.Tooltip("stage_name:N", title="Stage"), alt.Tooltip("resource:N", title="Resource"),
+                 alt.Tooltip("exact:N", title="Cost")],
     ).properties(height=height)
     show_chart(chart, "Cost of each stage by resource")
 
@@ -634,10 +638,18 @@ def number_table(df: pd.DataFrame, formats: dict, headers: dict | None = None, h
     """A table whose numbers are shown in words (``formats``: column -> formatter, e.g. fmt.usd) but stay
     numbers underneath, so a click on a header sorts $900k before $1.20M. The shown text is a pandas
     Styler display value on a NumberColumn; ``headers``: column -> words, ``helps``: column -> tooltip."""
-    headers, helps = dict(headers or {}), dict(helps or {})
+    headers, helps, formats = dict(headers or {}), dict(helps or {}), dict(formats)
     data = df.copy()
     for c in formats:
         data[c] = pd.to_numeric(data[c], errors="coerce").astype(float)
+    own = set(kwargs.get("column_config") or {})
+    for c in data.columns:  # what the caller did not format: 3 significant digits, and blank for "no value"
+        if c in formats or c in own:
+            continue
+        if pd.api.types.is_float_dtype(data[c]):
+            formats[c] = fmt.num
+        elif data[c].dtype == object:
+            data[c] = [("" if v is None or (isinstance(v, float) and math.isnan(v)) else v) for v in data[c]]
     cfg = {}
     for c in data.columns:
         words = headers.get(c, c.replace("_", " ").capitalize())
@@ -653,13 +665,13 @@ MONEY_HELP = "3 significant digits; the CSV export keeps the exact value"
 
 
 def money_table(df: pd.DataFrame, money_cols, headers: dict | None = None, formats: dict | None = None,
-                **kwargs) -> None:
+                helps: dict | None = None, **kwargs) -> None:
     """A table with money at 3 significant digits ($24.9M), sorting by the amounts; the exact values are
     in the CSV export and the column's tooltip says so. ``headers``: column -> words; ``formats``: other
     numeric columns -> their formatter (fmt.gpu_hours, fmt.days); ``kwargs`` go to st.dataframe."""
     headers = {c: c.capitalize() for c in money_cols} | dict(headers or {})
     number_table(df, {c: fmt.usd for c in money_cols} | dict(formats or {}), headers,
-                 {c: MONEY_HELP for c in money_cols}, **kwargs)
+                 {c: MONEY_HELP for c in money_cols} | dict(helps or {}), **kwargs)
 
 
 def stage_metrics(res: api.Result, stage: str) -> None:

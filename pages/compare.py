@@ -6,7 +6,8 @@ import costcore
 from costcore.analysis import budget as bud
 from costcore import fmt
 from costcore.analysis import levers
-from costcore.scenario.schema import ScenarioError
+from costcore.scenario import schema
+from costcore.scenario.schema import RESOURCE_LABELS, STAGE_LABELS, ScenarioError
 from pages import common
 
 res = common.frame(
@@ -45,7 +46,10 @@ inputs, costs = bud.compare(res, b)
 left, right = st.columns([2, 3])
 with left:
     st.subheader(f"Inputs that differ ({len(inputs)})")
-    st.dataframe(inputs, hide_index=True, width="stretch", height=320)
+    shown = inputs.assign(input=[schema.BY_PATH[k].label if k in schema.BY_PATH else
+                                 STAGE_LABELS.get(k.split(".")[-1], k) for k in inputs["input"]])
+    st.dataframe(shown, hide_index=True, width="stretch", height=320,
+                 column_config={"input": st.column_config.Column("Input", help="the scenario field (exports keep its key)")})
 with right:
     st.subheader("Cost by stage")
     by_stage = costs.groupby("stage", as_index=False)[["A", "B"]].sum().melt("stage", var_name="scenario", value_name="usd")
@@ -59,7 +63,8 @@ with right:
                  alt.Tooltip("usd:Q", format="$,.0f", title="Cost")]).properties(height=300),
         "Cost of each stage in scenario A and B")
 with st.expander("Costs by stage and resource"):
-    common.money_table(costs, ["A", "B", "B_minus_A"], {"B_minus_A": "B minus A", "stage": "Stage",
+    common.money_table(costs.assign(stage=costs.stage.map(STAGE_LABELS), resource=costs.resource.map(RESOURCE_LABELS)),
+                       ["A", "B", "B_minus_A"], {"B_minus_A": "B minus A", "stage": "Stage",
                                                         "resource": "Resource"})
 
 st.header("Optimization levers")

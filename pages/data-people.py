@@ -50,14 +50,13 @@ common.knob("ops.usd_per_month", "Platform and operations, $ per month", 0.0, 20
 res = common.result()
 df = common.resource_frame(res)
 if not df.empty:
-    df = df[df.resource.isin(["data", "labor", "ops"])]
+    df = df[df.resource_key.isin(["data", "labor", "ops"])]
     st.subheader("Data, labor and ops by stage")
     common.show_chart(alt.Chart(df).mark_bar().encode(
         x=alt.X("stage:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title="Stage",
                 axis=alt.Axis(labelAngle=0)),
         y=alt.Y("sum(usd):Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
-        color=alt.Color("resource:N", title="Resource", scale=alt.Scale(domain=["data", "labor", "ops"],
-                                                      range=[common.RESOURCE_COLORS[r] for r in ("data", "labor", "ops")])),
+        color=alt.Color("resource:N", title="Resource", scale=common.resource_scale(("data", "labor", "ops"))),
         tooltip=[alt.Tooltip("stage_name:N", title="Stage"), alt.Tooltip("resource:N", title="Resource"),
                  alt.Tooltip("exact:N", title="Cost")],
     ).properties(height=280), "Data, labor and operations cost of each stage")

@@ -6,7 +6,7 @@ import streamlit as st
 
 import costcore
 from costcore import fmt
-from costcore.scenario.schema import STAGE_LABELS
+from costcore.scenario.schema import RESOURCE_LABELS, STAGE_LABELS
 from pages import common
 
 res = common.frame(
@@ -40,16 +40,17 @@ for stage in ("pretrain", "cpt"):
     xs = np.unique(np.concatenate([np.geomspace(max(cur / 10, 0.01), cur * 3, 60), [cur]]))
     out = costcore.batch(res.scenario, {p + "tokens_b": xs}, full=True, vector=res.vector)
     i = costcore.STAGES.index(stage)
-    df = pd.DataFrame(out[:, i, :7], columns=list(costcore.RESOURCES))
+    df = pd.DataFrame(out[:, i, :7], columns=[RESOURCE_LABELS[r] for r in costcore.RESOURCES])
     df["tokens_b"] = xs
     long = df.melt("tokens_b", var_name="resource", value_name="usd")
     area = alt.Chart(long).mark_area().encode(
         x=alt.X("tokens_b:Q", title="Tokens (billions)",
                 scale=alt.Scale(type="log", domain=[float(xs[0]), float(xs[-1])], nice=False)),
         y=alt.Y("usd:Q", stack=True, title=f"{STAGE_LABELS[stage]} cost ($)", axis=alt.Axis(format="$~s")),
-        color=alt.Color("resource:N", title="Resource", scale=alt.Scale(domain=list(common.RESOURCE_COLORS),
-                                                      range=list(common.RESOURCE_COLORS.values()))),
-        tooltip=["resource:N", alt.Tooltip("tokens_b:Q", format=",.0f"), alt.Tooltip("usd:Q", format="$,.0f")])
+        color=alt.Color("resource:N", title="Resource", scale=common.resource_scale()),
+        tooltip=[alt.Tooltip("resource:N", title="Resource"),
+                 alt.Tooltip("tokens_b:Q", format=",.0f", title="Tokens (billions)"),
+                 alt.Tooltip("usd:Q", format="$,.0f", title="Cost")])
     rule = alt.Chart(pd.DataFrame({"tokens_b": [cur], "label": [f"now: {cur:,.0f}B"]})).mark_rule(
         color="black", strokeDash=[4, 3]).encode(x=alt.X("tokens_b:Q", title="Tokens (billions)"),
                                                  tooltip=[alt.Tooltip("label:N", title="Current plan")])

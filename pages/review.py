@@ -223,18 +223,17 @@ st.markdown("**Cost per result**")
 r1, r2 = st.columns(2)
 mv = v["per_model_version"].copy()
 mv["usd"] = mv["usd"].map(float)
-mv["usd_per_point"] = mv["usd_per_point"].fillna(0.0)
 with r1:
     common.money_table(mv, ["usd", "usd_per_point"],
                        {"project": "Project", "model_version": "Model version", "usd": "Dollars", "runs": "Runs",
                         "eval_score": "Best evaluation score", "points_gained": "Points gained",
-                        "usd_per_point": "Dollars per point gained (0: none gained)"})
+                        "usd_per_point": "Dollars per point gained"},
+                       helps={"usd_per_point": "blank where no evaluation point was gained"})
 runs = v["per_run"].copy()
 runs["usd"] = runs["usd"].map(float)
-runs["gpu_hours"] = runs["gpu_hours"].map(lambda x: fmt.num(float(x)))
 runs["stage"] = runs["stage"].map(lambda s: STAGE_LABELS.get(s, s))
 with r2:
-    common.money_table(runs, ["usd"], {"run_id": "Run", "project": "Project", "model_version": "Model version",
+    common.money_table(runs, ["usd"], formats={"gpu_hours": fmt.num}, headers={"run_id": "Run", "project": "Project", "model_version": "Model version",
                                        "stage": "Stage", "status": "Status", "usd": "Dollars",
                                        "gpu_hours": "GPU-hours billed", "eval_score": "Evaluation score"})
 

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from costcore import fmt
 from costcore.validation import runs as validation
 from pages import common
 
@@ -26,10 +27,12 @@ def _baseline(dataset: str) -> pd.DataFrame:
     return validation.baseline_table(dataset=dataset)
 
 
-DATASETS = {"reference": "Reference runs (the issue's bar)",
+DATASETS = {"reference": "Reference runs",
             "extra": "Other public runs"}
 c1, c2 = st.columns([3, 2])
-dataset = c1.radio("Runs", list(DATASETS), format_func=DATASETS.get, horizontal=True, key="val_runs")
+dataset = c1.radio("Runs", list(DATASETS), format_func=DATASETS.get, horizontal=True, key="val_runs",
+                   help="Reference runs: the set the planner's accuracy target is scored on. Other public runs: "
+                        "more runs, never used to set that target.")
 tp = c2.toggle("Use each run's published throughput", value=False, key="val_tp")
 df = _table(tp, dataset)
 if df.empty:
@@ -51,17 +54,21 @@ hi = float(max(plot.published_gpu_hours.max(), plot.predicted_gpu_hours.max()) *
 line = pd.DataFrame({"x": np.geomspace(lo, hi, 50)})
 line["y"], line["lo"], line["hi"] = line.x, line.x * 0.75, line.x * 1.25
 band = alt.Chart(line).mark_area(opacity=0.15, color="#54A24B").encode(
-    x=alt.X("x:Q", scale=alt.Scale(type="log", domain=[lo, hi]), title="Published GPU-hours"),
-    y=alt.Y("lo:Q", scale=alt.Scale(type="log", domain=[lo, hi]), title="Predicted GPU-hours"), y2="hi:Q")
+    x=alt.X("x:Q", scale=alt.Scale(type="log", domain=[lo, hi]), title="Published GPU-hours", axis=alt.Axis(format="~s")),
+    y=alt.Y("lo:Q", scale=alt.Scale(type="log", domain=[lo, hi]), title="Predicted GPU-hours", axis=alt.Axis(format="~s")),
+    y2="hi:Q")
 X_AXIS, Y_AXIS = "Published GPU-hours", "Predicted GPU-hours"
 diag = alt.Chart(line).mark_line(color="#333", strokeDash=[4, 3]).encode(x=alt.X("x:Q", title=X_AXIS),
                                                                         y=alt.Y("y:Q", title=Y_AXIS))
 pts = alt.Chart(plot).mark_circle(size=90).encode(
     x=alt.X("published_gpu_hours:Q", title=X_AXIS), y=alt.Y("predicted_gpu_hours:Q", title=Y_AXIS),
     color=alt.Color("gpu:N", title="GPU"),
-    tooltip=["run:N", "gpu:N", alt.Tooltip("num_gpus:Q", format=","), "basis:N",
-             alt.Tooltip("published:Q", format=",.0f"), alt.Tooltip("predicted:Q", format=",.0f"),
-             alt.Tooltip("ratio:Q", format=".2f"), alt.Tooltip("mfu:Q", format=".1%"), "notes:N"])
+    tooltip=[alt.Tooltip("run:N", title="Run"), alt.Tooltip("gpu:N", title="GPU"),
+             alt.Tooltip("num_gpus:Q", format=",", title="GPUs"), alt.Tooltip("basis:N", title="Compared on"),
+             alt.Tooltip("published:Q", format=",.3s", title="Published"),
+             alt.Tooltip("predicted:Q", format=",.3s", title="Predicted"),
+             alt.Tooltip("ratio:Q", format=".2f", title="Predicted / published"),
+             alt.Tooltip("mfu:Q", format=".1%", title="Utilization used (MFU)"), alt.Tooltip("notes:N", title="Notes")])
 labels = alt.Chart(plot).mark_text(align="left", dx=7, dy=-6, fontSize=10, color="#333").encode(
     x=alt.X("published_gpu_hours:Q", title=X_AXIS), y=alt.Y("predicted_gpu_hours:Q", title=Y_AXIS), text="label:N")
 common.show_chart(alt.layer(band, diag, pts, labels),
@@ -69,19 +76,20 @@ common.show_chart(alt.layer(band, diag, pts, labels),
 st.caption("Dashed: predicted = published. Green band: ±25%. Runs published in days are compared in days and "
            "drawn at days x GPUs x 24.")
 show = df[["run", "gpu", "num_gpus", "params_b", "tokens_b", "basis", "published_gpu_hours", "predicted_gpu_hours",
-           "published_days", "predicted_days", "ratio", "error", "mfu", "notes", "source"]].round(
-    {"published_gpu_hours": 0, "predicted_gpu_hours": 0})
-st.dataframe(show, hide_index=True, width="stretch", height=35 * (len(show) + 1) + 3,
-             column_config={
-                 "basis": st.column_config.TextColumn("compared on", help="the figure the authors published"),
-                 "published_gpu_hours": st.column_config.NumberColumn("published GPU-h", format="localized",
-                                                                      help="days x GPUs x 24 where days were published"),
-                 "predicted_gpu_hours": st.column_config.NumberColumn("predicted GPU-h", format="localized"),
-                 "published_days": st.column_config.NumberColumn("published days", format="%.1f"),
-                 "predicted_days": st.column_config.NumberColumn("predicted days", format="%.1f"),
-                 "ratio": st.column_config.NumberColumn("predicted / published", format="%.2f"),
-                 "error": st.column_config.NumberColumn("error", format="percent"),
-                 "mfu": st.column_config.NumberColumn("MFU used", format="percent")})
+           "published_days", "predicted_days", "ratio", "error", "mfu", "notes", "source"]]
+common.number_table(
+    show, {"num_gpus": lambda v: f"{v:,.0f}", "params_b": fmt.num, "tokens_b": fmt.num,
+           "published_gpu_hours": fmt.gpu_hours, "predicted_gpu_hours": fmt.gpu_hours,
+           "published_days": fmt.days, "predicted_days": fmt.days, "ratio": lambda v: f"{v:.2f}x",
+           "error": lambda v: f"{v:.1%}", "mfu": lambda v: f"{v:.1%}"},
+    {"run": "Run", "gpu": "GPU", "num_gpus": "GPUs", "params_b": "Parameters (billions)",
+     "tokens_b": "Tokens (billions)", "basis": "Compared on", "published_gpu_hours": "Published GPU-hours",
+     "predicted_gpu_hours": "Predicted GPU-hours", "published_days": "Published time",
+     "predicted_days": "Predicted time", "ratio": "Predicted / published", "error": "Error",
+     "mfu": "Utilization used (MFU)", "notes": "Notes", "source": "Source"},
+    {"basis": "the figure the authors published", "published_gpu_hours": "days x GPUs x 24 where days were published",
+     "published_days": "blank where only GPU-hours were published"},
+    height=35 * (len(show) + 1) + 3)
 st.markdown(
     "**The default utilization model.** MFU starts from a per-generation steady-state value "
     "(`costcore/data/hardware.yaml`) and scales with model size: mildly down on A100-era GPUs (more model "
@@ -91,7 +99,7 @@ st.markdown(
     "plan's activations do not fit without full recomputation (the memory model decides) it is multiplied by "
     "6/8. On top, goodput losses: interruptions at the Llama 3 rate with Young/Daly checkpointing, checkpoint "
     "stalls, 2% idle and 3% rolled-back work. `costcore/calibration.py` fits the coefficients on all runs "
-    "here, keeping the reference runs within the issue's bar; `python -m costcore validate [--runs extra | "
+    "here, keeping the reference runs within the accuracy target; `python -m costcore validate [--runs extra | "
     "FILE.csv]` prints these tables.")
 loo = validation.calibration_summary()
 st.markdown(

@@ -63,7 +63,7 @@ def test_estimate_preset_by_name_subprocess():
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     assert "Llama-2-7B pretraining" in proc.stdout.splitlines()[0]
-    assert any(line.startswith("pretrain") for line in proc.stdout.splitlines())
+    assert any(line.startswith("Pre-train ") for line in proc.stdout.splitlines())
     assert any(line.startswith("TOTAL") for line in proc.stdout.splitlines())
 
 

@@ -183,7 +183,7 @@ def test_cli_prints_every_phase_with_memory_preprocessing_and_storage(preset):
     out = subprocess.run([sys.executable, "-m", "costcore", "estimate", preset], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout
     scn = costcore.load_preset(preset)
-    assert "memory/GPU" in out.splitlines()[1]
+    assert "Memory/GPU" in out.splitlines()[1]
     for s in scn["stages"]:
         assert any(line.startswith(s + " ") for line in out.splitlines())
         assert any(line.startswith(f"{s} media: ") and "preprocessing" in line and "media storage" in line

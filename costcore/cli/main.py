@@ -22,7 +22,7 @@ from costcore.scenario import loaders
 from costcore.scenario.loaders import apply_sets  # noqa: F401  (cli.apply_sets: the --set rule)
 from costcore.scenario import schema
 from costcore.errors import ScenarioError
-from costcore.scenario.schema import RESOURCES
+from costcore.scenario.schema import RESOURCE_LABELS, RESOURCES, STAGE_SHORT
 from costcore.scenario.yamlio import parse_yaml
 
 EXIT_BAD_INPUT = 2
@@ -40,15 +40,15 @@ fmt_usd = fmt.usd
 
 def render_table(res) -> str:
     d = res.to_dict()
-    cols = ["stage"] + list(RESOURCES) + ["total", "GPU-h", "wall time", "memory/GPU"]
+    cols = ["Stage"] + [RESOURCE_LABELS[r] for r in RESOURCES] + ["Total", "GPU time", "Wall-clock", "Memory/GPU"]
     rows = []
     for s, v in d["stages"].items():
-        rows.append([s] + [fmt_usd(v["usd"][r]) for r in RESOURCES] + [
-            fmt_usd(v["usd_total"]), f"{v['gpu_hours']:,.0f}", fmt.days(v["wall_days"]),
+        rows.append([STAGE_SHORT[s]] + [fmt_usd(v["usd"][r]) for r in RESOURCES] + [
+            fmt_usd(v["usd_total"]), fmt.gpu_hours(v["gpu_hours"]), fmt.days(v["wall_days"]),
             fmt.gb(v["memory_per_gpu_gb"])])
     if d["feasible"]:
         rows.append(["TOTAL"] + [fmt_usd(d["resources"][r]) for r in RESOURCES] + [
-            fmt_usd(d["total_usd"]), f"{d['gpu_hours']:,.0f}", "", ""])
+            fmt_usd(d["total_usd"]), fmt.gpu_hours(d["gpu_hours"]), "", ""])
     widths = [max(len(str(r[i])) for r in rows + [cols]) for i in range(len(cols))]
     out = io.StringIO()
     out.write(f"{fmt.one_line(d['name'])}\n")

@@ -30,6 +30,9 @@ DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 STAGES = ("pretrain", "cpt", "mm_align", "mm_cpt", "mm_tune", "sft", "dpo", "rl", "eval")
 MM_STAGES = ("mm_align", "mm_cpt", "mm_tune")  # the multimodal phases (issue 17): media through an encoder
 RESOURCES = ("compute", "storage", "network", "data", "labor", "ops", "hidden")
+# What a reader sees for each resource (legends, table cells, CLI columns); exports keep the keys.
+RESOURCE_LABELS = {"compute": "Compute", "storage": "Storage", "network": "Network", "data": "Data",
+                   "labor": "Labor", "ops": "Operations", "hidden": "Hidden costs"}
 GROUP_ORDER = ("run", "train", "peft", "data")
 TOP_LEVEL_KEYS = ("name", "description", "model", "hardware", "efficiency", "reliability",
                   "storage", "network", "data", "labor", "ops", "multimodal", "stages", "budget", "schedule", "lifecycle", "tags")
@@ -184,6 +187,9 @@ PLAN_FIELDS = [_make_field(f"{sec}.{key}", spec, -1) for sec, specs in _SCHEMA["
 PLAN_SECTIONS = tuple(_SCHEMA["plan"])
 BY_PATH: dict[str, Field] = {f.path: f for f in FIELDS + PLAN_FIELDS}
 STAGE_LABELS = {s: _SCHEMA["stages"][s]["label"] for s in STAGES}
+# The stage's short name where room is tight (chart axes, the CLI table's first column).
+STAGE_SHORT = {"pretrain": "Pre-train", "cpt": "CPT", "mm_align": "MM align", "mm_cpt": "MM CPT",
+               "mm_tune": "MM tune", "sft": "SFT", "dpo": "DPO", "rl": "RL", "eval": "Eval"}
 NS = len(STAGES)
 
 
