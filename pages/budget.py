@@ -92,7 +92,7 @@ seg = pd.concat([sched.assign(part="setup (no GPUs)", seg_start=sched.start, seg
                  sched.assign(part="run on GPUs", seg_start=sched.run_start, seg_end=sched.end)])
 seg = seg[seg.seg_end > seg.seg_start]
 gantt = alt.Chart(seg).mark_bar(cornerRadius=3).encode(
-    x=alt.X("seg_start:T", title="Date"), x2="seg_end:T",
+    x=alt.X("seg_start:T", title="Date"), x2=alt.X2("seg_end:T"),
     y=alt.Y("stage_short:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title="Stage"),
     color=alt.Color("stage_short:N", legend=None, scale=alt.Scale(domain=list(common.STAGE_SHORT_COLORS),
                                                                   range=list(common.STAGE_SHORT_COLORS.values()))),

@@ -114,7 +114,7 @@ def _gantt(res) -> None:
                                          axis=alt.Axis(labelOverlap=False, labelLimit=220)))
     bars = base.mark_bar(height=10, strokeWidth=2).encode(
         x=alt.X("start_day:Q", title="Day of the horizon", scale=alt.Scale(domain=[0, res.horizon_h / 24.0])),
-        x2="end_day:Q",
+        x2=alt.X2("end_day:Q"),
         color=alt.Color("team:N", title="Team", legend=alt.Legend(symbolOpacity=1)),
         opacity=alt.Opacity("how:N", title="Segment", scale=alt.Scale(
             domain=["Ran to the end", "Preempted", "Burst (on-demand or spot)"], range=[1.0, 0.45, 0.7])),

@@ -6,9 +6,13 @@ from costcore.
 from __future__ import annotations
 
 import functools
+import gc
+import hashlib
 import html
 import os
 import math
+import pickle
+import types
 
 import altair as alt
 import pandas as pd
@@ -40,8 +44,11 @@ STAGE_COLORS = {"pretrain": "#1f77b4", "cpt": "#17becf", "mm_align": "#ff7f0e", 
 
 @st.cache_resource(show_spinner=False)
 def _warm_up() -> bool:
-    """Compile or load the numba kernels once per server process."""
+    """Compile or load the numba kernels once per server process, then move everything loaded so far
+    (numba, pandas, Altair's schema classes: most of the heap) out of the garbage collector's sight,
+    so its full collections do not scan it again on every few reruns (gc.freeze, Python 3.7+)."""
     costcore.warm_up()
+    gc.freeze()
     return True
 
 
@@ -616,6 +623,23 @@ def show_chart(chart, title: str, height=None) -> None:
     chart.title = title
     if height is not None:
         chart.height = height
+    try:  # the chart's whole content, data included: equal bytes are an equal chart
+        key = hashlib.blake2b(pickle.dumps(chart, protocol=5), digest_size=16).digest()
+    except Exception:  # noqa: BLE001 - something in it does not pickle: draw it without the cache
+        _draw_chart(chart)
+        return
+    _draw_chart_cached(key, chart)
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def _draw_chart_cached(key: bytes, _chart) -> None:
+    """Turning a chart into Vega-Lite and its data into Arrow was a quarter of a Budget-page rerun
+    (py-spy on a served app, Dec 2026), mostly for charts the rerun left as they were; st.cache_data
+    keeps the drawn element per chart content and replays it."""
+    _draw_chart(_chart)
+
+
+def _draw_chart(chart) -> None:
     if not CHECK_CHART_SCHEMA:  # Streamlit calls chart.to_dict() (streamlit/elements/vega_charts.py)
         object.__setattr__(chart, "to_dict", functools.partial(chart.to_dict, validate=False))  # not a chart property
     st.altair_chart(chart, width="stretch")
@@ -633,12 +657,49 @@ def stage_color_scale(labels) -> alt.Scale:
 STAGE_SHORT_COLORS = {STAGE_SHORT[s]: c for s, c in STAGE_COLORS.items()}
 
 
+def _code_key(f) -> tuple:
+    """What a formatter computes, as a key that is the same on every rerun: a lambda made anew on each
+    run of a page has the same code, constants and closure values each time."""
+    code = getattr(f, "__code__", None)
+    if code is None:
+        return (repr(f),)
+    cells = tuple(repr(c.cell_contents) for c in (f.__closure__ or ()))
+    names = []  # the globals it reads (a page's `unit`): their values, so a changed one is a new key
+    for name in code.co_names:
+        if name in f.__globals__:
+            v = f.__globals__[name]
+            names.append((name, getattr(v, "__name__", None) if callable(v) or isinstance(v, types.ModuleType)
+                          else repr(v)))
+    return (code.co_filename, code.co_firstlineno, code.co_code, repr(code.co_consts), repr(f.__defaults__), cells,
+            tuple(names))
+
+
 def number_table(df: pd.DataFrame, formats: dict, headers: dict | None = None, helps: dict | None = None,
                  **kwargs) -> None:
     """A table whose numbers are shown in words (``formats``: column -> formatter, e.g. fmt.usd) but stay
     numbers underneath, so a click on a header sorts $900k before $1.20M. The shown text is a pandas
-    Styler display value on a NumberColumn; ``headers``: column -> words, ``helps``: column -> tooltip."""
-    headers, helps, formats = dict(headers or {}), dict(helps or {}), dict(formats)
+    Styler display value on a NumberColumn; ``headers``: column -> words, ``helps``: column -> tooltip.
+
+    The table is drawn once per content: rendering a Styler is 10-20 ms for a hundred rows (the Budget
+    page's line items were 17 ms of its 115 ms rerun), and most reruns show the same table again, so the
+    element is kept by st.cache_data (keyed on the frame's values and the formatters' code) and replayed."""
+    try:
+        values = pd.util.hash_pandas_object(df, index=False).values.tobytes()
+    except TypeError:  # a cell pandas cannot hash (a list): draw it without the cache
+        _number_table(df, formats, headers, helps, kwargs)
+        return
+    key = (values, tuple(map(str, df.columns)), tuple(map(str, df.dtypes)),
+           tuple((c, _code_key(f)) for c, f in formats.items()), repr(headers), repr(helps), repr(sorted(kwargs.items())))
+    _number_table_cached(key, df, formats, headers, helps, kwargs)
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def _number_table_cached(key, _df, _formats, _headers, _helps, _kwargs) -> None:
+    _number_table(_df, _formats, _headers, _helps, _kwargs)
+
+
+def _number_table(df: pd.DataFrame, formats: dict, headers, helps, kwargs: dict) -> None:
+    headers, helps, formats, kwargs = dict(headers or {}), dict(helps or {}), dict(formats), dict(kwargs)
     data = df.copy()
     for c in formats:
         data[c] = pd.to_numeric(data[c], errors="coerce").astype(float)

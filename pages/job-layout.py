@@ -101,7 +101,7 @@ def memory_chart(plan: dict, usable_gb: float) -> alt.Chart:
         x=alt.X("gb:Q", title="Memory per GPU (GB)"), tooltip=[alt.Tooltip("label:N", title="GPU memory a plan may use")])
     text = alt.Chart(limit.assign(row="per GPU")).mark_text(
         align="right", baseline="bottom", dx=-4, dy=-27, fontSize=12, color="#B22222").encode(
-        x=alt.X("gb:Q", title="Memory per GPU (GB)"), y=alt.Y("row:N", axis=None), text="label:N")
+        x=alt.X("gb:Q", title="Memory per GPU (GB)"), y=alt.Y("row:N", axis=None), text=alt.Text("label:N"))
     return (bars + rule + text).properties(height=190)
 
 

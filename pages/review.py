@@ -176,7 +176,7 @@ with left:
                        range=["#4C78A8", "#E45756", "#54A24B", "#222222"])
     chart = alt.Chart(wf).mark_bar().encode(
         y=alt.Y("label:N", sort=list(wf["label"]), title="From plan to actual", axis=alt.Axis(labelLimit=260)),
-        x=alt.X("start:Q", title="Dollars ($)", axis=alt.Axis(format="$~s")), x2="end:Q",
+        x=alt.X("start:Q", title="Dollars ($)", axis=alt.Axis(format="$~s")), x2=alt.X2("end:Q"),
         color=alt.Color("direction:N", title="Step", scale=colors, legend=alt.Legend(orient="bottom", columns=2)),
         tooltip=[alt.Tooltip("label:N", title="step"), alt.Tooltip("usd:Q", title="$", format="$,.3s")])
     common.show_chart(chart, "Variance waterfall: from plan to actual", height=380)

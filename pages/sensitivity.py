@@ -79,7 +79,7 @@ def tornado_section():
                 axis=alt.Axis(labelLimit=360, labelOverlap=False, labelFontSize=12, titleAngle=0,
                               titleAlign="right", titleBaseline="bottom", titleX=-4, titleY=-6)),
         x=alt.X("lo_usd:Q", title="Total cost ($)", axis=alt.Axis(format="$~s"), scale=alt.Scale(zero=False)),
-        x2="hi_usd:Q",
+        x2=alt.X2("hi_usd:Q"),
         color=alt.Color("direction:N", scale=alt.Scale(range=["#E45756", "#4C78A8"]), title="Direction",
                         legend=alt.Legend(orient="top")),
         tooltip=[alt.Tooltip("label:N", title="Input"), alt.Tooltip("value:Q", format=",.4g", title="current"),
@@ -187,8 +187,8 @@ def heatmap_section():
         scale_x = alt.Scale(type="log" if np.all(xs > 0) else "linear", domain=[float(xs[0]), float(xs[-1])], nice=False)
         scale_y = alt.Scale(type="log" if np.all(ys > 0) else "linear", domain=[float(ys[0]), float(ys[-1])], nice=False)
         rect = alt.Chart(hm).mark_rect().encode(
-            x=alt.X("x0:Q", title=label(kx), scale=scale_x), x2="x1:Q",
-            y=alt.Y("y0:Q", title=label(ky), scale=scale_y), y2="y1:Q",
+            x=alt.X("x0:Q", title=label(kx), scale=scale_x), x2=alt.X2("x1:Q"),
+            y=alt.Y("y0:Q", title=label(ky), scale=scale_y), y2=alt.Y2("y1:Q"),
             color=alt.Color("usd:Q", title="Total ($)", scale=alt.Scale(type="log", scheme="viridis"),
                             legend=alt.Legend(format="$~s")),
             opacity=alt.condition(alt.datum.fits == "yes", alt.value(1.0), alt.value(0.25)),
@@ -259,7 +259,7 @@ def monte_carlo_section():
     hist = pd.DataFrame({"lo": hist_edges[:-1], "hi": hist_edges[1:], "count": hist_counts})
     h = alt.Chart(hist).mark_bar(color="#4C78A8").encode(
         x=alt.X("lo:Q", bin="binned", title="Total cost ($)", axis=alt.Axis(format="$~s"), scale=alt.Scale(zero=False)),
-        x2="hi:Q",
+        x2=alt.X2("hi:Q"),
         y=alt.Y("count:Q", title="Samples"), tooltip=[alt.Tooltip("lo:Q", format="$,.0f", title="From"),
                                                       alt.Tooltip("count:Q", title="Samples")])
     marks = pd.DataFrame({"x": [p.P10, p.P50, p.P90, mc_budget, mc.deterministic_total],

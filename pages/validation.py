@@ -56,7 +56,7 @@ line["y"], line["lo"], line["hi"] = line.x, line.x * 0.75, line.x * 1.25
 band = alt.Chart(line).mark_area(opacity=0.15, color="#54A24B").encode(
     x=alt.X("x:Q", scale=alt.Scale(type="log", domain=[lo, hi]), title="Published GPU-hours", axis=alt.Axis(format="~s")),
     y=alt.Y("lo:Q", scale=alt.Scale(type="log", domain=[lo, hi]), title="Predicted GPU-hours", axis=alt.Axis(format="~s")),
-    y2="hi:Q")
+    y2=alt.Y2("hi:Q"))
 X_AXIS, Y_AXIS = "Published GPU-hours", "Predicted GPU-hours"
 diag = alt.Chart(line).mark_line(color="#333", strokeDash=[4, 3]).encode(x=alt.X("x:Q", title=X_AXIS),
                                                                         y=alt.Y("y:Q", title=Y_AXIS))
@@ -70,7 +70,7 @@ pts = alt.Chart(plot).mark_circle(size=90).encode(
              alt.Tooltip("ratio:Q", format=".2f", title="Predicted / published"),
              alt.Tooltip("mfu:Q", format=".1%", title="Utilization used (MFU)"), alt.Tooltip("notes:N", title="Notes")])
 labels = alt.Chart(plot).mark_text(align="left", dx=7, dy=-6, fontSize=10, color="#333").encode(
-    x=alt.X("published_gpu_hours:Q", title=X_AXIS), y=alt.Y("predicted_gpu_hours:Q", title=Y_AXIS), text="label:N")
+    x=alt.X("published_gpu_hours:Q", title=X_AXIS), y=alt.Y("predicted_gpu_hours:Q", title=Y_AXIS), text=alt.Text("label:N"))
 common.show_chart(alt.layer(band, diag, pts, labels),
                   "Predicted against published training time, one point per public run", height=460)
 st.caption("Dashed: predicted = published. Green band: ±25%. Runs published in days are compared in days and "
