@@ -97,7 +97,7 @@ def test_train_hours_measured_throughput_or_flops():
 
 def scratch():
     """What _eval_one's callers allocate for the stage parts: scratch rows, per-stage plans, reuse flag."""
-    return np.zeros((K.SCRATCH_ROWS, K.NSCRATCH)), np.zeros((NS, lay.NP + 1)), 0.0
+    return np.zeros((K.SCRATCH_ROWS, K.NSCRATCH)), np.zeros((NS, K.PLAN_COLS)), 0.0
 
 
 def _layout(x, s, method=F.METHOD_FULL, ctx=2048.0, G=8.0):
@@ -141,7 +141,7 @@ def test_stage_layout_default_mfu_is_the_plan_at_the_sustained_share():
                                                            "buffers"))
     assert mem / 1e9 == pytest.approx(mem_parts, rel=1e-12)
     # the search result is kept for a batch to reuse: the plan fields and the GPU minimum
-    assert plans[SFT, lay.P_TP] == stat(st, SFT, "plan_tp") and plans[SFT, lay.NP] == min_g
+    assert plans[SFT, lay.P_TP] == stat(st, SFT, "plan_tp") and plans[SFT, K.PLAN_MIN_G] == min_g
     assert stat(st, SFT, "global_batch") == math.floor(16777216 / 2048)  # global_batch_tokens / context
 
 
@@ -158,7 +158,8 @@ def test_stage_layout_reuse_keeps_the_plan_and_retimes_it():
     for name in ("plan_tp", "plan_pp", "plan_dp", "plan_micro_batch", "recompute_mode", "plan_zero"):
         assert stat(st2, SFT, name) == stat(st, SFT, name), name
     assert stat(st2, SFT, "step_time_s") > stat(st, SFT, "step_time_s")  # re-timed at the new peak
-    assert stat(st2, SFT, "plans_fitting") == 1.0  # one plan checked, not a search
+    # the count the search found (kept with the plan), not one: a reuse reports what a search would
+    assert stat(st2, SFT, "plans_fitting") == stat(st, SFT, "plans_fitting") > 1.0
 
 
 # ---------------------------------------------------------------------------
@@ -418,11 +419,11 @@ def test_the_plan_memo_never_lends_a_plan_across_inputs_the_search_reads():
     cols = np.array([[256.0, 512.0, 1024.0, 2048.0]])
     other = base.copy()
     other[price] *= 1.7
-    K._PLAN_MEMO.clear()
+    K.clear_memos()
     K.evaluate_batch(base, idx, cols, full=True)
     warm = K.evaluate_batch(other, idx, cols, full=True)
     assert K._PLAN_MEMO  # the memo held plans
-    K._PLAN_MEMO.clear()
+    K.clear_memos()
     cold = K.evaluate_batch(other, idx, cols, full=True)
     np.testing.assert_array_equal(warm, cold)
     # each row's GPU-hours (GPU counts: different layouts) are those of its own scenario evaluated alone (no memo on that path)
@@ -470,3 +471,52 @@ def test_a_batch_row_searches_only_the_stages_whose_inputs_it_changed_and_matche
         for s in range(NS):
             assert got[r, s, K.NR] == pytest.approx(stats[s, K.K_GPU_H], rel=1e-9, abs=1e-9), \
                 (schema.FIELDS[rows[r][0]].path, rows[r][1], STAGES[s])
+
+
+def _preset_names():
+    from costcore.scenario import loaders
+    return loaders.preset_names()
+
+
+@pytest.mark.parametrize("preset", _preset_names())
+def test_a_scenario_on_kept_plans_equals_one_searched_afresh(preset):
+    # kernel.evaluate_vector searches once per value of the inputs the search reads and evaluates a
+    # scenario that moves only free inputs (price, epochs, samples, people) on the kept plans: every
+    # item and stat, the count of plans that fit included, must be what a fresh search gives
+    from costcore.scenario import loaders
+    base = schema.to_vector(schema.validate(loaders.load_preset(preset)))
+    free = [IX[p] for p in ("hardware.usd_per_gpu_hour", "labor.researcher.fte", "reliability.failures_per_gpu_hour",
+                            "storage.retention_months")]
+    free += [IX[f"stages.{s}.{k}"] for s in STAGES for k in ("epochs", "samples", "tokens_b")
+             if f"stages.{s}.{k}" in IX and base[IX[f"stages.{s}.enabled"]] > 0.5]
+    assert all(K.PLAN_FREE[i] for i in free)
+    K.clear_memos()
+    K.evaluate_vector(base)  # searched and kept
+    for k, i in enumerate(free):
+        x = base.copy()
+        x[i] = x[i] * (1.3 + 0.1 * k) if x[i] > 0 else 0.5
+        kept = K.evaluate_vector(x)
+        assert not K._EVAL_MEMO.get(x.tobytes()) is None
+        items, stats, _ = K._single(x)  # a search of its own
+        np.testing.assert_array_equal(kept[0], items)
+        np.testing.assert_array_equal(kept[1], stats)
+    again = K.evaluate_vector(base)
+    again[1][:] = -1.0  # callers get copies: the kept result stays as found
+    np.testing.assert_array_equal(K.evaluate_vector(base)[1], K._single(base)[1])
+
+
+def test_a_stage_no_plan_fits_stays_unfit_on_its_kept_plan():
+    # found by test_reference_parity: cpt pinned to ep 3 on a dense model has no plan (the search shows
+    # a fallback); a scenario that then moves only the price must not report that fallback as fitting
+    x = schema.to_vector(schema.validate({"stages": {"pretrain": {}, "cpt": {"ep": 3}}}))
+    cpt = STAGES.index("cpt")
+    K.clear_memos()
+    _, searched = K.evaluate_vector(x)
+    assert searched[cpt, K.K_FITS] == 0.0 and searched[cpt, K.K_PLANS_FIT] == 0.0
+    y = x.copy()
+    y[IX["hardware.usd_per_gpu_hour"]] *= 2.0
+    _, kept = K.evaluate_vector(y)
+    np.testing.assert_array_equal(kept, K._single(y)[1])
+    assert kept[cpt, K.K_FITS] == 0.0
+    out = K.evaluate_batch(x, np.array([IX["hardware.usd_per_gpu_hour"]]), np.array([[1.0, 5.0]]), fits=True)
+    assert (out[:, cpt, 1] == 0.0).all()  # a batch on the base's plans says the same
