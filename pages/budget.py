@@ -208,8 +208,7 @@ c1.download_button("Download line items (CSV)", lambda: fmt.to_csv(att), "attrib
 c2.download_button("Download line items (YAML)", lambda: bud.attribution_yaml(res), "attribution.yaml",
                    "application/x-yaml", width="stretch")
 paid = att[att.usd != 0]  # the exports keep every line, the $0 ones too
-shown = paid.assign(stage=paid.stage.map(STAGE_LABELS), resource=paid.resource.map(RESOURCE_LABELS),
-                    kind=paid.kind.str.capitalize())
+shown = common.in_words(paid)
 if len(paid) < len(att):
     st.caption(f"{len(paid):,} line items with a cost; the downloads list all {len(att):,}, "
                f"the {len(att) - len(paid):,} at $0 too.")

@@ -565,6 +565,14 @@ def how_computed(res: api.Result, stage: str) -> None:
 # ---------------------------------------------------------------------------
 # Tables and charts
 # ---------------------------------------------------------------------------
+def in_words(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of a table of stages, resources and line-item kinds with their keys in words (Pre-training,
+    Hidden costs, Elastic) for the screen; the exports keep the keys."""
+    words = {"stage": lambda c: c.map(STAGE_LABELS), "resource": lambda c: c.map(RESOURCE_LABELS),
+             "kind": lambda c: c.str.capitalize()}
+    return df.assign(**{c: f(df[c]) for c, f in words.items() if c in df.columns})
+
+
 def resource_frame(res: api.Result, stages=None) -> pd.DataFrame:
     m = res.resource_matrix()
     rows = []

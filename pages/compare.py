@@ -7,7 +7,7 @@ from costcore.analysis import budget as bud
 from costcore import fmt
 from costcore.analysis import levers
 from costcore.scenario import schema
-from costcore.scenario.schema import RESOURCE_LABELS, STAGE_LABELS, ScenarioError
+from costcore.scenario.schema import STAGE_LABELS, ScenarioError
 from pages import common
 
 res = common.frame(
@@ -63,7 +63,7 @@ with right:
                  alt.Tooltip("usd:Q", format="$,.0f", title="Cost")]).properties(height=300),
         "Cost of each stage in scenario A and B")
 with st.expander("Costs by stage and resource"):
-    common.money_table(costs.assign(stage=costs.stage.map(STAGE_LABELS), resource=costs.resource.map(RESOURCE_LABELS)),
+    common.money_table(common.in_words(costs),
                        ["A", "B", "B_minus_A"], {"B_minus_A": "B minus A", "stage": "Stage",
                                                         "resource": "Resource"})
 

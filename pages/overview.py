@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from costcore import fmt
-from costcore.scenario.schema import RESOURCE_LABELS, STAGE_LABELS
+from costcore.scenario.schema import STAGE_LABELS
 from pages import common
 
 res = common.frame(
@@ -50,9 +50,7 @@ with left:
     if not items.empty:
         top = items[items.usd > 0].sort_values("usd", ascending=False).head(8).copy()
         top["share"] = top.usd / max(res.total_usd, 1e-9)
-        top["stage"] = top.stage.map(STAGE_LABELS)
-        top["resource"] = top.resource.map(RESOURCE_LABELS)
-        top["kind"] = top.kind.str.capitalize()
+        top = common.in_words(top)
         common.number_table(top[["stage", "label", "resource", "kind", "usd", "share"]], {"usd": fmt.usd},
                             {"stage": "Stage", "label": "Line item", "resource": "Resource",
                              "kind": "Fixed or elastic", "usd": "Cost"}, {"usd": common.MONEY_HELP},
@@ -84,8 +82,6 @@ if not tbl.empty:
 
 with st.expander("All line items (stage × resource × item, fixed or elastic)"):
     li = res.line_items()
-    shown = li.assign(stage=li.stage.map(STAGE_LABELS), resource=li.resource.map(RESOURCE_LABELS),
-                      kind=li.kind.str.capitalize())
-    common.money_table(shown.drop(columns=["item"]), ["usd"],
+    common.money_table(common.in_words(li).drop(columns=["item"]), ["usd"],
                        {"usd": "Cost", "label": "Line item", "kind": "Fixed or elastic"})
     st.download_button("Download line items (CSV)", lambda: fmt.to_csv(li), "line_items.csv", "text/csv")

@@ -1218,12 +1218,16 @@ def _searched(x):
     if known is not None:
         return known, None
     items, stats, plans = _single(x)
-    known = plans
+    _keep(_SEARCHED, pkey, plans, _PLAN_MEMO_MAX)
+    return plans, (items, stats)
+
+
+def _keep(memo: dict, key, value, most: int) -> None:
+    """Store in a process-wide memo, emptied when it holds ``most`` entries (sessions share it: a lock)."""
     with _PLAN_MEMO_LOCK:
-        if len(_SEARCHED) >= _PLAN_MEMO_MAX:
-            _SEARCHED.clear()
-        _SEARCHED[pkey] = known
-    return known, (items, stats)
+        if len(memo) >= most:
+            memo.clear()
+        memo[key] = value
 
 
 def clear_memos() -> None:
@@ -1249,10 +1253,7 @@ def evaluate_vector(x: np.ndarray):
         known, fresh = _searched(x)
         items, stats = fresh if fresh is not None else _single_reusing(x, known.copy())
         got = (items, stats)
-        with _PLAN_MEMO_LOCK:
-            if len(_EVAL_MEMO) >= _EVAL_MEMO_MAX:
-                _EVAL_MEMO.clear()
-            _EVAL_MEMO[key] = got
+        _keep(_EVAL_MEMO, key, got, _EVAL_MEMO_MAX)
     return got[0].copy(), got[1].copy()
 
 
@@ -1309,10 +1310,7 @@ def _plans_of(x, reuse: float) -> np.ndarray:
     got = _PLAN_MEMO.get(key)
     if got is None:
         got = _single(x, reuse)[2]
-        with _PLAN_MEMO_LOCK:
-            if len(_PLAN_MEMO) >= _PLAN_MEMO_MAX:
-                _PLAN_MEMO.clear()
-            _PLAN_MEMO[key] = got
+        _keep(_PLAN_MEMO, key, got, _PLAN_MEMO_MAX)
     return got.copy()
 
 
