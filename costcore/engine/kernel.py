@@ -444,7 +444,7 @@ def _stage_layout(x, b, s, G, shape, method, n_lora, ctx, mbs_mult, extra_w, fpt
         fits = plans[s, PLAN_FOUND] if row[lay.T_FITS] > 0.5 else 0.0
         min_g = plans[s, PLAN_MIN_G]
     else:
-        fits = float(lay.search(model, hw, job, pins, best, row))
+        fits = float(lay.search(model, hw, job, pins, best, row, True))
         for i in range(lay.NROW):
             row[i] = best[0, i]
         if fits < 0.5:
@@ -1136,11 +1136,12 @@ def _single(x, reuse=0.0):
 
 
 @njit(cache=True)
-def _stage_top(x, s, top):
+def _stage_top(x, s, top, prune):
     """The plans of training stage s that fit, fastest first, into ``top`` (k x layout.NROW); returns how many fit.
 
     Runs the stage once (for its GPUs, context, FLOPs per token and trainable parameters), then the
-    same search the stage's estimate ran, keeping the k best instead of one.
+    same search the stage's estimate ran, keeping the k best instead of one. ``prune`` False: every
+    candidate timed, no branch and bound (tests/test_search_bound.py checks both give the same plans).
     """
     items = np.empty((NS, NI))
     stats = np.empty((NS, NK))
@@ -1164,13 +1165,13 @@ def _stage_top(x, s, top):
     _fill_hw(x, sc[R_HW])
     _fill_job_pins(x, b, stats[s, K_GPUS], method, stats[s, K_CTX], mbs, extra, stats[s, K_FPT], sc[R_JOB],
                    sc[R_PINS], act)
-    return lay.search(sc[R_MODEL], sc[R_HW], sc[R_JOB], sc[R_PINS], top, sc[R_ROW])
+    return lay.search(sc[R_MODEL], sc[R_HW], sc[R_JOB], sc[R_PINS], top, sc[R_ROW], prune)
 
 
 def stage_plans(x: np.ndarray, stage_index: int, k: int = 10) -> tuple[np.ndarray, int]:
     """(top plans, number that fit) of one training stage: rows of layout.PLAN_FIELDS + layout.TERM_FIELDS."""
     top = np.zeros((max(1, int(k)), lay.NROW))
-    n = _stage_top(np.ascontiguousarray(x, dtype=np.float64), int(stage_index), top)
+    n = _stage_top(np.ascontiguousarray(x, dtype=np.float64), int(stage_index), top, True)
     return top[:min(int(n), top.shape[0])], int(n)
 
 

@@ -249,6 +249,18 @@ def model_state_bytes(model, job, plan):
 
 
 @njit(cache=True)
+def _buffer_bytes(model, hw, job, plan):
+    """Buffers per GPU (bytes; see :func:`_memory`): fp32 logits, ZeRO-3's two prefetched layers, buckets."""
+    tp, cp, mb, zero = plan[P_TP], plan[P_CP], plan[P_MB], plan[P_ZERO]
+    s = job[J_SEQ] / cp
+    buf = 4.0 * s * mb * job[J_MBS] * model[M_V] / tp + hw[W_BUFFER]
+    if zero >= 2.5 and (job[J_METHOD] == METHOD_FULL or job[J_OFFLOAD] >= OFFLOAD_OPTIMIZER_AND_PARAMS):
+        attn_p, mlp_p, exp_p = layer_params(model)
+        buf += 2.0 * 2.0 * (attn_p + max(mlp_p, exp_p)) / tp
+    return buf
+
+
+@njit(cache=True)
 def _memory(model, hw, job, plan, out):
     """Memory per GPU by kind into ``out`` (bytes); returns the total.
 
@@ -269,10 +281,7 @@ def _memory(model, hw, job, plan, out):
     w_b, g_b, o_b = model_state_bytes(model, job, plan)
     s = job[J_SEQ] / cp
     act = _activation_bytes(model, job, plan)
-    buf = 4.0 * s * mb * job[J_MBS] * model[M_V] / tp + hw[W_BUFFER]
-    if zero >= 2.5 and (job[J_METHOD] == METHOD_FULL or job[J_OFFLOAD] >= OFFLOAD_OPTIMIZER_AND_PARAMS):
-        attn_p, mlp_p, exp_p = layer_params(model)
-        buf += 2.0 * 2.0 * (attn_p + max(mlp_p, exp_p)) / tp
+    buf = _buffer_bytes(model, hw, job, plan)
     total = w_b + g_b + o_b + act + buf
     paged = 0.0
     if job[J_OPT] == OPT_PAGED_ADAMW_8BIT and total > hw[W_MEM]:
@@ -346,6 +355,23 @@ def _layer_forward(model, hw, job, plan):
 
 
 @njit(cache=True)
+def _compute_seconds(model, hw, job, plan, t_lin, t_attn, t_mem):
+    """Compute seconds of one micro-batch on the busiest pipeline stage: its L/p layers forward and
+    backward (from :func:`_layer_forward`'s terms) plus the LM head (2 s b h V FLOPs, x3). No
+    communication, bubble or recompute: :func:`plan_terms` adds those, and the search bounds a
+    plan's step from below by micro-batches x this (:func:`_rate_bound`)."""
+    lin_bwd = 2.0 if job[J_METHOD] == METHOD_FULL else 1.0
+    compute_l = t_lin * (1.0 + lin_bwd) + t_attn * 3.0 + t_mem * 3.0
+    tp = plan[P_TP]
+    nl = math.ceil(model[M_L] / plan[P_PP])
+    tokens = job[J_SEQ] / plan[P_CP] * plan[P_MB] * job[J_MBS]
+    h, V = model[M_H], model[M_V]
+    head = 3.0 * 2.0 * tokens * h * V / tp / (hw[W_PEAK] * gemm_efficiency(tokens, V / tp, h, hw[W_GEMM],
+                                                                            hw[W_HALF]))
+    return nl * compute_l + head
+
+
+@njit(cache=True)
 def plan_terms(model, hw, job, plan, out):
     """Evaluate one plan: the step's named terms and memory into ``out`` (TERM_FIELDS); returns step seconds.
 
@@ -368,7 +394,6 @@ def plan_terms(model, hw, job, plan, out):
     out[T_FITS] = 1.0 if mem <= hw[W_MEM] else 0.0
     t_lin, t_attn, t_mem, t_tp, t_ep, t_cp = _layer_forward(model, hw, job, plan)
     lin_bwd = 2.0 if job[J_METHOD] == METHOD_FULL else 1.0
-    compute_l = t_lin * (1.0 + lin_bwd) + t_attn * 3.0 + t_mem * 3.0
     comm_l = 2.0 * t_tp + 2.0 * t_ep + 3.0 * t_cp
     recomp_l = 0.0
     if rc == RC_FULL:
@@ -377,13 +402,11 @@ def plan_terms(model, hw, job, plan, out):
         recomp_l = t_attn
     nl = math.ceil(model[M_L] / pp)
     tokens = job[J_SEQ] / cp * mb * job[J_MBS]
-    h, V = model[M_H], model[M_V]
-    head = 3.0 * 2.0 * tokens * h * V / tp / (hw[W_PEAK] * gemm_efficiency(tokens, V / tp, h, hw[W_GEMM],
-                                                                            hw[W_HALF]))
+    h = model[M_H]
     p2p = 0.0
     if pp > 1.0:
         p2p = 2.0 * v * 2.0 * tokens * h / tp / (hw[W_INTER] * hw[W_COLL])  # scatter-gather: each TP rank sends 1/t
-    t_compute = nl * compute_l + head
+    t_compute = _compute_seconds(model, hw, job, plan, t_lin, t_attn, t_mem)
     t_comm = nl * comm_l + p2p
     t_recomp = nl * recomp_l
     t_mb = t_compute + t_comm + t_recomp
@@ -593,7 +616,41 @@ def _rc_ok(rc, pins):
 
 
 @njit(cache=True)
-def search(model, hw, job, pins, top, row):
+def _rate_bound(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max):
+    """The most tokens per GPU-second any plan with these (tp, pp, cp, dp, micro-batch) can reach.
+
+    A step of :func:`plan_terms` is m micro-batch times plus the bubble plus terms >= 0 (exposed
+    gradient reduction, ZeRO gathers, optimizer, offload). A micro-batch's compute and its TP and CP
+    collectives do not depend on the recompute, ZeRO and interleave choices; its recompute is at
+    least the pinned mode's (none when not pinned); the point-to-point sends grow with the
+    interleave v and the bubble (p - 1) / v shrinks with it, so the bound takes the smallest v for
+    the one and the largest for the other. Expert parallelism only adds all-to-all time and raises
+    a local expert's tokens (its GEMM efficiency), so the bound takes the largest ep and no
+    all-to-all. A 1e-9 margin keeps float rounding on the safe side.
+    """
+    ep = pins[P_EP] if pins[P_EP] > 0.0 else ep_max
+    _fill_plan(row, tp, pp, dp, cp, ep, mb, 0.0, 0.0, 1.0, _sp_for(tp, pins))
+    t_lin, t_attn, t_mem, t_tp, _t_ep, t_cp = _layer_forward(model, hw, job, row)
+    nl = math.ceil(model[M_L] / pp)
+    t_mb = _compute_seconds(model, hw, job, row, t_lin, t_attn, t_mem) + nl * (2.0 * t_tp + 3.0 * t_cp)
+    if pins[P_RC] == RC_FULL:
+        t_mb += nl * (t_lin + t_attn + t_mem + t_tp + t_cp)
+    elif pins[P_RC] == RC_SELECTIVE:
+        t_mb += nl * t_attn
+    v_lo, v_hi = 1.0, V_CHOICES[V_CHOICES.shape[0] - 1]
+    if pins[P_V] > 0.0:
+        v_lo, v_hi = pins[P_V], pins[P_V]
+    if pp > 1.0:
+        tokens = job[J_SEQ] / cp * mb * job[J_MBS]
+        t_mb += 2.0 * v_lo * 2.0 * tokens * model[M_H] / tp / (hw[W_INTER] * hw[W_COLL])
+    m = micro_batches(job, dp, mb)
+    step_low = m * t_mb + (pp - 1.0) / v_hi * t_mb
+    step_tokens = m * dp * mb * job[J_TOKSEQ]
+    return step_tokens / (step_low * (1.0 - 1e-9) * job[J_G])
+
+
+@njit(cache=True)
+def search(model, hw, job, pins, top, row, prune):
     """Every plan of the job that fits, fastest first, into ``top`` (k x NROW); returns how many fit.
 
     Tries tp (dividing the heads), pp (see :func:`_pp_ok`), cp (chunks of at least
@@ -630,7 +687,90 @@ def search(model, hw, job, pins, top, row):
                     dp = min(dp_max, cap)
                     if mb > job[J_GB] / dp and mb > 1.0 and pins[P_MB] <= 0.0 and job[J_ACCUM] <= 0.0:
                         continue
-                    fits += _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max)
+                    # branch and bound: once ``top`` is full, a (tp, pp, cp, dp, mb) whose best possible
+                    # rate cannot enter it only has its fitting plans counted (same plans, same count)
+                    if prune and top[top.shape[0] - 1, T_STEP] > 0.0 and \
+                            _rate_bound(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max) <= \
+                            top[top.shape[0] - 1, T_TOKS]:
+                        fits += _count_inner(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max)
+                    else:
+                        fits += _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max)
+    return fits
+
+
+@njit(cache=True)
+def _count_inner(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max):
+    """How many of :func:`_search_inner`'s plans fit in memory, without timing them.
+
+    :func:`_memory`'s total is states (ep, ZeRO) + activations (recompute, interleave) + buffers
+    (ZeRO), added in the same order from the same functions, so each part is computed once and
+    the count is exactly the one a plan-by-plan walk gives. Paged optimizer states make the total
+    depend on all three at once: those jobs walk plan by plan.
+    """
+    if job[J_OPT] == OPT_PAGED_ADAMW_8BIT:
+        return _count_inner_walk(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max)
+    nv = V_CHOICES.shape[0] + 1
+    # activations of each allowed (recompute, interleave), nan where not tried, kept in the row's term
+    # slots (the state and buffer functions read only its plan fields): the kernel allocates nothing
+    for k in range(3 * nv):
+        row[NP + k] = np.nan
+    sp = _sp_for(tp, pins)
+    for irc in range(3):
+        rc = float(irc)
+        if not _rc_ok(rc, pins):
+            continue
+        for iv in range(nv):
+            v = _cand(V_CHOICES, iv, pins[P_V])
+            if _v_ok(v, pp, model, pins):
+                _fill_plan(row, tp, pp, dp, cp, 1.0, mb, rc, 0.0, v, sp)
+                row[NP + irc * nv + iv] = _activation_bytes(model, job, row)
+    cap = hw[W_MEM]
+    fits = 0
+    ep = pins[P_EP] if pins[P_EP] > 0.0 else 1.0
+    while ep <= ep_max or ep == pins[P_EP]:
+        if _ep_ok(ep, dp * cp, ep_max):
+            for iz in range(4):
+                zero = float(iz)
+                if not _zero_ok(zero, dp * cp, pins, job):
+                    continue
+                _fill_plan(row, tp, pp, dp, cp, ep, mb, 0.0, zero, 1.0, sp)
+                w_b, g_b, o_b = model_state_bytes(model, job, row)
+                buf = _buffer_bytes(model, hw, job, row)
+                for k in range(3 * nv):
+                    act = row[NP + k]
+                    if not math.isnan(act) and w_b + g_b + o_b + act + buf <= cap:
+                        fits += 1
+        if pins[P_EP] > 0.0:
+            break
+        ep *= 2.0
+    return fits
+
+
+@njit(cache=True)
+def _count_inner_walk(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max):
+    """:func:`_count_inner` plan by plan (each plan's :func:`_memory`)."""
+    fits = 0
+    ep = pins[P_EP] if pins[P_EP] > 0.0 else 1.0
+    while ep <= ep_max or ep == pins[P_EP]:
+        if _ep_ok(ep, dp * cp, ep_max):
+            for irc in range(3):
+                rc = float(irc)
+                if not _rc_ok(rc, pins):
+                    continue
+                for iz in range(4):
+                    zero = float(iz)
+                    if not _zero_ok(zero, dp * cp, pins, job):
+                        continue
+                    for iv in range(V_CHOICES.shape[0] + 1):
+                        v = _cand(V_CHOICES, iv, pins[P_V])
+                        if not _v_ok(v, pp, model, pins):
+                            continue
+                        _fill_plan(row, tp, pp, dp, cp, ep, mb, rc, zero, v, _sp_for(tp, pins))
+                        if _memory(model, hw, job, row, row) <= hw[W_MEM]:
+                            fits += 1
+        if pins[P_EP] > 0.0:
+            break
+        ep *= 2.0
     return fits
 
 
