@@ -61,12 +61,13 @@ if not li.empty:
     m[1].metric("Elastic", fmt.usd(res.elastic_usd), help="scales with GPU time, tokens and samples")
     m[2].metric("Fixed share", f"{res.fixed_usd / max(res.total_usd, 1e-9):.0%}")
     fe["stage_name"] = fe.stage.map(STAGE_LABELS)
+    fe["kind"] = fe.kind.str.capitalize()  # the legend in words: Fixed, Elastic
     common.show_chart(alt.Chart(fe).mark_bar().encode(
         x=alt.X("stage_short:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title="Stage",
                 axis=alt.Axis(labelAngle=0)),
         y=alt.Y("usd:Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
         color=alt.Color("kind:N", title="Fixed or elastic",
-                        scale=alt.Scale(domain=["fixed", "elastic"], range=["#B279A2", "#4C78A8"])),
+                        scale=alt.Scale(domain=["Fixed", "Elastic"], range=["#B279A2", "#4C78A8"])),
         tooltip=[alt.Tooltip("stage_name:N", title="Stage"), alt.Tooltip("kind:N", title="Fixed or elastic"),
                  alt.Tooltip("usd:Q", format="$,.0f", title="Cost")]).properties(height=240),
         "Fixed and elastic cost of each stage")

@@ -40,8 +40,10 @@ b = costcore.estimate(b_scn)
 m = st.columns(3)
 m[0].metric("A: current", fmt.usd(res.total_usd))
 m[1].metric("B", fmt.usd(b.total_usd))
+same = fmt.usd(b.total_usd) == fmt.usd(res.total_usd)  # equal as shown: no red or green arrow for "+0.0%"
 m[2].metric("B - A", fmt.usd(b.total_usd - res.total_usd),
-            delta=f"{(b.total_usd / max(res.total_usd, 1e-9) - 1):+.1%}", delta_color="inverse")
+            delta="no change" if same else f"{(b.total_usd / max(res.total_usd, 1e-9) - 1):+.1%}",
+            delta_color="off" if same else "inverse", delta_arrow="off" if same else "auto")
 inputs, costs = bud.compare(res, b)
 left, right = st.columns([2, 3])
 with left:

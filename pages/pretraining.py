@@ -51,7 +51,7 @@ for stage in ("pretrain", "cpt"):
         tooltip=[alt.Tooltip("resource:N", title="Resource"),
                  alt.Tooltip("tokens_b:Q", format=",.0f", title="Tokens (billions)"),
                  alt.Tooltip("usd:Q", format="$,.0f", title="Cost")])
-    rule = alt.Chart(pd.DataFrame({"tokens_b": [cur], "label": [f"now: {cur:,.0f}B"]})).mark_rule(
+    rule = alt.Chart(pd.DataFrame({"tokens_b": [cur], "label": [f"now: {fmt.num(cur * 1e9)}"]})).mark_rule(
         color="black", strokeDash=[4, 3]).encode(x=alt.X("tokens_b:Q", title="Tokens (billions)"),
                                                  tooltip=[alt.Tooltip("label:N", title="Current plan")])
     common.show_chart(area + rule,

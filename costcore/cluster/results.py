@@ -24,7 +24,7 @@ import pandas as pd
 from costcore.engine import kernel as ek
 from costcore.engine.formulas import gpu_time_usd
 from costcore.errors import ScenarioError
-from costcore.scenario.schema import RESOURCES
+from costcore.scenario.schema import RESOURCE_LABELS, RESOURCES
 from costcore.cluster import jobs as cj
 from costcore.cluster import kernel as ck
 from costcore.cluster import portfolio as cp
@@ -33,9 +33,8 @@ from costcore.cluster import rules
 PREEMPTION = "preemption"  # GPU-hours redone after a preemption, and restarts
 IDLE = "idle"              # reserved GPU-hours nobody held
 RESOURCE_TYPES = tuple(RESOURCES) + (PREEMPTION, IDLE)
-RESOURCE_WORDS = {"compute": "Compute", "storage": "Storage", "network": "Network", "data": "Data",
-                  "labor": "Labor", "ops": "Operations", "hidden": "Hidden GPU time",
-                  PREEMPTION: "Preemption (lost work and restarts)", IDLE: "Idle reserved capacity"}
+# the planner's own resource labels (one name per resource on every page), plus the cluster's two
+RESOURCE_WORDS = {**RESOURCE_LABELS, PREEMPTION: "Preemption (lost work and restarts)", IDLE: "Idle reserved capacity"}
 IDLE_PROJECT = "(idle share)"
 UNALLOCATED = "(unallocated)"
 ATTR_DIMS = ("project", "team", "model_version", "task_type", "stage", "resource", "pool")
