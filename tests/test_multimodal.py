@@ -212,3 +212,22 @@ def test_multimodal_page_renders_the_llava_preset():
     assert not at.exception, [e.message for e in at.exception]
     text = " ".join(m.value for m in at.markdown) + " ".join(s.value for s in at.subheader)
     assert "What each phase trains and costs" in text and "Preprocessing, storage and rights" in text
+
+
+@pytest.mark.parametrize("preset", ["llava-1.5-7b", "llava-1.5-13b", "qwen-vl-style-7b", "audio-language-7b"])
+def test_validate_change_agrees_with_validate(preset):
+    """The sweeps' cheap check of one media number refuses and returns exactly what the full validate does."""
+    scn = costcore.estimate(costcore.load_preset(preset)).scenario
+    values = {"multimodal.tokens_per_item": [-1, 0, 1, 64, 576, 2304, 2880, 1e6, 1e9, 2.5, True, "x"],
+              "multimodal.resolution_px": [0, 14, 112, 224, 336, 448, 896, 5000, -3],
+              "multimodal.tiles_per_item": [0, 1, 4, 16, 17, 1000]}
+    for path, vals in values.items():
+        for v in vals:
+            try:
+                want = schema.validate(schema.set_path(scn, path, v))
+            except ScenarioError as err:
+                with pytest.raises(ScenarioError) as got:
+                    schema.validate_change(scn, path, v)
+                assert str(got.value) == str(err), (path, v)
+            else:
+                assert schema.validate_change(scn, path, v) == want, (path, v)

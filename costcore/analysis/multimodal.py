@@ -89,7 +89,7 @@ def sweep(res: api.Result, what: str, values) -> pd.DataFrame:
     ok = []
     for v in values:
         try:
-            schema.validate(schema.set_path(res.scenario, path, v))
+            schema.validate_change(res.scenario, path, v)
             ok.append(float(v))
         except ScenarioError:
             continue

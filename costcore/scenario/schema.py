@@ -908,6 +908,25 @@ def coerce_text(path: str, value):
     return value
 
 
+def validate_change(scn: dict, path: str, value) -> dict:
+    """``validate(set_path(scn, path, value))`` for a scenario ``scn`` that :func:`validate` returned.
+
+    A number of the multimodal block is checked as validate checks it, for less: its own range
+    (``_check_value``) and :func:`multimodal_rules` (the only rules that read those numbers), on a
+    copy that shares every section but the one changed. A sweep over media inputs checks each
+    value this way (tests/test_multimodal.py compares it with the full validate). Any other path
+    runs the full validate. Raises :class:`ScenarioError` as validate does.
+    """
+    f = BY_PATH.get(path)
+    if f is None or not path.startswith("multimodal.") or f.kind not in ("int", "float"):
+        return validate(set_path(scn, path, value))
+    clean = _check_value(f, value)
+    out = dict(scn)
+    out["multimodal"] = dict(scn.get("multimodal") or {}, **{path.split(".", 1)[1]: clean})
+    multimodal_rules(out, out)
+    return out
+
+
 def set_path(scn: dict, path: str, value) -> dict:
     """Return a copy of a scenario with one dotted path set (not validated)."""
     out = copy.deepcopy(scn)
