@@ -23,16 +23,19 @@ with c1:
     common.knob("budget.total_usd", "Total budget ($, 0 = none)", widget="number", step=100000.0, fmt_str="%.0f")
 with c2:
     common.knob("budget.warn_at", "Warning line (share of each budget)", 0.5, 1.0, 0.05)
-cols = st.columns(max(1, len(res.stages)))
+cols = [st.container(horizontal=True, gap="medium")] * len(res.stages)  # one block, not one per stage
 for col, s in zip(cols, res.stages):
     with col:
         common.knob(f"budget.{s}_usd", f"{common.STAGE_SHORT[s]} budget ($)", widget="number", step=10000.0,
                     fmt_str="%.0f")
-with st.expander("Budgets per resource"):
-    rcols = st.columns(len(RESOURCES))
-    for col, r in zip(rcols, RESOURCES):
-        with col:
-            common.knob(f"budget.{r}_usd", f"{RESOURCE_LABELS[r]} ($)", widget="number", step=10000.0, fmt_str="%.0f")
+per_resource = common.lazy_expander("Budgets per resource", "budget:per_resource")
+if per_resource.open:
+    with per_resource:
+        rcols = st.columns(len(RESOURCES))
+        for col, r in zip(rcols, RESOURCES):
+            with col:
+                common.knob(f"budget.{r}_usd", f"{RESOURCE_LABELS[r]} ($)", widget="number", step=10000.0,
+                            fmt_str="%.0f")
 res = common.result()
 lines = bud.budget_lines(res)
 if lines.empty:
@@ -56,7 +59,7 @@ li = res.line_items()
 if not li.empty:
     fe = li.groupby(["stage", "kind"], as_index=False).usd.sum()
     fe["stage_short"] = fe.stage.map(common.STAGE_SHORT)
-    m = st.columns(3)
+    m = common.metric_row(3)
     m[0].metric("Fixed", fmt.usd(res.fixed_usd), help="committed: team, platform, bought data, datasets kept")
     m[1].metric("Elastic", fmt.usd(res.elastic_usd), help="scales with GPU time, tokens and samples")
     m[2].metric("Fixed share", f"{res.fixed_usd / max(res.total_usd, 1e-9):.0%}")
@@ -148,7 +151,7 @@ if not mon.empty:
                   "above apply to the plan's first pass" if life_n > 1 else "") + ".")
 
 st.subheader("GPUs and storage held over time")
-m = st.columns(3)
+m = common.metric_row(3)
 m[0].metric("Peak GPUs", f"{tl.peak_gpus:,.0f}")
 m[1].metric("Average GPUs while running", f"{tl.average_gpus:,.0f}")
 m[2].metric("Peak storage", fmt.gb(float(tl.usage.storage_gb.max())))
@@ -180,10 +183,12 @@ for col, s in zip(lc, ("sft", "dpo", "rl", "eval")):
         common.knob(f"lifecycle.{s}", f"repeat {common.STAGE_SHORT[s]}")
 res = common.result()
 life = bud.lifecycle(res)
-m = st.columns(3)
+m = common.metric_row(3)
 m[0].metric("First pass (the plan)", fmt.usd(life.first_pass_usd))
 m[1].metric("Each further iteration", fmt.usd(life.per_iteration_usd))
-m[2].metric(f"Lifecycle total ({life.iterations} × over {life.horizon_months:g} months)", fmt.usd(life.total_usd))
+span = f"{life.horizon_months:g} month" + ("" if life.horizon_months == 1 else "s")
+m[2].metric("Lifecycle total" if life.iterations == 1 else f"Lifecycle total ({life.iterations} iterations over {span})",
+            fmt.usd(life.total_usd))
 if life.iterations > 1 and not life.table.empty:
     t = life.table.copy()
     t["stage_name"] = t.stage.map(STAGE_LABELS)

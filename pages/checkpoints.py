@@ -40,7 +40,7 @@ res = common.result()
 i = costcore.STAGES.index(stage)
 yd = res.stat(stage, "young_daly_h")
 tau = res.stat(stage, "ckpt_interval_h")
-m = st.columns(4)
+m = common.metric_row(4)
 m[0].metric("Interval used", f"{tau:.2f} h")
 m[1].metric("Young/Daly optimum", f"{yd:.2f} h" if yd > 0 else "n/a", help="tau = sqrt(2 delta M)[...] - delta")
 m[2].metric("Checkpoint size", fmt.gb(res.stat(stage, "ckpt_gb")),

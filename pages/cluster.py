@@ -218,7 +218,7 @@ if ss.cluster_upload is None:
     if {k: st.query_params.get(k) for k in st.query_params.keys()} != params:
         st.query_params.from_dict(params)
 s = res.summary
-c = st.columns(5)
+c = common.metric_row(5)
 c[0].metric("Total cost", fmt.usd(s["total_usd"]), help=fmt.usd_exact(s["total_usd"]))
 c[1].metric("Idle capacity", fmt.usd(s["idle_usd"]),
             help=f"Reserved GPUs nobody held: {fmt.gpu_hours(s['idle_gpu_hours'])} at the reserved price")

@@ -513,7 +513,7 @@ def frame(title: str, intro: str) -> api.Result:
                  + "\n\nThe pages below still show each stage's figures as planned, to help find a layout "
                    "that fits.", icon=":material/block:")
     else:
-        cols = st.columns(5)
+        cols = metric_row(5)
         cols[0].metric("Total cost", fmt.usd(res.total_usd), help=fmt.usd_exact(res.total_usd))
         cols[1].metric("GPU-hours (billed)", fmt.gpu_hours(res.gpu_hours).replace(" GPU-h", ""),
                        help=f"{res.gpu_hours:,.0f} GPU-hours")
@@ -554,8 +554,21 @@ def show_checks(res: api.Result, stages=None) -> None:
             st.warning(w, icon="⚠️")
 
 
+def lazy_expander(label: str, key: str):
+    """An expander whose content the caller draws only while it is open (``if box.open: with box: ...``).
+
+    Opening or closing it reruns the page (``on_change="rerun"``), so a closed one costs a rerun
+    nothing: the explanations of two phases were some 60 elements, each a message to the browser,
+    drawn on every slider move although nobody had opened them.
+    """
+    return st.expander(label, key=key, on_change="rerun")
+
+
 def how_computed(res: api.Result, stage: str) -> None:
-    with st.expander(f"How this was computed — {STAGE_LABELS[stage]}"):
+    box = lazy_expander(f"How this was computed — {STAGE_LABELS[stage]}", f"how:{stage}")
+    if not box.open:
+        return
+    with box:
         for title, formula, source in explain.stage_explanation(res, stage):
             st.markdown(f"**{title}**")
             st.latex(formula)
@@ -743,8 +756,16 @@ def money_table(df: pd.DataFrame, money_cols, headers: dict | None = None, forma
                  {c: MONEY_HELP for c in money_cols} | dict(helps or {}), **kwargs)
 
 
+def metric_row(n: int) -> list:
+    """n slots for metrics side by side, filled in order (``m[0].metric(...)``, then ``m[1]`` ...).
+
+    One horizontal container instead of st.columns(n): a row of four metrics was nine blocks and
+    elements, each a message the server sends on every rerun; now it is five."""
+    return [st.container(horizontal=True, gap="medium")] * n
+
+
 def stage_metrics(res: api.Result, stage: str) -> None:
-    c = st.columns(4)
+    c = metric_row(4)
     c[0].metric(f"{STAGE_LABELS[stage]} cost", fmt.usd(res.stat(stage, "usd_total")),
                 help=fmt.usd_exact(res.stat(stage, "usd_total")))
     c[1].metric("GPU-hours (billed)", fmt.gpu_hours(res.stat(stage, "gpu_hours")),

@@ -37,7 +37,7 @@ if up is not None:
 if b_scn is None:
     b_scn = ss["saved_b"] if choice == "saved snapshot" else costcore.load_preset(choice)
 b = costcore.estimate(b_scn)
-m = st.columns(3)
+m = common.metric_row(3)
 m[0].metric("A: current", fmt.usd(res.total_usd))
 m[1].metric("B", fmt.usd(b.total_usd))
 same = fmt.usd(b.total_usd) == fmt.usd(res.total_usd)  # equal as shown: no red or green arrow for "+0.0%"
@@ -64,10 +64,12 @@ with right:
         tooltip=[alt.Tooltip("stage:N", title="Stage"), alt.Tooltip("scenario:N", title="Scenario"),
                  alt.Tooltip("usd:Q", format="$,.0f", title="Cost")]).properties(height=300),
         "Cost of each stage in scenario A and B")
-with st.expander("Costs by stage and resource"):
-    common.money_table(common.in_words(costs),
-                       ["A", "B", "B_minus_A"], {"B_minus_A": "B minus A", "stage": "Stage",
-                                                        "resource": "Resource"})
+by_resource = common.lazy_expander("Costs by stage and resource", "compare:by_resource")
+if by_resource.open:
+    with by_resource:
+        common.money_table(common.in_words(costs),
+                           ["A", "B", "B_minus_A"], {"B_minus_A": "B minus A", "stage": "Stage",
+                                                     "resource": "Resource"})
 
 st.header("Optimization levers")
 lv = levers.levers(ss.scenario)

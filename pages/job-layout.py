@@ -178,7 +178,7 @@ if not res.uses_layout(stage):
             icon=":material/info:")
 
 band = res.band[i]
-c = st.columns(5)
+c = common.metric_row(5)
 c[0].metric("Step time", f"{fmt.num(plan['step_time_s'])} s", help=f"{plan['micro_batches']:,} micro-batches "
             "per optimizer step")
 c[1].metric("MFU", _pct(plan["mfu"]), help=(

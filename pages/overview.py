@@ -80,8 +80,10 @@ if not tbl.empty:
                        {"ops": "Operations", "hidden": "Hidden costs", "gpu_hours": "GPU-hours (billed)",
                         "wall_days": "Wall-clock time"}, {"gpu_hours": fmt.gpu_hours, "wall_days": fmt.days})
 
-with st.expander("All line items (stage × resource × item, fixed or elastic)"):
-    li = res.line_items()
-    common.money_table(common.in_words(li).drop(columns=["item"]), ["usd"],
-                       {"usd": "Cost", "label": "Line item", "kind": "Fixed or elastic"})
-    st.download_button("Download line items (CSV)", lambda: fmt.to_csv(li), "line_items.csv", "text/csv")
+all_items = common.lazy_expander("All line items (stage × resource × item, fixed or elastic)", "overview:items")
+if all_items.open:
+    with all_items:
+        li = res.line_items()
+        common.money_table(common.in_words(li).drop(columns=["item"]), ["usd"],
+                           {"usd": "Cost", "label": "Line item", "kind": "Fixed or elastic"})
+        st.download_button("Download line items (CSV)", lambda: fmt.to_csv(li), "line_items.csv", "text/csv")

@@ -158,12 +158,12 @@ import os, sys, threading, time
 import streamlit.runtime.scriptrunner.script_runner as _sr
 _log, _lock, _orig = os.environ["BENCH_RERUN_LOG"], threading.Lock(), _sr.exec_func_with_error_handling
 def _timed(func, ctx):
-    t0, p0 = time.time(), time.perf_counter()
+    t0, p0, c0 = time.time(), time.perf_counter(), time.thread_time()
     out = _orig(func, ctx)
-    dt = time.perf_counter() - p0
+    dt, cpu = time.perf_counter() - p0, time.thread_time() - c0
     frag = int(bool(getattr(ctx, "fragment_ids_this_run", None)))
     with _lock, open(_log, "a") as fh:
-        fh.write(f"{t0:.6f} {dt:.6f} {int(out[2] is not None)} {frag} {getattr(ctx, 'session_id', '?')}\n")
+        fh.write(f"{t0:.6f} {dt:.6f} {int(out[2] is not None)} {frag} {cpu:.6f} {getattr(ctx, 'session_id', '?')}\n")
     return out
 _sr.exec_func_with_error_handling = _timed
 from streamlit.web import cli
@@ -172,15 +172,18 @@ sys.exit(cli.main())
 """
 
 
-def timed_runs(path: Path, since: float) -> list[tuple[float, bool, bool]]:
-    """(ms, interrupted, fragment) of every run TIMED_SERVER_HOOK logged that started at or after ``since``."""
+def timed_runs(path: Path, since: float, cpu: bool = False) -> list[tuple]:
+    """(ms, interrupted, fragment) of every run TIMED_SERVER_HOOK logged that started at or after ``since``;
+    with ``cpu``, (ms, interrupted, fragment, cpu_ms): the script thread's own CPU time besides the wall time
+    (on a machine whose cores the browser shares, the wall time also holds the waits for a core)."""
     if not path.exists():
         return []
     out = []
     for line in path.read_text().splitlines():
-        t0, dt, cut, frag, _sid = line.split(" ", 4)
+        t0, dt, cut, frag, cpu_s, _sid = line.split(" ", 5)
         if float(t0) >= since:
-            out.append((float(dt) * 1000, cut == "1", frag == "1"))
+            row = (float(dt) * 1000, cut == "1", frag == "1")
+            out.append(row + (float(cpu_s) * 1000,) if cpu else row)
     return out
 
 

@@ -351,3 +351,32 @@ def test_compare_page_lever_click_lowers_total():
     assert not at.exception
     assert _total(at) < before
     assert any("Applied:" in w.value for w in at.warning)
+
+
+def test_explanations_are_drawn_when_opened():
+    """'How this was computed' draws its formulas and sources only while open (a closed one costs a rerun
+    nothing); opened, every formula of the stage is there with its source."""
+    at = _app("pages/pretraining.py")
+    assert [e.label for e in at.expander][:1] == ["How this was computed — Pre-training"]
+    assert len(at.latex) == 0
+    at.session_state["how:pretrain"] = True  # what a click on the expander sets
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    res = costcore.estimate(at.session_state["scenario"])
+    from costcore.analysis import explain
+    want = explain.stage_explanation(res, "pretrain")
+    assert len(at.latex) == len(want) > 0
+    sources = [c.value for c in at.caption if c.value.startswith("Source: ")]
+    assert len(sources) == len(want)
+
+
+def test_budgets_per_resource_are_drawn_when_opened():
+    at = _app("pages/budget.py")
+    key = f"k:budget.compute_usd:{at.session_state['rev']}"
+    assert not any(w.key == key for w in at.number_input)
+    at.session_state["budget:per_resource"] = True
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    at.number_input(key=key).set_value(1_000_000.0)
+    at.run()
+    assert at.session_state["scenario"]["budget"]["compute_usd"] == 1_000_000.0
