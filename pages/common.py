@@ -113,12 +113,27 @@ def current() -> Scenario:
 
 
 def result() -> api.Result:
-    return api.estimate(current())
+    """The estimate of the session's scenario, made once per change of it (a page asks several times a rerun)."""
+    scn = current()
+    ss = st.session_state
+    if ss.get("_res_for") is not scn:
+        ss._res, ss._res_for = api.estimate(scn), scn
+    return ss._res
+
+
+def _encoded() -> dict:
+    """The scenario's query parameters (share.encode), made once per change of the scenario or preset."""
+    ss = st.session_state
+    key = (ss.scenario, ss.preset)
+    got = ss.get("_enc")
+    if got is None or got[0][0] is not key[0] or got[0][1] != key[1]:
+        got = ss._enc = (key, share.encode(ss.scenario, ss.preset))
+    return got[1]
 
 
 def _sync_url() -> None:
     ss = st.session_state
-    params = share.encode(ss.scenario, ss.preset)
+    params = _encoded()
     current = {k: st.query_params.get(k) for k in st.query_params.keys()}
     if current != params:
         st.query_params.from_dict(params)
@@ -132,7 +147,7 @@ def share_url() -> str:
     """
     from urllib.parse import urlsplit
     ss = st.session_state
-    q = share.query_string(share.encode(ss.scenario, ss.preset))
+    q = share.query_string(_encoded())
     try:
         parts = urlsplit(st.context.url or "")
         origin = f"{parts.scheme}://{parts.netloc}" if parts.netloc else ""
