@@ -692,23 +692,23 @@ def search(model, hw, job, pins, top, row, prune):
                     if prune and top[top.shape[0] - 1, T_STEP] > 0.0 and \
                             _rate_bound(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max) <= \
                             top[top.shape[0] - 1, T_TOKS]:
-                        fits += _count_inner(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max)
+                        fits += _count_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max)
                     else:
-                        fits += _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max)
+                        fits += _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max, True)
     return fits
 
 
 @njit(cache=True)
-def _count_inner(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max):
+def _count_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max):
     """How many of :func:`_search_inner`'s plans fit in memory, without timing them.
 
     :func:`_memory`'s total is states (ep, ZeRO) + activations (recompute, interleave) + buffers
     (ZeRO), added in the same order from the same functions, so each part is computed once and
     the count is exactly the one a plan-by-plan walk gives. Paged optimizer states make the total
-    depend on all three at once: those jobs walk plan by plan.
+    depend on all three at once: those jobs walk plan by plan (:func:`_search_inner`, untimed).
     """
     if job[J_OPT] == OPT_PAGED_ADAMW_8BIT:
-        return _count_inner_walk(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max)
+        return _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max, False)
     nv = V_CHOICES.shape[0] + 1
     # activations of each allowed (recompute, interleave), nan where not tried, kept in the row's term
     # slots (the state and buffer functions read only its plan fields): the kernel allocates nothing
@@ -747,36 +747,9 @@ def _count_inner(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max):
 
 
 @njit(cache=True)
-def _count_inner_walk(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max):
-    """:func:`_count_inner` plan by plan (each plan's :func:`_memory`)."""
-    fits = 0
-    ep = pins[P_EP] if pins[P_EP] > 0.0 else 1.0
-    while ep <= ep_max or ep == pins[P_EP]:
-        if _ep_ok(ep, dp * cp, ep_max):
-            for irc in range(3):
-                rc = float(irc)
-                if not _rc_ok(rc, pins):
-                    continue
-                for iz in range(4):
-                    zero = float(iz)
-                    if not _zero_ok(zero, dp * cp, pins, job):
-                        continue
-                    for iv in range(V_CHOICES.shape[0] + 1):
-                        v = _cand(V_CHOICES, iv, pins[P_V])
-                        if not _v_ok(v, pp, model, pins):
-                            continue
-                        _fill_plan(row, tp, pp, dp, cp, ep, mb, rc, zero, v, _sp_for(tp, pins))
-                        if _memory(model, hw, job, row, row) <= hw[W_MEM]:
-                            fits += 1
-        if pins[P_EP] > 0.0:
-            break
-        ep *= 2.0
-    return fits
-
-
-@njit(cache=True)
-def _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max):
-    """The ep x recompute x ZeRO x interleave x sp choices of one (tp, pp, cp, dp, micro-batch)."""
+def _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max, timed):
+    """The ep x recompute x ZeRO x interleave x sp choices of one (tp, pp, cp, dp, micro-batch): how many
+    fit; ``timed``: each one that fits is timed and kept in ``top`` if fast enough (else only counted)."""
     fits = 0
     n_kept = 0
     while n_kept < top.shape[0] and top[n_kept, T_STEP] > 0.0:
@@ -799,9 +772,10 @@ def _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max):
                         _fill_plan(row, tp, pp, dp, cp, ep, mb, rc, zero, v, _sp_for(tp, pins))
                         if _memory(model, hw, job, row, row) > hw[W_MEM]:
                             continue
-                        plan_terms(model, hw, job, row, row)
                         fits += 1
-                        n_kept = _insert(top, n_kept, row)
+                        if timed:
+                            plan_terms(model, hw, job, row, row)
+                            n_kept = _insert(top, n_kept, row)
         if pins[P_EP] > 0.0:
             break
         ep *= 2.0
