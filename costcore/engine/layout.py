@@ -372,6 +372,33 @@ def _compute_seconds(model, hw, job, plan, t_lin, t_attn, t_mem):
 
 
 @njit(cache=True)
+def _comm_layer_seconds(t_tp, t_ep, t_cp):
+    """Exposed collectives of one layer, forward and backward: 2 TP, 2 EP all-to-all, 3 CP passes (seconds)."""
+    return 2.0 * t_tp + 2.0 * t_ep + 3.0 * t_cp
+
+
+@njit(cache=True)
+def _recompute_layer_seconds(rc, t_lin, t_attn, t_mem, t_tp, t_ep, t_cp):
+    """Recompute of one layer (seconds): full reruns its forward, selective the attention core, none nothing
+    (Korthikanti et al. 2022 Sec. 5); rc < 0 (not pinned) counts as none."""
+    if rc == RC_FULL:
+        return t_lin + t_attn + t_mem + t_tp + t_ep + t_cp
+    if rc == RC_SELECTIVE:
+        return t_attn
+    return 0.0
+
+
+@njit(cache=True)
+def _p2p_seconds(model, hw, job, plan, v):
+    """Pipeline point-to-point sends of one micro-batch with v interleaved chunks (seconds; 0 without a
+    pipeline): scatter-gather, each TP rank sends 1/t of the s b h activations (Narayanan et al. 2021)."""
+    if plan[P_PP] <= 1.0:
+        return 0.0
+    tokens = job[J_SEQ] / plan[P_CP] * plan[P_MB] * job[J_MBS]
+    return 2.0 * v * 2.0 * tokens * model[M_H] / plan[P_TP] / (hw[W_INTER] * hw[W_COLL])
+
+
+@njit(cache=True)
 def plan_terms(model, hw, job, plan, out):
     """Evaluate one plan: the step's named terms and memory into ``out`` (TERM_FIELDS); returns step seconds.
 
@@ -394,18 +421,10 @@ def plan_terms(model, hw, job, plan, out):
     out[T_FITS] = 1.0 if mem <= hw[W_MEM] else 0.0
     t_lin, t_attn, t_mem, t_tp, t_ep, t_cp = _layer_forward(model, hw, job, plan)
     lin_bwd = 2.0 if job[J_METHOD] == METHOD_FULL else 1.0
-    comm_l = 2.0 * t_tp + 2.0 * t_ep + 3.0 * t_cp
-    recomp_l = 0.0
-    if rc == RC_FULL:
-        recomp_l = t_lin + t_attn + t_mem + t_tp + t_ep + t_cp
-    elif rc == RC_SELECTIVE:
-        recomp_l = t_attn
+    comm_l = _comm_layer_seconds(t_tp, t_ep, t_cp)
+    recomp_l = _recompute_layer_seconds(rc, t_lin, t_attn, t_mem, t_tp, t_ep, t_cp)
     nl = math.ceil(model[M_L] / pp)
-    tokens = job[J_SEQ] / cp * mb * job[J_MBS]
-    h = model[M_H]
-    p2p = 0.0
-    if pp > 1.0:
-        p2p = 2.0 * v * 2.0 * tokens * h / tp / (hw[W_INTER] * hw[W_COLL])  # scatter-gather: each TP rank sends 1/t
+    p2p = _p2p_seconds(model, hw, job, plan, v)
     t_compute = _compute_seconds(model, hw, job, plan, t_lin, t_attn, t_mem)
     t_comm = nl * comm_l + p2p
     t_recomp = nl * recomp_l
@@ -632,17 +651,12 @@ def _rate_bound(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max):
     _fill_plan(row, tp, pp, dp, cp, ep, mb, 0.0, 0.0, 1.0, _sp_for(tp, pins))
     t_lin, t_attn, t_mem, t_tp, _t_ep, t_cp = _layer_forward(model, hw, job, row)
     nl = math.ceil(model[M_L] / pp)
-    t_mb = _compute_seconds(model, hw, job, row, t_lin, t_attn, t_mem) + nl * (2.0 * t_tp + 3.0 * t_cp)
-    if pins[P_RC] == RC_FULL:
-        t_mb += nl * (t_lin + t_attn + t_mem + t_tp + t_cp)
-    elif pins[P_RC] == RC_SELECTIVE:
-        t_mb += nl * t_attn
+    t_mb = _compute_seconds(model, hw, job, row, t_lin, t_attn, t_mem) + nl * _comm_layer_seconds(t_tp, 0.0, t_cp)
+    t_mb += nl * _recompute_layer_seconds(pins[P_RC], t_lin, t_attn, t_mem, t_tp, 0.0, t_cp)
     v_lo, v_hi = 1.0, V_CHOICES[V_CHOICES.shape[0] - 1]
     if pins[P_V] > 0.0:
         v_lo, v_hi = pins[P_V], pins[P_V]
-    if pp > 1.0:
-        tokens = job[J_SEQ] / cp * mb * job[J_MBS]
-        t_mb += 2.0 * v_lo * 2.0 * tokens * model[M_H] / tp / (hw[W_INTER] * hw[W_COLL])
+    t_mb += _p2p_seconds(model, hw, job, row, v_lo)
     m = micro_batches(job, dp, mb)
     step_low = m * t_mb + (pp - 1.0) / v_hi * t_mb
     step_tokens = m * dp * mb * job[J_TOKSEQ]
