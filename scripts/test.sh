@@ -24,4 +24,7 @@ if ! pg_found; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends postgresql >/dev/null
 fi
-python3 -m pytest "$@"
+# Two workers, each running whole test files (module fixtures such as a browser or a server stay in one
+# process): the suite spends much of its time waiting on Chromium, servers and subprocesses, so two
+# workers on two cores roughly halve it. TEST_WORKERS=0 runs it in one process.
+python3 -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile "$@"
