@@ -45,10 +45,28 @@ AT_END_JS = """(i) => {
 }"""
 
 
-def bench_page(page, base: str, url_path: str, log: Path, moves: int) -> dict:
+TABS = '[data-testid="stMain"] [role="tab"]'  # a page that draws one tab at a time (pages/common.lazy_tabs)
+
+
+def bench_page(page, base: str, url_path: str, log: Path, moves: int) -> list[tuple[str, dict]]:
+    """(tab name, record) for each tab of the page ("" for a page without tabs), every slider moved."""
     page.goto(f"{base}/{url_path}")
     page.wait_for_selector('[data-testid="stMain"] h1', timeout=server_support.NEVER_MS)  # the page's title
     wait_idle(page, quiet_s=1.5)
+    out = []
+    for k in range(max(1, page.locator(TABS).count())):
+        name = ""
+        if page.locator(TABS).count():
+            tab = page.locator(TABS).nth(k)
+            name = tab.inner_text().strip()
+            if k:
+                tab.click()
+                wait_idle(page, quiet_s=1.0)
+        out.append((name, _move_sliders(page, log, moves)))
+    return out
+
+
+def _move_sliders(page, log: Path, moves: int) -> dict:
     n = page.locator(THUMBS).count()
     rec = {"sliders": n, "frag": [], "full": [], "cpu": [], "cut": 0, "silent": 0, "slow": {}}
     for i in range(n):
@@ -107,15 +125,16 @@ def main() -> None:
                       "target <= 100 ms)")
                 worst, cpu = [], []
                 for p in pages:
-                    r = bench_page(page, base, p["url_path"], log, args.moves)
-                    allr = r["frag"] + r["full"]
-                    worst.extend(allr)
-                    cpu.extend(r["cpu"])
-                    print(f"  {p['title']:30s} {r['sliders']:3d} sliders  fragment runs: {_stat(r['frag'])}; "
-                          f"full runs: {_stat(r['full'])}; script thread CPU: {_stat(r['cpu'])}; "
-                          f"interrupted {r['cut']}, no run {r['silent']}")
-                    for label, xs in r["slow"].items():
-                        print(f"      over 100 ms: {label!r}: " + ", ".join(f"{x:.0f}" for x in xs) + " ms")
+                    for tab, r in bench_page(page, base, p["url_path"], log, args.moves):
+                        allr = r["frag"] + r["full"]
+                        worst.extend(allr)
+                        cpu.extend(r["cpu"])
+                        where = p["title"] + (f" / {tab}" if tab else "")
+                        print(f"  {where:30s} {r['sliders']:3d} sliders  fragment runs: {_stat(r['frag'])}; "
+                              f"full runs: {_stat(r['full'])}; script thread CPU: {_stat(r['cpu'])}; "
+                              f"interrupted {r['cut']}, no run {r['silent']}")
+                        for label, xs in r["slow"].items():
+                            print(f"      over 100 ms: {label!r}: " + ", ".join(f"{x:.0f}" for x in xs) + " ms")
                 if worst:
                     over = sum(1 for x in worst if x > 100)
                     print(f"  all pages: median {statistics.median(worst):.1f} ms, max {max(worst):.1f} ms, "

@@ -579,6 +579,16 @@ def lazy_expander(label: str, key: str):
     return st.expander(label, key=key, on_change="rerun")
 
 
+def lazy_tabs(labels: list[str], key: str):
+    """Tabs of which the caller draws only the open one (``for tab in tabs: if tab.open: with tab: ...``).
+
+    Choosing a tab reruns the page (``on_change="rerun"``); the first is open on a first visit. A slider
+    moved in one tab then redraws that tab alone, not the charts and tables of the others, each of which
+    is a message to the browser on every rerun. The open tab's label is ``st.session_state[key]``.
+    """
+    return st.tabs(labels, key=key, on_change="rerun")
+
+
 def how_computed(res: api.Result, stage: str) -> None:
     box = lazy_expander(f"How this was computed — {STAGE_LABELS[stage]}", f"how:{stage}")
     if not box.open:

@@ -13,6 +13,23 @@ PAGES = ["pages/overview.py", "pages/pretraining.py", "pages/post-training.py",
          "pages/fine-tuning.py", "pages/checkpoints.py", "pages/data-people.py", "pages/sensitivity.py",
          "pages/budget.py", "pages/compare.py", "pages/validation.py", "pages/job-layout.py", "pages/glossary.py"]
 
+# Pages that draw one tab at a time (pages/common.lazy_tabs): page -> (the tabs' session-state key, their labels).
+# A test of a page's content runs once per tab (page_views); tests/test_app.py checks these are the page's tabs.
+LAZY_TABS = {"pages/budget.py": ("budget:tab", ["Budget and fixed cost", "Timeline", "Iteration lifecycle",
+                                                "Attribution export"])}
+
+
+def page_views(pages) -> list[tuple[str, str | None]]:
+    """(page, tab) for every tab of every page; ``None`` for a page without lazy tabs."""
+    return [(p, t) for p in pages for t in (LAZY_TABS[p][1] if p in LAZY_TABS else [None])]
+
+
+def open_tab(at, page: str, tab: str | None) -> None:
+    """Open ``tab`` of ``page`` in an AppTest on that page (what a click on the tab sets), and rerun."""
+    if tab is not None:
+        at.session_state[LAZY_TABS[page][0]] = tab
+        at.run()
+
 
 def app_pages() -> list[dict]:
     """Every st.Page of app.py, read from its source: {"url_path", "title", "hidden"} in order."""

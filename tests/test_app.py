@@ -18,7 +18,7 @@ import costcore
 from costcore import fmt
 from costcore.scenario import share
 
-from shared import APP, PAGES, ROOT  # noqa: F401
+from shared import APP, LAZY_TABS, PAGES, ROOT, open_tab, page_views  # noqa: F401
 from server_support import NEVER_S  # the one wait limit of the suite (not a speed)
 
 
@@ -58,9 +58,11 @@ def _move(at: AppTest, path: str, value):
 ALL_PAGES = PAGES + [p for p in ("pages/job-layout.py",) if p not in PAGES]
 
 
-@pytest.mark.parametrize("page", ALL_PAGES)
-def test_every_page_runs(page):
+@pytest.mark.parametrize("page,tab", page_views(ALL_PAGES))
+def test_every_page_runs(page, tab):
     at = _app(page)
+    open_tab(at, page, tab)
+    assert not at.exception, [e.value for e in at.exception]
     assert at.title, "page has a title"
     assert _metric(at, "Total cost").startswith("$")
     assert not [w.value for w in at.warning if "URL parameter" in w.value]
@@ -336,6 +338,8 @@ def test_budget_page_sets_a_budget_and_the_lifecycle():
     _move(at, "budget.total_usd", 1000.0)
     assert any("over budget" in e.value for e in at.error)
     assert at.query_params["budget.total_usd"] == "1000"
+    open_tab(at, "pages/budget.py", "Iteration lifecycle")
+    assert any("over budget" in e.value for e in at.error)  # the alert stands above every tab
     _move(at, "lifecycle.iterations", 6)
     labels = [m.label for m in at.metric]
     assert any(lbl.startswith("Lifecycle total (6") for lbl in labels)
@@ -368,6 +372,29 @@ def test_explanations_are_drawn_when_opened():
     assert len(at.latex) == len(want) > 0
     sources = [c.value for c in at.caption if c.value.startswith("Source: ")]
     assert len(sources) == len(want)
+
+
+@pytest.mark.parametrize("page", sorted(LAZY_TABS))
+def test_a_lazy_tab_draws_only_while_open(page):
+    """The page's tabs are the ones tests/shared.LAZY_TABS names; only the open one is drawn, and a
+    slider in another tab appears once that tab is opened (what a click on it sets)."""
+    key, labels = LAZY_TABS[page]
+    at = _app(page, p="pipeline-70b")
+    assert [t.label for t in at.tabs] == labels
+    seen = {}
+    for tab in labels:
+        open_tab(at, page, tab)
+        assert not at.exception, [e.value for e in at.exception]
+        assert at.session_state[key] == tab
+        seen[tab] = {w.key for w in list(at.slider) + list(at.number_input) + list(at.text_input)
+                     if w.key and w.key.startswith("k:")}
+    for tab in labels:  # each tab has inputs of its own, which no other tab draws
+        others = set().union(*(v for t, v in seen.items() if t != tab))
+        assert seen[tab] - others, f"{tab}: no input of its own"
+    if page == "pages/budget.py":
+        rev = at.session_state["rev"]
+        assert f"k:lifecycle.iterations:{rev}" in seen["Iteration lifecycle"]
+        assert f"k:lifecycle.iterations:{rev}" not in seen["Budget and fixed cost"]
 
 
 def test_budgets_per_resource_are_drawn_when_opened():

@@ -435,6 +435,24 @@ def test_every_page_renders_with_charts_and_screenshots(server, context):
         _full_page_screenshot(page, shot)
         assert shot.exists(), shot
         assert shot.stat().st_size > 20_000, f"{shot} is only {shot.stat().st_size} bytes"
+        # a page that draws one tab at a time (pages/common.lazy_tabs): open every other tab as a person would
+        tabs = page.locator('[data-testid="stMain"] [role="tab"]')
+        for k in range(1, tabs.count()):
+            name = tabs.nth(k).inner_text().strip()
+            tabs.nth(k).click()
+            wait_idle(page)
+            where = f"/{path} ({name} tab)"
+            if tabs.nth(k).get_attribute("aria-selected") != "true":
+                problems.append(f"{where}: the tab did not open")
+            try:
+                _wait_charts(page, minimum=0)
+            except AssertionError as err:
+                problems.append(f"{where}: {err}")
+            if page.locator(EXCEPTION).count():
+                problems.append(f"{where}: shows an exception: {page.locator(EXCEPTION).first.inner_text()[:1500]}")
+            problems += [f"{where}: {p}" for p in readability_problems(page)]
+            tab_shot = SHOTS / f"{path or 'overview'}-{re.sub(r'[^a-z0-9]+', '-', name.lower()).strip('-')}.png"
+            _full_page_screenshot(page, tab_shot)
     if js_errors:
         problems.append(f"JavaScript errors: {js_errors}")
     assert not problems, "\n".join(problems)

@@ -43,7 +43,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import costcore
-from shared import _short, assert_finite, run_cli  # noqa: F401
+from shared import _short, assert_finite, open_tab, page_views, run_cli  # noqa: F401
 from costcore import api, fmt
 from costcore.cli import main as cli
 from costcore.scenario import schema
@@ -866,8 +866,8 @@ def _markdown_bodies(at) -> list[tuple[str, str]]:
     return out
 
 
-@pytest.mark.parametrize("page", APP_PAGES)
-def test_app_shows_a_hostile_name_inert(_quiet_apptest, page):
+@pytest.mark.parametrize("page,tab", page_views(APP_PAGES))
+def test_app_shows_a_hostile_name_inert(_quiet_apptest, page, tab):
     from streamlit.testing.v1 import AppTest
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=NEVER_S)
     at.query_params["name"] = EVIL_NAME
@@ -876,6 +876,7 @@ def test_app_shows_a_hostile_name_inert(_quiet_apptest, page):
     if page != APP_PAGES[0]:
         at.switch_page(page)
         at.run()
+    open_tab(at, page, tab)
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["scenario"]["name"] == EVIL_NAME
     bodies = _markdown_bodies(at)

@@ -22,7 +22,7 @@ from costcore.cli import main as cli
 from costcore.scenario import schema
 from costcore.errors import ScenarioError
 
-from shared import APP, PAGES, run_cli
+from shared import APP, PAGES, open_tab, page_views, run_cli
 from server_support import NEVER_S  # the one wait limit of the suite (not a speed)
 
 FORGING_NAMES = {
@@ -144,13 +144,14 @@ def downloads(monkeypatch):
 
 @pytest.mark.parametrize("name", ['=HYPERLINK("http://evil.example","x")', "@SUM(A1)", "-1+2"])
 def test_every_download_button_neutralises_formulas(downloads, name):
-    for page in PAGES:
+    for page, tab in page_views(PAGES):
         at = AppTest.from_file(APP, default_timeout=NEVER_S)
         at.query_params["p"] = "pipeline-70b"
         at.query_params["name"] = name
         at.run()
         at.switch_page(page)
         at.run()
+        open_tab(at, page, tab)
         assert not at.exception, [e.value for e in at.exception]
         assert at.session_state["scenario"]["name"] == name
     assert downloads, "no download button was rendered"

@@ -15,7 +15,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from costcore.scenario.schema import FIELDS, PLAN_FIELDS, STAGES
-from shared import APP
+from shared import APP, open_tab, page_views
 from server_support import NEVER_S  # the one wait limit of the suite (not a speed)
 
 ALL_FIELDS = FIELDS + PLAN_FIELDS
@@ -93,12 +93,13 @@ def chart_problems(proto) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("page", PAGES)
-def test_every_chart_has_a_title_axis_titles_and_legend_words(page):
+@pytest.mark.parametrize("page,tab", page_views(PAGES))
+def test_every_chart_has_a_title_axis_titles_and_legend_words(page, tab):
     at = AppTest.from_file(APP, default_timeout=NEVER_S)
     at.run()
     at.switch_page(page)
     at.run()
+    open_tab(at, page, tab)
     assert not at.exception, [e.value for e in at.exception]
     charts = at.get("vega_lite_chart")
     problems = [p for c in charts for p in chart_problems(c.proto)]
