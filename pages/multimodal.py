@@ -89,50 +89,66 @@ if not mm.phases(res):
     st.stop()
 common.show_checks(res, mm.phases(res))
 
-st.subheader("What each phase trains and costs")
-table = mm.phase_table(res)
-common.number_table(
-    table, {"media_items": fmt.num, "tokens_per_item": fmt.num, "media_share": fmt.pct, "llm_tokens": fmt.num,
-            "gpu_hours": fmt.gpu_hours, "encoder_gpu_hours": fmt.gpu_hours, "wall_days": fmt.days,
-            "compute_usd": fmt.usd, "total_usd": fmt.usd, "memory_gb": fmt.gb},
-    {"phase": "Phase", "trains": "Trains", "media_items": mm.MEDIA_WORDS[modality].capitalize(),
-     "tokens_per_item": "Tokens per item", "media_share": "Media share of the tokens", "llm_tokens": "LLM tokens",
-     "gpu_hours": "GPU-hours (billed)", "encoder_gpu_hours": "Encoder + connector GPU-hours",
-     "wall_days": "Wall-clock", "compute_usd": "GPU cost", "total_usd": "Total", "memory_gb": "Memory per GPU",
-     "fits": "Fits"})
-common.stacked_bar(res, mm.phases(res), height=260)
+def phase_costs() -> None:
+    """What each phase trains and costs, and its memory and cost by resource."""
+    st.subheader("What each phase trains and costs")
+    table = mm.phase_table(res)
+    common.number_table(
+        table, {"media_items": fmt.num, "tokens_per_item": fmt.num, "media_share": fmt.pct, "llm_tokens": fmt.num,
+                "gpu_hours": fmt.gpu_hours, "encoder_gpu_hours": fmt.gpu_hours, "wall_days": fmt.days,
+                "compute_usd": fmt.usd, "total_usd": fmt.usd, "memory_gb": fmt.gb},
+        {"phase": "Phase", "trains": "Trains", "media_items": mm.MEDIA_WORDS[modality].capitalize(),
+         "tokens_per_item": "Tokens per item", "media_share": "Media share of the tokens", "llm_tokens": "LLM tokens",
+         "gpu_hours": "GPU-hours (billed)", "encoder_gpu_hours": "Encoder + connector GPU-hours",
+         "wall_days": "Wall-clock", "compute_usd": "GPU cost", "total_usd": "Total", "memory_gb": "Memory per GPU",
+         "fits": "Fits"})
+    common.stacked_bar(res, mm.phases(res), height=260)
 
-st.subheader("Preprocessing, storage and rights")
-lines = mm.media_table(res)
-common.number_table(lines, {"amount": fmt.num, "usd": fmt.usd},
-                    {"phase": "Phase", "line": "Line item", "amount": "Amount", "unit": "Unit", "usd": "Cost"})
 
-st.subheader("How the cost moves with the media")
-tok = mm.sweep(res, "tokens_per_item", [64, 144, 256, 576, 1152, 2304, 2880])
-if not tok.empty:
-    chart = alt.Chart(tok).mark_line(point=True).encode(
-        x=alt.X("value:Q", title="Media tokens per item", scale=alt.Scale(type="log"),
-                axis=alt.Axis(values=[64, 144, 256, 576, 1152, 2304], grid=False)),
-        y=alt.Y("usd:Q", title="Phase cost ($)", axis=alt.Axis(format="$~s")),
-        color=alt.Color("phase:N", title="Phase", legend=alt.Legend(orient="bottom", labelLimit=400)),
-        tooltip=[alt.Tooltip("phase:N", title="Phase"), alt.Tooltip("value:Q", title="Tokens per item"),
-                 alt.Tooltip("usd:Q", title="Cost ($)", format="$,.0f")]).properties(height=280)
-    common.show_chart(chart, "Cost of each phase against the media tokens per item")
-if modality != "audio":
-    patch = int(ev(res.scenario, "multimodal.patch_px"))
-    top = int(ev(res.scenario, "multimodal.max_resolution_px"))
-    sizes = sorted({max(patch, min(top, int(v) // patch * patch)) for v in (112, 168, 224, 280, 336, 448, 672,
-                                                                           896)} | {top})
-    res_sw = mm.sweep(res, "resolution_px", sizes)
-    if not res_sw.empty:
-        chart = alt.Chart(res_sw).mark_line(point=True).encode(
-            x=alt.X("value:Q", title="Input resolution (pixels a side)"),
-            y=alt.Y("gpu_hours:Q", title="Phase GPU-hours"),
+def media_costs() -> None:
+    """Decoding, features, storage and rights of the media."""
+    lines = mm.media_table(res)
+    common.number_table(lines, {"amount": fmt.num, "usd": fmt.usd},
+                        {"phase": "Phase", "line": "Line item", "amount": "Amount", "unit": "Unit", "usd": "Cost"})
+
+
+def media_sweeps() -> None:
+    """The phases' cost against the media tokens per item and the encoder's resolution."""
+    tok = mm.sweep(res, "tokens_per_item", [64, 144, 256, 576, 1152, 2304, 2880])
+    if not tok.empty:
+        chart = alt.Chart(tok).mark_line(point=True).encode(
+            x=alt.X("value:Q", title="Media tokens per item", scale=alt.Scale(type="log"),
+                    axis=alt.Axis(values=[64, 144, 256, 576, 1152, 2304], grid=False)),
+            y=alt.Y("usd:Q", title="Phase cost ($)", axis=alt.Axis(format="$~s")),
             color=alt.Color("phase:N", title="Phase", legend=alt.Legend(orient="bottom", labelLimit=400)),
-            tooltip=[alt.Tooltip("phase:N", title="Phase"), alt.Tooltip("value:Q", title="Resolution"),
-                     alt.Tooltip("gpu_hours:Q", title="GPU-hours", format=",.0f")]).properties(height=280)
-        common.show_chart(chart, "GPU-hours of each phase against the encoder's input resolution")
-    if len(sizes) <= 1 or res_sw.empty or res_sw.value.nunique() <= 1:
-        st.caption("This encoder takes one resolution only; tiles per image add detail instead.")
+            tooltip=[alt.Tooltip("phase:N", title="Phase"), alt.Tooltip("value:Q", title="Tokens per item"),
+                     alt.Tooltip("usd:Q", title="Cost ($)", format="$,.0f")]).properties(height=280)
+        common.show_chart(chart, "Cost of each phase against the media tokens per item")
+    if modality != "audio":
+        patch = int(ev(res.scenario, "multimodal.patch_px"))
+        top = int(ev(res.scenario, "multimodal.max_resolution_px"))
+        sizes = sorted({max(patch, min(top, int(v) // patch * patch)) for v in (112, 168, 224, 280, 336, 448, 672,
+                                                                               896)} | {top})
+        res_sw = mm.sweep(res, "resolution_px", sizes)
+        if not res_sw.empty:
+            chart = alt.Chart(res_sw).mark_line(point=True).encode(
+                x=alt.X("value:Q", title="Input resolution (pixels a side)"),
+                y=alt.Y("gpu_hours:Q", title="Phase GPU-hours"),
+                color=alt.Color("phase:N", title="Phase", legend=alt.Legend(orient="bottom", labelLimit=400)),
+                tooltip=[alt.Tooltip("phase:N", title="Phase"), alt.Tooltip("value:Q", title="Resolution"),
+                         alt.Tooltip("gpu_hours:Q", title="GPU-hours", format=",.0f")]).properties(height=280)
+            common.show_chart(chart, "GPU-hours of each phase against the encoder's input resolution")
+        if len(sizes) <= 1 or res_sw.empty or res_sw.value.nunique() <= 1:
+            st.caption("This encoder takes one resolution only; tiles per image add detail instead.")
+
+
+# One tab at a time: a slider moved above redraws the open tab only, not the sweeps (two searches of
+# every phase per point) and the tables of the others.
+TABS = {"What each phase costs": phase_costs, "Preprocessing, storage and rights": media_costs,
+        "How the cost moves with the media": media_sweeps}
+for tab, draw in zip(common.lazy_tabs(list(TABS), "multimodal:tab"), TABS.values()):
+    if tab.open:
+        with tab:
+            draw()
 for s in mm.phases(res):
     common.how_computed(res, s)

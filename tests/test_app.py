@@ -374,23 +374,33 @@ def test_explanations_are_drawn_when_opened():
     assert len(sources) == len(want)
 
 
+def _drawn(at) -> set:
+    """What a page drew, by name: input keys, subheaders, chart titles and each table's columns."""
+    import json
+    out = {w.key for w in list(at.slider) + list(at.number_input) + list(at.text_input) + list(at.select_slider)
+           if w.key and w.key.startswith("k:")}
+    out |= {f"subheader:{h.value}" for h in at.subheader}
+    out |= {f"chart:{json.loads(c.proto.spec).get('title')}" for c in at.get("vega_lite_chart")}
+    out |= {f"table:{tuple(map(str, d.value.columns))}" for d in at.dataframe}
+    return out
+
+
 @pytest.mark.parametrize("page", sorted(LAZY_TABS))
 def test_a_lazy_tab_draws_only_while_open(page):
-    """The page's tabs are the ones tests/shared.LAZY_TABS names; only the open one is drawn, and a
-    slider in another tab appears once that tab is opened (what a click on it sets)."""
+    """The page's tabs are the ones tests/shared.LAZY_TABS names; only the open one is drawn: each tab
+    draws inputs, charts or tables that no other tab draws (what a click on the tab sets opens it)."""
     key, labels = LAZY_TABS[page]
-    at = _app(page, p="pipeline-70b")
+    at = _app(page, p="llava-1.5-7b" if "multimodal" in page else "pipeline-70b")
     assert [t.label for t in at.tabs] == labels
     seen = {}
     for tab in labels:
         open_tab(at, page, tab)
         assert not at.exception, [e.value for e in at.exception]
         assert at.session_state[key] == tab
-        seen[tab] = {w.key for w in list(at.slider) + list(at.number_input) + list(at.text_input)
-                     if w.key and w.key.startswith("k:")}
-    for tab in labels:  # each tab has inputs of its own, which no other tab draws
+        seen[tab] = _drawn(at)
+    for tab in labels:
         others = set().union(*(v for t, v in seen.items() if t != tab))
-        assert seen[tab] - others, f"{tab}: no input of its own"
+        assert seen[tab] - others, f"{tab}: draws nothing of its own"
     if page == "pages/budget.py":
         rev = at.session_state["rev"]
         assert f"k:lifecycle.iterations:{rev}" in seen["Iteration lifecycle"]

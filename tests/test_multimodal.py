@@ -211,7 +211,16 @@ def test_multimodal_page_renders_the_llava_preset():
     at.run()
     assert not at.exception, [e.message for e in at.exception]
     text = " ".join(m.value for m in at.markdown) + " ".join(s.value for s in at.subheader)
-    assert "What each phase trains and costs" in text and "Preprocessing, storage and rights" in text
+    assert "What each phase trains and costs" in text
+    assert [t.label for t in at.tabs] == ["What each phase costs", "Preprocessing, storage and rights",
+                                          "How the cost moves with the media"]
+    assert not at.get("vega_lite_chart") or len(at.get("vega_lite_chart")) == 1  # the sweeps wait for their tab
+    at.session_state["multimodal:tab"] = "How the cost moves with the media"  # what a click on the tab sets
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    titles = [json.loads(c.proto.spec).get("title", {}) for c in at.get("vega_lite_chart")]
+    assert any("media tokens per item" in str(t) for t in titles), titles
+    assert any("input resolution" in str(t) for t in titles), titles
 
 
 @pytest.mark.parametrize("preset", ["llava-1.5-7b", "llava-1.5-13b", "qwen-vl-style-7b", "audio-language-7b"])

@@ -35,6 +35,7 @@ def test_every_input_has_words_and_help():
 # ---------------------------------------------------------------------------
 PAGES = ["pages/overview.py", "pages/pretraining.py", "pages/job-layout.py", "pages/post-training.py",
          "pages/fine-tuning.py", "pages/checkpoints.py", "pages/data-people.py", "pages/budget.py",
+         "pages/multimodal.py",
          "pages/compare.py", "pages/sensitivity.py", "pages/validation.py", "pages/glossary.py"]
 POSITIONAL = ("x", "y")
 
