@@ -127,7 +127,6 @@ def timeline() -> None:
     if not mon.empty:
         mon["stage_short"] = mon.stage.map(common.STAGE_SHORT)
         mon["stage_name"] = mon.stage.map(STAGE_LABELS)
-        st.subheader("Monthly spend by stage")
         common.show_chart(alt.Chart(mon).mark_bar().encode(
             x=alt.X("yearmonth(month):T", title="Month"),
             y=alt.Y("sum(usd):Q", title="Spend per month ($)", axis=alt.Axis(format="$~s")),
@@ -147,7 +146,6 @@ def timeline() -> None:
             layers.append(alt.Chart(pd.DataFrame({"y": [b.budget_usd, b.warning_usd], "line": ["budget", "warning"]}))
                           .mark_rule(strokeDash=[6, 3]).encode(y=alt.Y("y:Q", title="Cumulative spend ($)"), color=alt.Color(
                               "line:N", title="Line", scale=alt.Scale(domain=["budget", "warning"], range=["#E45756", "#F58518"]))))
-        st.subheader("Cumulative spend against the budget")
         common.show_chart(alt.layer(*layers), "Cumulative spend against the budget", height=240)
         life_n = int(costcore_schema.effective_value(scn, "lifecycle.iterations"))
         if not show_retention and after_usd > 0:
