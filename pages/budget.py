@@ -238,8 +238,5 @@ def attribution() -> None:
 # One tab at a time: a slider moved in one redraws that tab, not the charts and tables of the others.
 TABS = {"Budget and fixed cost": budget_and_fixed, "Timeline": timeline, "Iteration lifecycle": lifecycle,
         "Attribution export": attribution}
-for tab, draw in zip(common.lazy_tabs(list(TABS), "budget:tab"), TABS.values()):
-    if tab.open:
-        with tab:
-            draw()
+common.lazy_tabs(TABS, "budget:tab")
 

@@ -579,14 +579,17 @@ def lazy_expander(label: str, key: str):
     return st.expander(label, key=key, on_change="rerun")
 
 
-def lazy_tabs(labels: list[str], key: str):
-    """Tabs of which the caller draws only the open one (``for tab in tabs: if tab.open: with tab: ...``).
+def lazy_tabs(tabs: dict, key: str) -> None:
+    """Tabs (label -> function that draws it) of which only the open one is drawn.
 
     Choosing a tab reruns the page (``on_change="rerun"``); the first is open on a first visit. A slider
     moved in one tab then redraws that tab alone, not the charts and tables of the others, each of which
     is a message to the browser on every rerun. The open tab's label is ``st.session_state[key]``.
     """
-    return st.tabs(labels, key=key, on_change="rerun")
+    for tab, draw in zip(st.tabs(list(tabs), key=key, on_change="rerun"), tabs.values()):
+        if tab.open:
+            with tab:
+                draw()
 
 
 def how_computed(res: api.Result, stage: str) -> None:

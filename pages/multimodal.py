@@ -146,9 +146,6 @@ def media_sweeps() -> None:
 # every phase per point) and the tables of the others.
 TABS = {"What each phase costs": phase_costs, "Preprocessing, storage and rights": media_costs,
         "How the cost moves with the media": media_sweeps}
-for tab, draw in zip(common.lazy_tabs(list(TABS), "multimodal:tab"), TABS.values()):
-    if tab.open:
-        with tab:
-            draw()
+common.lazy_tabs(TABS, "multimodal:tab")
 for s in mm.phases(res):
     common.how_computed(res, s)

@@ -372,6 +372,13 @@ def readability_problems(page) -> list[str]:
     return out
 
 
+def _shown_problems(page, where: str) -> list[str]:
+    """What a view of a page must not show: an exception box, or text a person cannot read."""
+    exc = page.locator(EXCEPTION)
+    out = [f"{where}: shows an exception: {exc.first.inner_text()[:1500]}"] if exc.count() else []
+    return out + [f"{where}: {p}" for p in readability_problems(page)]
+
+
 def test_the_raw_key_check_finds_a_key_standing_alone_and_only_then():
     pattern = _raw_key_pattern()
     assert pattern.search("set model.params_b to 7").group(1) == "model.params_b"
@@ -417,9 +424,6 @@ def test_every_page_renders_with_charts_and_screenshots(server, context):
                 _wait_charts(page, minimum=1)
         except AssertionError as err:
             problems.append(f"/{path}: {err}")
-        exc = page.locator(EXCEPTION)
-        if exc.count():
-            problems.append(f"/{path}: shows an exception: {exc.first.inner_text()[:1500]}")
         dialogs = [t for t in page.locator('[role="dialog"]').all_inner_texts() if "not found" in t.lower()]
         if dialogs:
             problems.append(f"/{path}: shows the dialog {dialogs[0]!r} (a deep link to this page does not work)")
@@ -430,7 +434,7 @@ def test_every_page_renders_with_charts_and_screenshots(server, context):
         expected_path = "" if i == 0 else path
         if link_path != expected_path:
             problems.append(f"/{path}: the share link points at /{link_path}, expected /{expected_path}")
-        problems += [f"/{path}: {p}" for p in readability_problems(page)]
+        problems += _shown_problems(page, f"/{path}")
         shot = SHOTS / f"{path or 'overview'}.png"
         _full_page_screenshot(page, shot)
         assert shot.exists(), shot
@@ -448,9 +452,7 @@ def test_every_page_renders_with_charts_and_screenshots(server, context):
                 _wait_charts(page, minimum=0)
             except AssertionError as err:
                 problems.append(f"{where}: {err}")
-            if page.locator(EXCEPTION).count():
-                problems.append(f"{where}: shows an exception: {page.locator(EXCEPTION).first.inner_text()[:1500]}")
-            problems += [f"{where}: {p}" for p in readability_problems(page)]
+            problems += _shown_problems(page, where)
             tab_shot = SHOTS / f"{path or 'overview'}-{re.sub(r'[^a-z0-9]+', '-', name.lower()).strip('-')}.png"
             _full_page_screenshot(page, tab_shot)
     if js_errors:
