@@ -43,42 +43,61 @@ common.show_checks(res)
 st.subheader("Cost by stage and resource")
 common.stacked_bar(res)
 
-left, right = st.columns([3, 2])
-with left:
-    st.subheader("Top cost drivers")
+
+def stages_table() -> None:
+    tbl = res.stage_table()
+    if tbl.empty:
+        st.info("No stage is switched on.")
+        return
+    tbl["stage"] = tbl.stage.map(STAGE_LABELS)
+    # eleven columns, wider than the page: the total, hours and days first, the resources after them, narrow
+    tbl = tbl[["stage", "total", "gpu_hours", "wall_days", "compute", "data", "labor", "hidden", "ops", "storage",
+               "network"]]
+    money = ["total", "compute", "data", "labor", "hidden", "ops", "storage", "network"]
+    common.money_table(tbl, money, {"ops": "Operations", "hidden": "Hidden costs", "gpu_hours": "GPU-hours",
+                                    "wall_days": "Wall-clock time"},
+                       {"gpu_hours": fmt.gpu_hours, "wall_days": fmt.days},
+                       {"gpu_hours": "Billed: the run with its failures, restarts and stalls, plus repeated "
+                                     "experiments",
+                        "wall_days": "The run's length on its GPUs, failures and stalls included; setup and "
+                                     "repeated experiments not"},
+                       widths={c: "small" for c in money})
+
+
+def top_drivers() -> None:
     items = res.line_items()
-    if not items.empty:
-        top = items[items.usd > 0].sort_values("usd", ascending=False).head(8).copy()
-        top["share"] = top.usd / max(res.total_usd, 1e-9)
-        top = common.in_words(top)
-        common.number_table(top[["stage", "label", "resource", "kind", "usd", "share"]], {"usd": fmt.usd},
-                            {"stage": "Stage", "label": "Line item", "resource": "Resource",
-                             "kind": "Fixed or elastic", "usd": "Cost"}, {"usd": common.MONEY_HELP},
-                            column_config={"share": st.column_config.ProgressColumn(
-                                "Share of total", format="percent", min_value=0, max_value=1)})
-with right:
-    st.subheader("Each stage's share")
+    top = items[items.usd > 0].sort_values("usd", ascending=False).head(8).copy() if not items.empty else items
+    if top.empty:
+        st.info("No line item costs anything.")
+        return
+    top["share"] = 100 * top.usd / max(res.total_usd, 1e-9)  # percent, shown to 3 significant digits
+    top = common.in_words(top)
+    common.number_table(top[["stage", "label", "resource", "kind", "usd", "share"]], {"usd": fmt.usd},
+                        {"stage": "Stage", "label": "Line item", "resource": "Resource",
+                         "kind": "Fixed or elastic", "usd": "Cost"}, {"usd": common.MONEY_HELP},
+                        column_config={"share": st.column_config.ProgressColumn(
+                            "Share of total", format="%.3g%%", min_value=0, max_value=100)})
+
+
+def stage_shares() -> None:
     shares = pd.DataFrame([{"stage": STAGE_LABELS[s], "key": s, "usd": res.stat(s, "usd_total"),
                             "cost": fmt.usd(res.stat(s, "usd_total")),
                             "share": res.stat(s, "usd_total") / max(res.total_usd, 1e-9)} for s in res.stages])
-    if not shares.empty:
-        shares["label"] = shares.apply(lambda r: f"{r.share:.0%}", axis=1)
-        donut = alt.Chart(shares).mark_arc(innerRadius=60).encode(
-            theta=alt.Theta("usd:Q", stack=True),
-            color=alt.Color("stage:N", title="Stage",
-                            scale=common.stage_color_scale(shares.stage),
-                            legend=alt.Legend(labelLimit=220)),
-            tooltip=[alt.Tooltip("stage:N", title="Stage"), alt.Tooltip("cost:N", title="Cost"),
-                     alt.Tooltip("share:Q", format=".1%", title="Share")]).properties(height=260)
-        common.show_chart(donut, "Share of the total by stage")
+    if shares.empty:
+        st.info("No stage is switched on.")
+        return
+    donut = alt.Chart(shares).mark_arc(innerRadius=60).encode(
+        theta=alt.Theta("usd:Q", stack=True),
+        color=alt.Color("stage:N", title="Stage", scale=common.stage_color_scale(shares.stage),
+                        legend=alt.Legend(labelLimit=220)),
+        tooltip=[alt.Tooltip("stage:N", title="Stage"), alt.Tooltip("cost:N", title="Cost"),
+                 alt.Tooltip("share:Q", format=".1%", title="Share")]).properties(height=260)
+    common.show_chart(donut, "Share of the total by stage")
 
-st.subheader("Stages")
-tbl = res.stage_table()
-if not tbl.empty:
-    tbl["stage"] = tbl.stage.map(STAGE_LABELS)
-    common.money_table(tbl, ["compute", "storage", "network", "data", "labor", "ops", "hidden", "total"],
-                       {"ops": "Operations", "hidden": "Hidden costs", "gpu_hours": "GPU-hours (billed)",
-                        "wall_days": "Wall-clock time"}, {"gpu_hours": fmt.gpu_hours, "wall_days": fmt.days})
+
+# One of these is drawn at a time (a slider move redraws the open one only, not two more tables and a chart)
+common.lazy_tabs({"Stages: cost, GPU-hours and time": stages_table, "Top cost drivers": top_drivers,
+                  "Each stage's share": stage_shares}, "overview:tab")
 
 all_items = common.lazy_expander("All line items (stage × resource × item, fixed or elastic)", "overview:items")
 if all_items.open:

@@ -15,7 +15,9 @@ PAGES = ["pages/overview.py", "pages/pretraining.py", "pages/post-training.py",
 
 # Pages that draw one tab at a time (pages/common.lazy_tabs): page -> (the tabs' session-state key, their labels).
 # A test of a page's content runs once per tab (page_views); tests/test_app.py checks these are the page's tabs.
-LAZY_TABS = {"pages/budget.py": ("budget:tab", ["Budget and fixed cost", "Timeline", "Iteration lifecycle",
+LAZY_TABS = {"pages/overview.py": ("overview:tab", ["Stages: cost, GPU-hours and time", "Top cost drivers",
+                                                    "Each stage's share"]),
+             "pages/budget.py": ("budget:tab", ["Budget and fixed cost", "Timeline", "Iteration lifecycle",
                                                 "Attribution export"]),
              "pages/multimodal.py": ("multimodal:tab", ["What each phase costs", "Preprocessing, storage and rights",
                                                         "How the cost moves with the media"])}
