@@ -51,12 +51,13 @@ def budget_and_fixed() -> None:
         # a resource's name ("compute") gets its capital; a stage's label keeps its own ("Preference alignment (DPO)")
         show["name"] = [n[:1].upper() + n[1:] for n in show.name]
         show["status"] = show.status.map({"ok": "Within budget", "warning": "Past the warning line", "over": "Over budget"})
+        show["share_used"] = 100 * show.share_used  # percent, shown to 3 significant digits
         common.money_table(show[["scope", "name", "budget_usd", "warning_usd", "actual_usd", "share_used", "status"]],
                            ["budget_usd", "warning_usd", "actual_usd"],
                            {"scope": "Scope", "name": "Budget for", "budget_usd": "Budget", "warning_usd": "Warning line",
                             "actual_usd": "Planned cost", "status": "Status"},
                            column_config={"share_used": st.column_config.ProgressColumn(
-                               "Share of the budget used", format="percent", min_value=0, max_value=1.5)})
+                               "Share of the budget used", format="%.3g%%", min_value=0, max_value=150)})
 
     st.subheader("Fixed and elastic cost")
     li = res.line_items()
@@ -116,9 +117,7 @@ def timeline() -> None:
                       "When each stage runs (faint: preparation; solid: the run on GPUs)",
                       height=60 + 32 * sched.stage.nunique())
     last_end = sched.end.max()
-    show_retention = st.toggle("Show the retention period after the last stage", value=False, key="show_retention",
-                               help="Storage kept after the plan (Months kept after the project) is spend too; "
-                                    "off, the charts end with the last stage and the caption gives that spend.")
+    show_retention = retention_toggle()
 
     mon = tl.monthly.copy()
     after_usd = float(mon[mon.month > last_end].usd.sum()) if not mon.empty else 0.0
@@ -156,7 +155,13 @@ def timeline() -> None:
                    + (f" and the {life_n - 1} further post-training iterations of the lifecycle; the budget lines "
                       "above apply to the plan's first pass" if life_n > 1 else "") + ".")
 
-    st.subheader("GPUs and storage held over time")
+
+def held() -> None:
+    """GPUs and storage held on the calendar: a tab of its own, so a schedule slider redraws three charts, not five."""
+    res = common.result()
+    tl = bud.timeline(res)
+    last_end = tl.schedule.end.max()
+    show_retention = retention_toggle()
     m = common.metric_row(3)
     m[0].metric("Peak GPUs", f"{tl.peak_gpus:,.0f}")
     m[1].metric("Average GPUs while running", f"{tl.average_gpus:,.0f}")
@@ -176,6 +181,18 @@ def timeline() -> None:
             x=alt.X("date:T", title="Date"), y=alt.Y("storage:Q", title=unit),
             tooltip=[alt.Tooltip("date:T", title="Date"), alt.Tooltip("storage:Q", format=",.3~s", title=unit)]),
             f"Storage held: checkpoints, datasets, media ({unit})", height=240)
+
+
+def retention_toggle() -> bool:
+    """One switch for the Timeline and the GPUs-and-storage tabs. Streamlit forgets a widget's value while
+    it is not drawn (another tab is open), so the choice is kept under a key of its own as well."""
+    def keep():
+        st.session_state["budget:show_retention"] = st.session_state["show_retention"]
+    return st.toggle("Show the retention period after the last stage",
+                     value=bool(st.session_state.get("budget:show_retention", False)), key="show_retention",
+                     on_change=keep,
+                     help="Storage kept after the plan (Months kept after the project) is spend too; "
+                          "off, the charts end with the last stage and the caption gives that spend.")
 
 
 def lifecycle() -> None:
@@ -236,7 +253,7 @@ def attribution() -> None:
 
 
 # One tab at a time: a slider moved in one redraws that tab, not the charts and tables of the others.
-TABS = {"Budget and fixed cost": budget_and_fixed, "Timeline": timeline, "Iteration lifecycle": lifecycle,
-        "Attribution export": attribution}
+TABS = {"Budget and fixed cost": budget_and_fixed, "Timeline": timeline, "GPUs and storage held": held,
+        "Iteration lifecycle": lifecycle, "Attribution export": attribution}
 common.lazy_tabs(TABS, "budget:tab")
 

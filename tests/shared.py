@@ -17,8 +17,8 @@ PAGES = ["pages/overview.py", "pages/pretraining.py", "pages/post-training.py",
 # A test of a page's content runs once per tab (page_views); tests/test_app.py checks these are the page's tabs.
 LAZY_TABS = {"pages/overview.py": ("overview:tab", ["Stages: cost, GPU-hours and time", "Top cost drivers",
                                                     "Each stage's share"]),
-             "pages/budget.py": ("budget:tab", ["Budget and fixed cost", "Timeline", "Iteration lifecycle",
-                                                "Attribution export"]),
+             "pages/budget.py": ("budget:tab", ["Budget and fixed cost", "Timeline", "GPUs and storage held",
+                                                "Iteration lifecycle", "Attribution export"]),
              "pages/multimodal.py": ("multimodal:tab", ["What each phase costs", "Preprocessing, storage and rights",
                                                         "How the cost moves with the media"])}
 

@@ -407,6 +407,22 @@ def test_a_lazy_tab_draws_only_while_open(page):
         assert f"k:lifecycle.iterations:{rev}" not in seen["Budget and fixed cost"]
 
 
+def test_retention_switch_is_one_choice_for_the_timeline_and_the_held_tabs():
+    at = _app("pages/budget.py", p="pipeline-70b")
+    open_tab(at, "pages/budget.py", "Timeline")
+    caps = lambda: " ".join(c.value for c in at.caption)  # noqa: E731
+    assert "Spend up to the end of the last stage" in caps()
+    at.toggle(key="show_retention").set_value(True).run()
+    assert "Spend includes storage kept through the retention period" in caps()
+    open_tab(at, "pages/budget.py", "Iteration lifecycle")  # no switch here: Streamlit drops the widget's state
+    open_tab(at, "pages/budget.py", "GPUs and storage held")
+    assert at.toggle(key="show_retention").value is True
+    at.toggle(key="show_retention").set_value(False).run()
+    open_tab(at, "pages/budget.py", "Timeline")
+    assert at.toggle(key="show_retention").value is False
+    assert "Spend up to the end of the last stage" in caps()
+
+
 def test_budgets_per_resource_are_drawn_when_opened():
     at = _app("pages/budget.py")
     key = f"k:budget.compute_usd:{at.session_state['rev']}"
