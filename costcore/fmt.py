@@ -156,3 +156,9 @@ def one_line(text: str, limit: int = 200) -> str:
     """Text for one line of output: every :data:`UNSAFE_TEXT` character becomes '?'."""
     s = UNSAFE_TEXT.sub("?", str(text))
     return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def words_list(items) -> str:
+    """Words joined as a sentence reads them: "a", "a and b", "a, b and c"."""
+    items = [str(x) for x in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1] if items else ""

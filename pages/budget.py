@@ -133,11 +133,18 @@ def timeline() -> None:
             tooltip=[alt.Tooltip("stage_name:N", title="Stage"), alt.Tooltip("yearmonth(month):T", title="Month"),
                      alt.Tooltip("sum(usd):Q", format="$,.0f", title="Spend")]
         ).properties(height=260), "Monthly spend by stage")
+        # Each month's spend is reached at the month's end (the last stage's end when the retention period is
+        # not drawn), starting from nothing at the start date: a point at the month's start would show July's
+        # spend as spent on July 1.
         cum = mon.groupby("month", as_index=False).usd.sum().sort_values("month")
+        ends = cum.month + pd.offsets.MonthBegin(1)
+        cum["through"] = ends.where(ends <= last_end, last_end) if not show_retention else ends
         cum["cumulative"] = cum.usd.cumsum()
+        cum = pd.concat([pd.DataFrame({"through": [sched.start.min()], "cumulative": [0.0]}),
+                         cum[["through", "cumulative"]]], ignore_index=True)
         layers = [alt.Chart(cum).mark_line(point=True, color="#333").encode(
-            x=alt.X("month:T", title="Month"), y=alt.Y("cumulative:Q", title="Cumulative spend ($)", axis=alt.Axis(format="$~s")),
-            tooltip=[alt.Tooltip("month:T", title="Month"), alt.Tooltip("cumulative:Q", format="$,.0f", title="Cumulative")])]
+            x=alt.X("through:T", title="Date"), y=alt.Y("cumulative:Q", title="Cumulative spend ($)", axis=alt.Axis(format="$~s")),
+            tooltip=[alt.Tooltip("through:T", title="Spent by"), alt.Tooltip("cumulative:Q", format="$,.0f", title="Cumulative")])]
         lines = bud.budget_lines(res)
         total_budget = [r for r in lines.itertuples() if r.scope == "total"] if not lines.empty else []
         if total_budget:

@@ -670,6 +670,8 @@ def show_chart(chart, title: str, height=None) -> None:
     and validates the whole chart, a few ms a chart on every rerun."""
     chart = chart.copy(deep=False)
     chart.title = title
+    if chart.config is alt.Undefined:  # Vega-Lite cuts legend labels at 160 px: "Preference alignment (D…"
+        chart.config = LEGEND_CONFIG
     if height is not None:
         chart.height = height
     try:  # the chart's whole content, data included: equal bytes are an equal chart
@@ -678,6 +680,9 @@ def show_chart(chart, title: str, height=None) -> None:
         _draw_chart(chart)
         return
     _draw_chart_cached(key, chart)
+
+
+LEGEND_CONFIG = alt.Config(legend=alt.LegendConfig(labelLimit=320))
 
 
 @st.cache_data(max_entries=512, show_spinner=False)

@@ -117,13 +117,19 @@ def media_sweeps() -> None:
     tok = mm.sweep(res, "tokens_per_item", [64, 144, 256, 576, 1152, 2304, 2880])
     if not tok.empty:
         chart = alt.Chart(tok).mark_line(point=True).encode(
-            x=alt.X("value:Q", title="Media tokens per item", scale=alt.Scale(type="log"),
-                    axis=alt.Axis(values=[64, 144, 256, 576, 1152, 2304], grid=False)),
+            x=alt.X("value:Q", title="Media tokens per item",
+                    scale=alt.Scale(type="log", **({"domain": [float(tok.value.min()), float(tok.value.max())]}
+                                                   if tok.value.nunique() > 1 else {})),
+                    axis=alt.Axis(values=sorted(tok.value.unique().tolist()), grid=False)),
             y=alt.Y("usd:Q", title="Phase cost ($)", axis=alt.Axis(format="$~s")),
             color=alt.Color("phase:N", title="Phase", legend=alt.Legend(orient="bottom", labelLimit=400)),
             tooltip=[alt.Tooltip("phase:N", title="Phase"), alt.Tooltip("value:Q", title="Tokens per item"),
                      alt.Tooltip("usd:Q", title="Cost ($)", format="$,.0f")]).properties(height=280)
         common.show_chart(chart, "Cost of each phase against the media tokens per item")
+    if tok.attrs.get("left_out"):
+        st.caption(f"Not drawn: {fmt.words_list(f'{v:,.0f}' for v in tok.attrs['left_out'])} media tokens per "
+                   "item, more than a sample's sequence holds with its text (a longer sequence or fewer "
+                   f"{mm.MEDIA_WORDS[modality]} per sample would take them).")
     if modality != "audio":
         patch = int(ev(res.scenario, "multimodal.patch_px"))
         top = int(ev(res.scenario, "multimodal.max_resolution_px"))
@@ -138,6 +144,10 @@ def media_sweeps() -> None:
                 tooltip=[alt.Tooltip("phase:N", title="Phase"), alt.Tooltip("value:Q", title="Resolution"),
                          alt.Tooltip("gpu_hours:Q", title="GPU-hours", format=",.0f")]).properties(height=280)
             common.show_chart(chart, "GPU-hours of each phase against the encoder's input resolution")
+        if res_sw.attrs.get("left_out"):
+            st.caption(f"Not drawn: {fmt.words_list(f'{v:,.0f}' for v in res_sw.attrs['left_out'])} pixels a "
+                       "side, which the scenario refuses for this encoder (its tokens would not fit the "
+                       "sequence, or it does not take that size).")
         if len(sizes) <= 1 or res_sw.empty or res_sw.value.nunique() <= 1:
             st.caption("This encoder takes one resolution only; tiles per image add detail instead.")
 

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from costcore import fmt
-from costcore.scenario.schema import STAGE_LABELS
+from costcore.scenario.schema import RESOURCE_LABELS, STAGE_LABELS
 from pages import common
 
 res = common.frame(
@@ -50,18 +50,18 @@ def stages_table() -> None:
         st.info("No stage is switched on.")
         return
     tbl["stage"] = tbl.stage.map(STAGE_LABELS)
-    # eleven columns, wider than the page: the total, hours and days first, the resources after them, narrow
-    tbl = tbl[["stage", "total", "gpu_hours", "wall_days", "compute", "data", "labor", "hidden", "ops", "storage",
-               "network"]]
-    money = ["total", "compute", "data", "labor", "hidden", "ops", "storage", "network"]
-    common.money_table(tbl, money, {"ops": "Operations", "hidden": "Hidden costs", "gpu_hours": "GPU-hours",
-                                    "wall_days": "Wall-clock time"},
+    # Two tables: eleven columns in one were wider than the page (the last scrolled out of sight and
+    # "Hidden costs" lost its end); the total, GPU-hours and time first, each resource after them.
+    common.money_table(tbl[["stage", "total", "gpu_hours", "wall_days"]], ["total"],
+                       {"total": "Total cost", "gpu_hours": "GPU-hours", "wall_days": "Wall-clock time"},
                        {"gpu_hours": fmt.gpu_hours, "wall_days": fmt.days},
                        {"gpu_hours": "Billed: the run with its failures, restarts and stalls, plus repeated "
                                      "experiments",
                         "wall_days": "The run's length on its GPUs, failures and stalls included; setup and "
-                                     "repeated experiments not"},
-                       widths={c: "small" for c in money})
+                                     "repeated experiments not"})
+    money = list(RESOURCE_LABELS)  # in the order of the bar chart's legend
+    st.markdown("**Each stage's cost by resource**")
+    common.money_table(tbl[["stage", *money]], money, {r: RESOURCE_LABELS[r] for r in money})
 
 
 def top_drivers() -> None:

@@ -221,6 +221,19 @@ def test_multimodal_page_renders_the_llava_preset():
     titles = [json.loads(c.proto.spec).get("title", {}) for c in at.get("vega_lite_chart")]
     assert any("media tokens per item" in str(t) for t in titles), titles
     assert any("input resolution" in str(t) for t in titles), titles
+    # LLaVA-1.5's 2,048-token sequence cannot hold 2,304 or 2,880 media tokens: said, not silently dropped
+    captions = " ".join(c.value for c in at.caption)
+    assert "Not drawn: 2,304 and 2,880 media tokens per item" in captions, captions
+
+
+def test_sweep_lists_the_values_it_leaves_out():
+    from costcore.analysis import multimodal as mm
+    res = costcore.estimate("llava-1.5-7b")
+    tok = mm.sweep(res, "tokens_per_item", [64, 576, 2304, 2880])
+    assert sorted(tok.value.unique()) == [64.0, 576.0]
+    assert tok.attrs["left_out"] == [2304.0, 2880.0]
+    assert mm.sweep(res, "tokens_per_item", [1e9]).attrs["left_out"] == [1e9]
+    assert mm.sweep(res, "tokens_per_item", [576]).attrs["left_out"] == []
 
 
 @pytest.mark.parametrize("preset", ["llava-1.5-7b", "llava-1.5-13b", "qwen-vl-style-7b", "audio-language-7b"])

@@ -81,20 +81,23 @@ def sweep(res: api.Result, what: str, values) -> pd.DataFrame:
     ``what``: tokens_per_item (media tokens in the LLM's sequence), resolution_px (the encoder's
     input side: its tokens, and the LLM's unless tokens per item are given) or tiles_per_item.
     Values the scenario's rules refuse (more tokens than the sequence holds, a resolution the
-    encoder cannot take) are left out. Returns value, phase, usd, gpu_hours.
+    encoder cannot take) are left out and listed in the frame's ``attrs["left_out"]``. Returns value,
+    phase, usd, gpu_hours.
     """
     if what not in SWEEPS:
         raise ScenarioError("sweep", "must be one of " + ", ".join(SWEEPS))
     path = SWEEPS[what]
-    ok = []
+    ok, left_out = [], []
     for v in values:
         try:
             schema.validate_change(res.scenario, path, v)
             ok.append(float(v))
         except ScenarioError:
-            continue
+            left_out.append(float(v))
     if not ok:
-        return pd.DataFrame(columns=["value", "phase", "usd", "gpu_hours"])
+        empty = pd.DataFrame(columns=["value", "phase", "usd", "gpu_hours"])
+        empty.attrs["left_out"] = left_out
+        return empty
     cols = {path: np.array(ok)}
     if what == "resolution_px" and not schema.get_path(res.scenario, "multimodal.tokens_per_item"):
         cols["multimodal.tokens_per_item"] = np.zeros(len(ok))  # derived from the resolution
@@ -106,4 +109,6 @@ def sweep(res: api.Result, what: str, values) -> pd.DataFrame:
         for j, v in enumerate(ok):
             rows.append({"value": v, "phase": STAGE_LABELS[s], "usd": float(out[j, i, :gpu_h].sum()),
                          "gpu_hours": float(out[j, i, gpu_h])})
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    df.attrs["left_out"] = left_out
+    return df
