@@ -175,7 +175,7 @@ def apply(path: str, value) -> bool:
         ss.scenario = schema.validate(cand)
         return True
     except ScenarioError as err:
-        ss.messages.append(str(err))
+        ss.messages.append(schema.error_in_words(err))  # the settings by their labels
         return False
 
 
@@ -187,7 +187,7 @@ def apply_scenario(cand: dict) -> bool:
         ss.rev += 1  # widgets bound to the old model's values are rebuilt
         return True
     except ScenarioError as err:
-        ss.messages.append(str(err))
+        ss.messages.append(schema.error_in_words(err))
         return False
 
 

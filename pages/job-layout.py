@@ -212,7 +212,7 @@ try:
     top = _top_plans(dump_yaml(common.state().scenario), stage, scn)
 except ScenarioError as err:
     top = []
-    st.warning(common.md_escape(str(err)), icon="⚠️")
+    st.warning(common.md_escape(schema.error_in_words(err)), icon="⚠️")
 if top:
     st.caption("The ten fastest layouts that fit in memory with the settings pinned above, fastest first; "
                "✓ marks the one the estimate uses. Chunks: model chunks per pipeline stage (interleaved "

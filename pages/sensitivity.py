@@ -316,7 +316,7 @@ def solver_section():
             m[3].metric("One step larger", fmt.usd(sol.next_total_usd), help=f"step {sol.step:.2e} (relative)")
             common.stacked_bar(sol.result, height=240)
         except schema.ScenarioError as err:
-            st.warning(str(err))
+            st.warning(common.md_escape(schema.error_in_words(err)))
 
 
 solver_section()

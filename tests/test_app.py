@@ -132,11 +132,8 @@ def test_a_slider_value_whose_callback_was_lost_is_still_applied():
     assert at.session_state["scenario"]["model"]["params_b"] == 4.0
     assert at.query_params["model.params_b"] == "4"
     assert _metric(at, "Total cost") == fmt.usd(_total(at))
-    at.session_state[key] = 99999.0  # refused once, then left alone (no message on every rerun)
-    at.run()
-    at.run()
-    assert at.session_state["scenario"]["model"]["params_b"] == 4.0
-    assert sum("model.params_b" in w.value for w in at.warning) <= 1
+    # (a value off the slider never reaches the app: Streamlit sets the widget back to its ladder, so a
+    # refused value is tested with a rule between settings, tests/test_readability.py)
 
 
 def test_overview_shows_the_p10_p90_band():

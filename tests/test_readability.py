@@ -182,6 +182,40 @@ def test_glossary_explains_each_term_with_a_formula_and_a_source():
         assert any(word in t["term"] for t in terms), word
 
 
+def test_a_refusal_in_the_app_names_its_settings_in_words():
+    """A value the rules refuse, set at a widget: the warning names the settings by their labels (the
+    dotted keys are for programs and links), and the last good scenario stays."""
+    from costcore.scenario import schema
+    key_pattern = re.compile(r"(?<![\w.=/])(" + "|".join(map(re.escape, sorted(RAW_KEYS - set(STAGES), key=len,
+                                                                              reverse=True))) + r")(?![\w])")
+    at = AppTest.from_file(APP, default_timeout=NEVER_S)
+    at.query_params["p"] = "llava-1.5-7b"
+    at.run()
+    at.switch_page("pages/multimodal.py")
+    at.run()
+    before = at.session_state["scenario"]
+    at.session_state[f"k:stages.mm_align.items_per_sample:{at.session_state['rev']}"] = 8.0  # 8 x 576 tokens
+    at.run()
+    assert not at.exception
+    said = [w.value for w in at.warning if "more than the sequence length" in w.value]
+    assert len(said) == 1, [w.value for w in at.warning]
+    assert said[0].startswith("Multimodal alignment: Media items per sample: 8 images x 576 tokens"), said
+    assert "“Multimodal alignment: Sequence length”" in said[0], said
+    assert not key_pattern.search(said[0]), said
+    assert at.session_state["scenario"] == before
+    at.run()  # refused once, then left alone: no message on every rerun
+    assert not [w.value for w in at.warning if "more than the sequence length" in w.value]
+    assert at.session_state["scenario"] == before
+    # the API keeps the keys: a program (and a link) names settings by them
+    try:
+        schema.validate(schema.set_path(before, "stages.mm_align.items_per_sample", 8))
+    except schema.ScenarioError as err:
+        assert str(err).startswith("stages.mm_align.items_per_sample: ") and "(stages.mm_align.seq_len)" in str(err)
+        assert schema.error_in_words(err) == said[0].replace("\\", "")
+    else:
+        raise AssertionError("8 images of 576 tokens fit a 2,048-token sequence")
+
+
 # ---------------------------------------------------------------------------
 # The README matches the app
 # ---------------------------------------------------------------------------

@@ -191,6 +191,22 @@ STAGE_LABELS = {s: _SCHEMA["stages"][s]["label"] for s in STAGES}
 STAGE_SHORT = {"pretrain": "Pre-train", "cpt": "CPT", "mm_align": "MM align", "mm_cpt": "MM CPT",
                "mm_tune": "MM tune", "sft": "SFT", "dpo": "DPO", "rl": "RL", "eval": "Eval"}
 NS = len(STAGES)
+# Every input key standing alone in a text (not part of a longer key, a URL or an assignment), longest first.
+_KEY_IN_TEXT = re.compile(r"(?<![\w.=/])(" + "|".join(map(re.escape, sorted(BY_PATH, key=len, reverse=True)))
+                          + r")(?![\w])")
+
+
+def error_in_words(err) -> str:
+    """A :class:`ScenarioError`'s sentence for a person at a form: each setting it names by its dotted key
+    (``stages.mm_align.items_per_sample``, for a program and in a link) named by its label in words
+    (schema.yaml), the first one as the subject ("Multimodal alignment: Media items per sample: ...") and
+    any inside the sentence in quotation marks. A text with no known key is returned as it is."""
+    text = str(err)
+    path = getattr(err, "path", "")
+    head = ""
+    if path in BY_PATH and text.startswith(path + ": "):
+        head, text = BY_PATH[path].label + ": ", text[len(path) + 2:]
+    return head + _KEY_IN_TEXT.sub(lambda m: f"“{BY_PATH[m.group(1)].label}”", text)
 
 
 def _stage_offset(key: str) -> int:
