@@ -54,13 +54,11 @@ center = yd if yd > 0 else max(tau, 0.1)
 taus = np.geomspace(max(center / 40, write_h * 1.2, 1e-4), min(center * 40, 1000.0), 120)
 out = costcore.batch(res.scenario, {p + "ckpt_interval_h": taus}, full=True, vector=res.vector)
 rs = list(costcore.RESOURCES)
-curve = pd.DataFrame({"interval_h": taus, "hidden": out[:, i, rs.index("hidden")],
-                      "storage": out[:, i, rs.index("storage")],
-                      "total": out[:, i, :len(rs)].sum(axis=1)})
-lo = curve.total.min()
-curve_long = curve.melt("interval_h", ["total", "hidden", "storage"], var_name="part", value_name="usd")
 PARTS = {"total": "Total", "hidden": schema.RESOURCE_LABELS["hidden"], "storage": schema.RESOURCE_LABELS["storage"]}
-curve_long["part"] = curve_long["part"].map(PARTS)
+curve_long = pd.DataFrame({  # one row per interval and part (DataFrame.melt took 3 ms of a 53 ms rerun)
+    "interval_h": np.tile(taus, 3), "part": np.repeat(list(PARTS.values()), len(taus)),
+    "usd": np.concatenate([out[:, i, :len(rs)].sum(axis=1), out[:, i, rs.index("hidden")],
+                           out[:, i, rs.index("storage")]])})
 base = alt.Chart(curve_long).mark_line().encode(
     x=alt.X("interval_h:Q", scale=alt.Scale(type="log"), title="Checkpoint interval (hours, log scale)"),
     y=alt.Y("usd:Q", title=f"{STAGE_LABELS[stage]} cost ($)", axis=alt.Axis(format="$~s"),
@@ -75,8 +73,8 @@ rules = alt.Chart(marks).mark_rule(strokeDash=[5, 3]).encode(
     color=alt.Color("what:N", scale=alt.Scale(domain=["Young/Daly optimum", "current"],
                                               range=["#2ca02c", "#1f77b4"]), title="Interval"),
     tooltip=[alt.Tooltip("what:N", title="Interval"), alt.Tooltip("interval_h:Q", format=".2f", title="Hours")])
-common.show_chart((base + rules).properties(height=300).resolve_scale(color="independent"),
-                  f"{STAGE_LABELS[stage]}: cost against the checkpoint interval")
+common.show_chart(common.layer(base, rules, independent_colors=True),
+                  f"{STAGE_LABELS[stage]}: cost against the checkpoint interval", height=300)
 
 st.subheader("Retention policies compared")
 policies = {"keep all": {"keep_last": 0, "milestone_every": 0},
@@ -124,5 +122,5 @@ common.show_chart(alt.Chart(hist).mark_line(interpolate="step-after").encode(
                                                                   range=["#F58518", "#d62728", "#4C78A8"])),
     tooltip=[alt.Tooltip("day:Q", format=".1f", title="Day"), alt.Tooltip("gb:Q", format=",.0f", title="GB held"),
              alt.Tooltip("tier:N", title="Storage tier")],
-).properties(height=260), f"{STAGE_LABELS[stage]}: checkpoint storage held over time")
+), f"{STAGE_LABELS[stage]}: checkpoint storage held over time", height=260)
 common.how_computed(res, stage)

@@ -138,7 +138,7 @@ def _usage(res) -> None:
                                                           alt.Tooltip("gpus:Q", title="GPUs", format=",.0f")])
     rule = alt.Chart(pd.DataFrame({"y": [cap]})).mark_rule(strokeDash=[6, 3], color="black").encode(
         y=alt.Y("y:Q", title="GPUs held (daily average)"))
-    common.show_chart(area + rule,
+    common.show_chart(common.layer(area, rule),
                       f"Reserved GPUs in use on the {pool} pool by team (dashed: its {cap:,} GPUs)", height=280)
     team = st.selectbox("Team's use against its quota", list(res.portfolio.teams), key="cluster_usage_team")
     t = p[p["team"] == team].melt(id_vars=["day"], value_vars=["gpus", "quota_gpus", "burst_gpus"],

@@ -102,7 +102,9 @@ def memory_chart(plan: dict, usable_gb: float) -> alt.Chart:
     text = alt.Chart(limit.assign(row="per GPU")).mark_text(
         align="right", baseline="bottom", dx=-4, dy=-27, fontSize=12, color="#B22222").encode(
         x=alt.X("gb:Q", title="Memory per GPU (GB)"), y=alt.Y("row:N", axis=None), text=alt.Text("label:N"))
-    return (bars + rule + text).properties(height=190)
+    out = common.layer(bars, rule, text)
+    out.height = 190  # on the chart itself, not a deep copy (common.layer)
+    return out
 
 
 def time_chart(plan: dict) -> alt.Chart:

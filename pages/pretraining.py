@@ -38,7 +38,7 @@ def tokens_curve(stage: str, xs: np.ndarray, usd: np.ndarray, cur: float) -> Non
     rule = alt.Chart(pd.DataFrame({"tokens_b": [cur], "label": [f"now: {fmt.num(cur * 1e9)}"]})).mark_rule(
         color="black", strokeDash=[4, 3]).encode(x=alt.X("tokens_b:Q", title="Tokens (billions)"),
                                                  tooltip=[alt.Tooltip("label:N", title="Current plan")])
-    common.show_chart(area + rule,
+    common.show_chart(common.layer(area, rule),
                       f"{STAGE_LABELS[stage]}: cost as the training tokens change (dashed: the current plan)",
                       height=280)
 

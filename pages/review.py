@@ -164,7 +164,7 @@ burn = alt.Chart(long).mark_line().encode(
 rules = alt.Chart(lines).mark_rule(strokeDash=[6, 4]).encode(
     y=alt.Y("usd:Q", title="Cumulative spend ($)"), color=alt.Color("line:N", title="Line", scale=scale),
     tooltip=[alt.Tooltip("line:N", title="line"), alt.Tooltip("usd:Q", title="$", format="$,.3s")])
-common.show_chart(burn + rules, "Cumulative spend: actual vs plan, with the budget and warning lines", height=320)
+common.show_chart(common.layer(burn, rules), "Cumulative spend: actual vs plan, with the budget and warning lines", height=320)
 
 if data is None:
     st.stop()

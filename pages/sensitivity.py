@@ -1,5 +1,6 @@
 """Sensitivity and uncertainty: tornado, sweep, heatmap, Monte Carlo, budget solver."""
 import json
+import math
 
 import altair as alt
 import numpy as np
@@ -88,8 +89,9 @@ def tornado_section():
                  alt.Tooltip("total_high:Q", format="$,.0f", title="total at high")])
     base_rule = alt.Chart(pd.DataFrame({"x": [tor.base_total]})).mark_rule(color="black").encode(
         x=alt.X("x:Q", title="Total cost ($)"))
-    common.show_chart((bars + base_rule).properties(height=max(200, 26 * len(t) + 40)),
-                      f"Total cost with each input {rel:.0%} lower and higher (black: today's total)")
+    common.show_chart(common.layer(bars, base_rule),
+                      f"Total cost with each input {rel:.0%} lower and higher (black: today's total)",
+                      height=max(200, 26 * len(t) + 40))
     st.caption(f"{len(tor.table)} numeric inputs moved; the black line is the current total "
                f"{fmt.usd(tor.base_total)}. \"auto\" MFU and checkpoint intervals are moved around the value the core "
                "resolved.")
@@ -138,7 +140,7 @@ def sweep_section():
             layers.append(alt.Chart(bad).mark_tick(color="#d62728", thickness=3, size=14).encode(
                 x=alt.X("value:Q", title=label(key)), y=alt.value(295),
                 tooltip=[alt.Tooltip("what:N", title="Plan"), alt.Tooltip("value:Q", format=",.4g", title=label(key))]))
-        common.show_chart(alt.layer(*layers),
+        common.show_chart(common.layer(*layers),
                           f"Cost by stage as {BY_PATH[key].label.lower()} changes (dashed: today)", height=300)
         if len(bad):
             st.caption(f"Red ticks: {len(bad)} of {sw.value.nunique()} values give a plan that does not fit in GPU "
@@ -220,7 +222,7 @@ def heatmap_section():
             shape="diamond", size=160, color="red", filled=True).encode(
                 x=alt.X("x:Q", title=label(kx)), y=alt.Y("y:Q", title=label(ky)),
                 tooltip=[alt.Tooltip("what:N", title="Point")]))
-        common.show_chart(alt.layer(*layers),
+        common.show_chart(common.layer(*layers),
                           f"Total cost over {BY_PATH[kx].label.lower()} and {BY_PATH[ky].label.lower()}", height=420)
         n_bad = int((~fits).sum())
         st.caption("White: the iso-budget contour (plans costing exactly the budget). Orange dashes: compute-optimal "
@@ -279,7 +281,7 @@ def monte_carlo_section():
                                                   range=["#999999", "#333333", "#999999", "#E45756", "#2ca02c"]),
                         title="Line"), tooltip=[alt.Tooltip("what:N", title="Line"),
                                                 alt.Tooltip("x:Q", format="$,.0f", title="Total")])
-    common.show_chart(h + rules, "Monte Carlo: how the total is spread", height=260)
+    common.show_chart(common.layer(h, rules), "Monte Carlo: how the total is spread", height=260)
     pct = mc.percentiles.copy()
     pct.index = [STAGE_LABELS.get(i, "Total") for i in pct.index]
     common.money_table(pct.reset_index(names="stage"), list(pct.columns), {"stage": "Stage"})
@@ -310,10 +312,16 @@ def solver_section():
         try:
             sol = sens.solve_budget(scn, b, mode=mode)
             m = st.columns(4)
-            m[0].metric("Model size", f"{fmt.num(sol.params_b * 1e9)} parameters", help=f"{sol.params_b:,.4f} billion")
+            m[0].metric("Model size (parameters)", fmt.num(sol.params_b * 1e9), help=f"{sol.params_b:,.4f} billion")
             m[1].metric("Pre-training tokens", fmt.num(sol.tokens_b * 1e9), help=f"{sol.tokens_b:,.2f} billion")
             m[2].metric("Plan total", fmt.usd(sol.total_usd), help=fmt.usd_exact(sol.total_usd))
-            m[3].metric("One step larger", fmt.usd(sol.next_total_usd), help=f"step {sol.step:.2e} (relative)")
+            if math.isfinite(sol.next_total_usd):  # both can read $43.2M: the difference is what it says
+                m[3].metric("One step larger", fmt.usd(sol.next_total_usd), delta_color="inverse",
+                            delta=f"{fmt.usd(sol.next_total_usd - b)} over the budget",
+                            help=f"The next size the search tried ({sol.step:.2%} larger) costs "
+                                 f"{fmt.usd_exact(sol.next_total_usd)}, over the budget of {fmt.usd_exact(b)}.")
+            else:
+                m[3].metric("One step larger", "n/a", help="The search stopped at the largest size it can plan.")
             common.stacked_bar(sol.result, height=240)
         except schema.ScenarioError as err:
             st.warning(common.md_escape(schema.error_in_words(err)))

@@ -71,7 +71,7 @@ pts = alt.Chart(plot).mark_circle(size=90).encode(
              alt.Tooltip("mfu:Q", format=".1%", title="Utilization used (MFU)"), alt.Tooltip("notes:N", title="Notes")])
 labels = alt.Chart(plot).mark_text(align="left", dx=7, dy=-6, fontSize=10, color="#333").encode(
     x=alt.X("published_gpu_hours:Q", title=X_AXIS), y=alt.Y("predicted_gpu_hours:Q", title=Y_AXIS), text=alt.Text("label:N"))
-common.show_chart(alt.layer(band, diag, pts, labels),
+common.show_chart(common.layer(band, diag, pts, labels),
                   "Predicted against published training time, one point per public run", height=460)
 st.caption("Dashed: predicted = published. Green band: ±25%. Runs published in days are compared in days and "
            "drawn at days x GPUs x 24.")

@@ -182,6 +182,26 @@ def test_glossary_explains_each_term_with_a_formula_and_a_source():
         assert any(word in t["term"] for t in terms), word
 
 
+def test_common_layer_is_altairs_layer_without_its_copies():
+    """pages/common.layer builds the spec alt.layer would (its charts have no selection parameters);
+    a chart with one goes through alt.layer itself."""
+    import altair as alt
+    import pandas as pd
+    from pages import common
+    line = alt.Chart(pd.DataFrame({"x": [1.0, 2.0], "y": [3.0, 4.0], "c": ["a", "b"]})).mark_line().encode(
+        x=alt.X("x:Q", title="X"), y=alt.Y("y:Q", title="Y"), color=alt.Color("c:N", title="C"))
+    rule = alt.Chart(pd.DataFrame({"x": [1.5], "w": ["now"]})).mark_rule().encode(
+        x="x:Q", color=alt.Color("w:N", title="W"))
+    for kw, resolved in (({}, alt.layer(line, rule)),
+                         ({"independent_colors": True}, alt.layer(line, rule).resolve_scale(color="independent"))):
+        assert common.layer(line, rule, **kw).to_dict() == resolved.to_dict()
+    picked = line.add_params(alt.selection_point(name="pick", fields=["c"]))
+    def views_unnamed(chart):  # Altair names each view from a process-wide counter
+        return re.sub(r"view_\d+", "view", json.dumps(chart.to_dict(), sort_keys=True))
+    assert views_unnamed(common.layer(picked, rule)) == views_unnamed(alt.layer(picked, rule))
+    assert "params" in common.layer(picked, rule).to_dict()
+
+
 def test_a_refusal_in_the_app_names_its_settings_in_words():
     """A value the rules refuse, set at a widget: the warning names the settings by their labels (the
     dotted keys are for programs and links), and the last good scenario stays."""

@@ -174,3 +174,27 @@ def test_mfu_band_brackets_the_estimate():
         if s != "eval":
             scn["stages"][s]["mfu"] = 0.4
     assert S.mfu_band(scn) is None
+
+
+def test_budget_solver_on_the_page_says_what_one_step_larger_costs_over_the_budget():
+    """The solver's metrics read as a person reads them: the model size in a number (its unit in the
+    label, so the value is not cut off), and "one step larger" with how far over the budget it is: at 3
+    significant digits both totals often read the same ($43.2M and $43.2M)."""
+    from streamlit.testing.v1 import AppTest
+    from costcore import fmt
+    from shared import APP
+    from server_support import NEVER_S
+    at = AppTest.from_file(APP, default_timeout=NEVER_S)
+    at.query_params["p"] = "pipeline-70b"
+    at.run()
+    at.switch_page("pages/sensitivity.py")
+    at.run()
+    assert not at.exception
+    budget = float(at.number_input(key="solve_budget").value)
+    sol = costcore.solve_budget(at.session_state["scenario"], budget)
+    shown = {m.label: m for m in at.metric}
+    assert shown["Model size (parameters)"].value == fmt.num(sol.params_b * 1e9)
+    step = shown["One step larger"]
+    assert step.value == fmt.usd(sol.next_total_usd)
+    assert sol.next_total_usd > budget
+    assert step.proto.delta == f"{fmt.usd(sol.next_total_usd - budget)} over the budget"
