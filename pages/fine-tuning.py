@@ -125,7 +125,7 @@ cap = float(rows.usable_memory_gb.iloc[0])
 line = alt.Chart(pd.DataFrame({"gb": [cap], "what": [f"Usable memory {fmt.gb(cap)}"]})).mark_rule(
     color="#d62728", strokeDash=[6, 3], size=2).encode(y=alt.Y("gb:Q", title="Memory per GPU (GB)"),
                                                        tooltip=[alt.Tooltip("what:N", title="Line")])
-common.show_chart(bars + line,
+common.show_chart(common.layer(bars, line),
                   f"Memory per GPU by kind against the usable {fmt.gb(cap)} (red line)", height=320)
 speed = alt.Chart(rows).mark_bar().encode(
     x=alt.X("label:N", title="Method", sort=list(rows.label), axis=alt.Axis(labelAngle=0, labelLimit=160)),

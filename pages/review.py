@@ -202,7 +202,7 @@ marks = alt.Chart(an).mark_rule(color="#d62728", strokeDash=[3, 3], size=2).enco
     tooltip=[alt.Tooltip("day:T", title="anomaly"), alt.Tooltip("project:N", title="project"),
              alt.Tooltip("resource_type:N", title="resource"), alt.Tooltip("usd:Q", title="spent", format="$,.3s"),
              alt.Tooltip("expected_usd:Q", title="expected", format="$,.3s")])
-common.show_chart(spend + marks,
+common.show_chart(common.layer(spend, marks),
                   "Daily spend by project; red dashed lines mark the anomalous days", height=300)
 if len(an):
     st.markdown(f"**Anomalies** ({len(an)} days above the rolling 28-day median by more than 5 robust spreads)")
