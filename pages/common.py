@@ -88,6 +88,7 @@ def state():
         ss.messages = list(warns)
     ss.setdefault("messages", [])
     ss.setdefault("handled", {})  # widget key -> the last value applied (_catch_up)
+    ss.setdefault("labels", {})  # scenario key -> the label its widget shows (error_in_words)
     return ss
 
 
@@ -176,7 +177,7 @@ def apply(path: str, value) -> bool:
         ss.scenario = schema.validate(cand)
         return True
     except ScenarioError as err:
-        ss.messages.append(schema.error_in_words(err))  # the settings by their labels
+        ss.messages.append(schema.error_in_words(err, ss.get("labels")))  # the settings in the form's words
         return False
 
 
@@ -186,9 +187,10 @@ def apply_scenario(cand: dict) -> bool:
     try:
         ss.scenario = schema.validate(cand)
         ss.rev += 1  # widgets bound to the old model's values are rebuilt
+        ss.labels = {}  # and draw their labels again (a modality's words may have changed)
         return True
     except ScenarioError as err:
-        ss.messages.append(schema.error_in_words(err))
+        ss.messages.append(schema.error_in_words(err, ss.get("labels")))
         return False
 
 
@@ -291,6 +293,7 @@ def knob(path: str, label: str, lo=None, hi=None, step=None, widget: str = "slid
     """
     ss = state()
     key = f"k:{path}:{ss.rev}"
+    ss.labels[path] = label  # a refusal names the setting as this widget does (apply)
     out = _knob_widget(ss, key, path, label, lo, hi, step, widget, fmt_str, help, options)
     ss.handled[key] = st.session_state.get(key, _UNSEEN)  # what it shows now is handled (_catch_up)
     if typed:

@@ -219,8 +219,11 @@ def test_a_refusal_in_the_app_names_its_settings_in_words():
     assert not at.exception
     said = [w.value for w in at.warning if "more than the sequence length" in w.value]
     assert len(said) == 1, [w.value for w in at.warning]
-    assert said[0].startswith("Multimodal alignment: Media items per sample: 8 images x 576 tokens"), said
-    assert "“Multimodal alignment: Sequence length”" in said[0], said
+    # named as the widget the user moved names it ("Images per sample" for an image model), its stage in front
+    assert any(s.label == "Images per sample" for s in at.slider), [s.label for s in at.slider]
+    assert said[0].startswith("Multimodal alignment: Images per sample: 8 images x 576 tokens"), said
+    # the sequence length as the overview's slider words it (the last form that showed it), in quotation marks
+    assert "“Multimodal alignment: sequence length”" in said[0], said
     assert not key_pattern.search(said[0]), said
     assert at.session_state["scenario"] == before
     at.run()  # refused once, then left alone: no message on every rerun
@@ -231,7 +234,12 @@ def test_a_refusal_in_the_app_names_its_settings_in_words():
         schema.validate(schema.set_path(before, "stages.mm_align.items_per_sample", 8))
     except schema.ScenarioError as err:
         assert str(err).startswith("stages.mm_align.items_per_sample: ") and "(stages.mm_align.seq_len)" in str(err)
-        assert schema.error_in_words(err) == said[0].replace("\\", "")
+        words = {"stages.mm_align.items_per_sample": "Images per sample",
+                 "stages.mm_align.seq_len": "Multimodal alignment: sequence length"}
+        assert schema.error_in_words(err, words) == said[0].replace("\\", "")
+        plain = schema.error_in_words(err)  # no form's words: the schema's labels
+        assert plain.startswith("Multimodal alignment: Media items per sample: ") and \
+            "“Multimodal alignment: Sequence length”" in plain, plain
     else:
         raise AssertionError("8 images of 576 tokens fit a 2,048-token sequence")
 

@@ -20,7 +20,7 @@ import numbers
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import yaml
@@ -196,17 +196,31 @@ _KEY_IN_TEXT = re.compile(r"(?<![\w.=/])(" + "|".join(map(re.escape, sorted(BY_P
                           + r")(?![\w])")
 
 
-def error_in_words(err) -> str:
+def error_in_words(err, labels: Mapping[str, str] | None = None) -> str:
     """A :class:`ScenarioError`'s sentence for a person at a form: each setting it names by its dotted key
     (``stages.mm_align.items_per_sample``, for a program and in a link) named by its label in words
     (schema.yaml), the first one as the subject ("Multimodal alignment: Media items per sample: ...") and
-    any inside the sentence in quotation marks. A text with no known key is returned as it is."""
+    any inside the sentence in quotation marks. A text with no known key is returned as it is.
+
+    ``labels``: {key: the words a form shows for it} where a page words a setting its own way (the
+    multimodal page's "Images per sample" for an image model); a stage's name is kept in front of them.
+    """
+    labels = labels or {}
+
+    def words(path: str) -> str:
+        full = BY_PATH[path].label
+        shown = labels.get(path)
+        if not shown:
+            return full
+        stage = full.rsplit(": ", 1)[0] if ": " in full else ""
+        return f"{stage}: {shown}" if stage and not shown.startswith(stage) else shown
+
     text = str(err)
     path = getattr(err, "path", "")
     head = ""
     if path in BY_PATH and text.startswith(path + ": "):
-        head, text = BY_PATH[path].label + ": ", text[len(path) + 2:]
-    return head + _KEY_IN_TEXT.sub(lambda m: f"“{BY_PATH[m.group(1)].label}”", text)
+        head, text = words(path) + ": ", text[len(path) + 2:]
+    return head + _KEY_IN_TEXT.sub(lambda m: f"“{words(m.group(1))}”", text)
 
 
 def _stage_offset(key: str) -> int:
