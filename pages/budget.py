@@ -152,7 +152,8 @@ def timeline() -> None:
             layers.append(alt.Chart(pd.DataFrame({"y": [b.budget_usd, b.warning_usd], "line": ["budget", "warning"]}))
                           .mark_rule(strokeDash=[6, 3]).encode(y=alt.Y("y:Q", title="Cumulative spend ($)"), color=alt.Color(
                               "line:N", title="Line", scale=alt.Scale(domain=["budget", "warning"], range=["#E45756", "#F58518"]))))
-        common.show_chart(common.layer(*layers), "Cumulative spend against the budget", height=240)
+        common.show_chart(common.layer(*layers), "Cumulative spend against the budget" if total_budget else
+                          "Cumulative spend (no total budget set, so no budget line)", height=240)
         life_n = int(costcore_schema.effective_value(scn, "lifecycle.iterations"))
         if not show_retention and after_usd > 0:
             st.caption(f"After the last stage, keeping checkpoints and data through the retention period costs a "

@@ -122,7 +122,13 @@ def _gantt(res) -> None:
         tooltip=[alt.Tooltip("row:N", title="Project"), alt.Tooltip("stage_name:N", title="Stage"),
                  alt.Tooltip("gpus:Q", title="GPUs"), alt.Tooltip("start:N", title="Start"),
                  alt.Tooltip("end:N", title="End"), alt.Tooltip("how:N", title="Ended")])
-    common.show_chart(bars,
+    # the day axis above the rows as well as below them: a portfolio has a row per run (204 in the quarter)
+    days = [0.0, res.horizon_h / 24.0]
+    top = alt.Chart(pd.DataFrame({"day": days})).mark_point(opacity=0).encode(
+        x=alt.X("day:Q", title="Day of the horizon", scale=alt.Scale(domain=days), axis=alt.Axis(orient="top")))
+    chart = common.layer(bars, top)
+    chart.resolve = alt.Resolve(axis=alt.AxisResolveMap(x="independent"))
+    common.show_chart(chart,
                       "Jobs by team over the horizon (outlined in red: runs cut by a preemption)", height=alt.Step(18))
 
 

@@ -11,6 +11,7 @@ import streamlit as st
 from costcore import fmt
 from costcore.actuals import efficiency, importers, report, sample, store
 from costcore.errors import ScenarioError
+from costcore.scenario import schema
 from costcore.scenario.schema import STAGE_LABELS
 from pages import common
 
@@ -139,9 +140,15 @@ else:
     m[2].metric("Variance", fmt.usd(float(v["actual_usd"] - v["plan_usd"])))
     m[3].metric("Anomalous days", f"{len(v['anomalies'])}")
     m[4].metric("Waste", fmt.usd(float(sum(w["usd"] for w in v["waste"]))))
-for name, cross in (("budget", b["budget_crossing"]), ("warning line", b["warning_crossing"])):
+# The budget line is the review's own budget, else the scenario's total budget, else (none set) the plan's
+# billed total (report.burn): a line drawn from the plan is named as such, not called a budget.
+own_budget = bool(data is not None and budget) or \
+    float(schema.effective_value(common.scenario(), "budget.total_usd")) > 0
+BUDGET_WORDS = "Budget" if own_budget else "Plan's billed total (no budget set)"
+for name, cross in ((BUDGET_WORDS.lower() if own_budget else "plan's billed total (no budget is set)",
+                     b["budget_crossing"]), ("warning line", b["warning_crossing"])):
     if cross:
-        st.caption(f"The {name} ({fmt.usd(float(b['budget_usd'] if name == 'budget' else b['warning_usd']))}) "
+        st.caption(f"The {name} ({fmt.usd(float(b['budget_usd'] if name != 'warning line' else b['warning_usd']))}) "
                    f"{'will be crossed about' if cross['forecast'] else 'was crossed on'} {cross['date']}"
                    + (f" at the last {report.BURN_RATE_DAYS} days' rate of {fmt.usd(float(b['rate_usd_per_day']))} a day."
                       if cross["forecast"] else "."))
@@ -153,9 +160,9 @@ long = pd.concat([days.assign(series="Actual spend", usd=days["actual_usd"]),
 if data is None:
     long = long[long.series == "Plan"]
 long["day"] = pd.to_datetime(long["day"])
-lines = pd.DataFrame({"line": ["Budget", "Warning line"], "usd": [float(b["budget_usd"]), float(b["warning_usd"])]})
-scale = alt.Scale(domain=["Actual spend", "Plan", "Budget", "Warning line"],
-                  range=["#E45756", "#4C78A8", "#222222", "#F58518"])
+lines = pd.DataFrame({"line": [BUDGET_WORDS, "Warning line"], "usd": [float(b["budget_usd"]), float(b["warning_usd"])]})
+series = (["Actual spend"] if data is not None else []) + ["Plan", BUDGET_WORDS, "Warning line"]  # only lines drawn
+scale = alt.Scale(domain=series, range=(["#E45756"] if data is not None else []) + ["#4C78A8", "#222222", "#F58518"])
 burn = alt.Chart(long).mark_line().encode(
     x=alt.X("day:T", title="Day"), y=alt.Y("usd:Q", title="Cumulative spend ($)", axis=alt.Axis(format="$~s")),
     color=alt.Color("series:N", title="Line", scale=scale),
@@ -164,7 +171,10 @@ burn = alt.Chart(long).mark_line().encode(
 rules = alt.Chart(lines).mark_rule(strokeDash=[6, 4]).encode(
     y=alt.Y("usd:Q", title="Cumulative spend ($)"), color=alt.Color("line:N", title="Line", scale=scale),
     tooltip=[alt.Tooltip("line:N", title="line"), alt.Tooltip("usd:Q", title="$", format="$,.3s")])
-common.show_chart(common.layer(burn, rules), "Cumulative spend: actual vs plan, with the budget and warning lines", height=320)
+common.show_chart(common.layer(burn, rules), ("Cumulative spend: actual vs plan" if data is not None else
+                                             "Cumulative spend of the plan")
+                  + (", with the budget and warning lines" if own_budget else ", its billed total and a warning line"),
+                  height=320)
 
 if data is None:
     st.stop()

@@ -57,3 +57,33 @@ def test_review_page_sample_slicers_and_charts(warm_kernels):
     at.button(key="review_apply_eff").click()
     at.run()
     assert at.session_state["scenario"]["efficiency"]["sustained_fraction"] < 0.6
+
+
+def _legend_words(chart) -> list[str]:
+    spec = json.loads(chart.proto.spec)
+    words = []
+    for view in spec.get("layer", [spec]):
+        color = (view.get("encoding") or {}).get("color") or {}
+        words += [w for w in (color.get("scale") or {}).get("domain", []) if w not in words]
+    return words
+
+
+def test_the_burn_chart_calls_a_line_a_budget_only_when_one_is_set(warm_kernels):
+    """No budget set anywhere: the line drawn is the plan's billed total and is named so; no legend entry
+    for actual spend before any bill. With the scenario's total budget set, the line is the budget."""
+    at = AppTest.from_file(APP, default_timeout=NEVER_S)
+    at.run()
+    at.switch_page("pages/review.py")
+    at.run()
+    assert float(at.session_state["scenario"].get("budget", {}).get("total_usd", 0) or 0) == 0
+    assert _legend_words(at.get("vega_lite_chart")[0]) == ["Plan", "Plan's billed total (no budget set)",
+                                                            "Warning line"]
+    scn = dict(at.session_state["scenario"])
+    scn["budget"] = dict(scn.get("budget", {}), total_usd=40e6)
+    at.session_state["scenario"] = scn
+    at.run()
+    assert not at.exception
+    assert _legend_words(at.get("vega_lite_chart")[0]) == ["Plan", "Budget", "Warning line"]
+    at.button(key="review_sample").click()
+    at.run()
+    assert "Actual spend" in _legend_words(at.get("vega_lite_chart")[0])
