@@ -42,7 +42,7 @@ m[0].metric("A: current", fmt.usd(res.total_usd))
 m[1].metric("B", fmt.usd(b.total_usd))
 same = fmt.usd(b.total_usd) == fmt.usd(res.total_usd)  # equal as shown: no red or green arrow for "+0.0%"
 m[2].metric("B - A", fmt.usd(b.total_usd - res.total_usd),
-            delta="no change" if same else f"{(b.total_usd / max(res.total_usd, 1e-9) - 1):+.1%}",
+            delta="no change" if same else fmt.share(b.total_usd / max(res.total_usd, 1e-9) - 1, signed=True),
             delta_color="off" if same else "inverse", delta_arrow="off" if same else "auto")
 inputs, costs = bud.compare(res, b)
 left, right = st.columns([2, 3])
@@ -50,8 +50,12 @@ with left:
     st.subheader(f"Inputs that differ ({len(inputs)})")
     shown = inputs.assign(input=[schema.BY_PATH[k].label if k in schema.BY_PATH else
                                  STAGE_LABELS.get(k.split(".")[-1], k) for k in inputs["input"]])
-    st.dataframe(shown, hide_index=True, width="stretch", height=320,
-                 column_config={"input": st.column_config.Column("Input", help="the scenario field (exports keep its key)")})
+    if shown.empty:  # not an empty grid of blank rows
+        st.info("None: B is the same plan as A.")
+    else:
+        st.dataframe(shown, hide_index=True, width="stretch", height=min(320, 38 + 35 * len(shown)),
+                     column_config={"input": st.column_config.Column("Input",
+                                                                     help="the scenario field (exports keep its key)")})
 with right:
     st.subheader("Cost by stage")
     by_stage = costs.groupby("stage", as_index=False)[["A", "B"]].sum().melt("stage", var_name="scenario", value_name="usd")
@@ -80,7 +84,7 @@ for i, x in enumerate(lv):
     c1.markdown(f"**{x.title}**  \nRisk: {x.risk}")
     if levers.source_text(x):
         c1.caption(f"Figures: {levers.source_text(x)}")
-    c2.metric("saves", fmt.usd(x.saving_usd), delta=f"-{x.saving_usd / max(res.total_usd, 1e-9):.1%}",
+    c2.metric("saves", fmt.usd(x.saving_usd), delta="-" + fmt.share(x.saving_usd / max(res.total_usd, 1e-9)),
               delta_color="inverse", help=f"new total {fmt.usd_exact(x.new_total_usd)}")
 
     def _apply(lever=x):

@@ -327,3 +327,19 @@ def test_sizes_read_in_the_unit_that_fits(gb, shown):
     """Issue 16: "0.0965 GB" reads as 96.5 MB; a size that rounds up moves to the next unit."""
     from costcore import fmt
     assert fmt.gb(gb) == shown
+
+
+def test_a_share_is_shown_to_three_significant_digits_not_as_zero():
+    """The compare page's lever deltas: a $7.25k saving on $43.2M read "-0.0%" (fmt.share)."""
+    from costcore import fmt
+    assert fmt.share(7.25e3 / 43.2e6) == "0.0168%"
+    assert fmt.share(0.263) == "26.3%" and fmt.share(-0.0352, signed=True) == "-3.52%"
+    assert fmt.share(0.35, signed=True) == "+35.0%" and fmt.share(0.0099999) == "1.00%"
+    assert fmt.share(0.0) == "0%" and fmt.share(1e-9) == "<0.001%" and fmt.share(float("nan")) == "n/a"
+
+
+def test_levers_name_stages_in_words():
+    from costcore.analysis import levers
+    titles = [lv.title for lv in levers.levers("pipeline-70b")]
+    lora = next(t for t in titles if t.startswith("LoRA instead of full fine-tuning"))
+    assert lora == "LoRA instead of full fine-tuning in supervised fine-tuning and preference alignment (DPO)"

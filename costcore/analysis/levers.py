@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from costcore import api
+from costcore import api, fmt
 from costcore.scenario import schema
 from costcore.scenario.schema import effective_value, set_path
 
@@ -43,7 +43,8 @@ def _candidates(res: api.Result) -> list[Lever]:
     # PEFT instead of full fine-tuning
     ch = {f"stages.{s}.method": "lora" for s in ("sft", "dpo") if s in res.stages and ev(f"stages.{s}.method") == "full"}
     if ch:
-        out.append(Lever("lora", "LoRA instead of full fine-tuning (" + ", ".join(k.split(".")[1] for k in ch) + ")",
+        out.append(Lever("lora", "LoRA instead of full fine-tuning in " + fmt.words_list(
+            (lambda w: w[0].lower() + w[1:])(schema.STAGE_LABELS[k.split(".")[1]]) for k in ch),
                          "Can trail full fine-tuning on hard or knowledge-heavy tasks; check on your evals.", ch))
     # retention: keep last K + milestones
     ch = {}
