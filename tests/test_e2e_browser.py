@@ -348,6 +348,9 @@ def significant_digits(token: str) -> int:
     return len(digits if frac else digits.rstrip("0")) or 1
 
 
+STAGE_KEYS_AS_WORDS = ("pretrain", "cpt", "sft", "dpo", "mm_align", "mm_cpt", "mm_tune")
+
+
 def _raw_key_pattern() -> re.Pattern:
     """Any input key (``model.params_b``) standing alone in a text, longest keys tried first.
 
@@ -356,7 +359,11 @@ def _raw_key_pattern() -> re.Pattern:
     """
     from costcore.scenario.schema import FIELDS, PLAN_FIELDS
     keys = sorted({f.path for f in FIELDS + PLAN_FIELDS}, key=len, reverse=True)
-    return re.compile(r"(?<![\w.=/])(" + "|".join(map(re.escape, keys)) + r")(?![\w])")
+    # a stage's key in lower case ("(sft, dpo)" in a lever's title); "rl" and "eval" read as words and a
+    # preset's name may end in one ("alpaca-7b-sft"), so hyphens bound these and they are matched as typed
+    stages = "|".join(k for k in STAGE_KEYS_AS_WORDS)
+    return re.compile(r"(?<![\w.=/])(" + "|".join(map(re.escape, keys)) + r")(?![\w])"
+                      r"|(?<![\w.=/-])(?-i:(" + stages + r"))(?![\w-])")
 
 
 def readability_problems(page) -> list[str]:
@@ -368,7 +375,7 @@ def readability_problems(page) -> list[str]:
                 out.append(f"shows {m.group(0)!r} (over 4 significant digits) in {text[:80]!r}")
         raw = raw_key.search(text)
         if raw:
-            out.append(f"shows the raw key {raw.group(1)!r} in {text[:80]!r}")
+            out.append(f"shows the raw key {raw.group(1) or raw.group(2)!r} in {text[:80]!r}")
     return out
 
 
@@ -383,7 +390,9 @@ def test_the_raw_key_check_finds_a_key_standing_alone_and_only_then():
     pattern = _raw_key_pattern()
     assert pattern.search("set model.params_b to 7").group(1) == "model.params_b"
     assert pattern.search("(stages.sft.epochs)").group(1) == "stages.sft.epochs"
-    for clean in ("Model size (billion parameters)", "/?p=1&x=model.params_b", "x.model.params_b", "model.params_bx"):
+    assert pattern.search("LoRA instead of full fine-tuning (sft, dpo)").group(2) == "sft"
+    for clean in ("Model size (billion parameters)", "/?p=1&x=model.params_b", "x.model.params_b", "model.params_bx",
+                  "preset alpaca-7b-sft", "SFT and DPO", "?p=alpaca-7b-sft", "pretraining"):
         assert pattern.search(clean) is None, clean
 
 
