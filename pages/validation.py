@@ -75,37 +75,53 @@ common.show_chart(common.layer(band, diag, pts, labels),
                   "Predicted against published training time, one point per public run", height=460)
 st.caption("Dashed: predicted = published. Green band: ±25%. Runs published in days are compared in days and "
            "drawn at days x GPUs x 24.")
-show = df[["run", "gpu", "num_gpus", "params_b", "tokens_b", "basis", "published_gpu_hours", "predicted_gpu_hours",
-           "published_days", "predicted_days", "ratio", "error", "mfu", "notes", "source"]]
+# Two tables that each fit the page (one of 15 columns was cut off at the right): how close each estimate
+# is, on the figure the authors published; then what each run is, in GPU-hours for all of them.
+st.subheader("How close each estimate is")
+in_days = df["basis"] == "days"  # each run on the figure its authors published: days or GPU-hours
+close = df[["run", "gpu", "num_gpus", "basis"]].assign(
+    published=[fmt.days(d) if t else fmt.gpu_hours(h) for t, d, h in zip(in_days, df.published_days, df.published_gpu_hours)],
+    predicted=[fmt.days(d) if t else fmt.gpu_hours(h) for t, d, h in zip(in_days, df.predicted_days, df.predicted_gpu_hours)],
+    ratio=df.ratio, error=df.error, mfu=df.mfu)
 common.number_table(
-    show, {"num_gpus": lambda v: f"{v:,.0f}", "params_b": fmt.num, "tokens_b": fmt.num,
-           "published_gpu_hours": fmt.gpu_hours, "predicted_gpu_hours": fmt.gpu_hours,
-           "published_days": fmt.days, "predicted_days": fmt.days, "ratio": lambda v: f"{v:.2f}x",
-           "error": lambda v: f"{v:.1%}", "mfu": lambda v: f"{v:.1%}"},
-    {"run": "Run", "gpu": "GPU", "num_gpus": "GPUs", "params_b": "Parameters (billions)",
-     "tokens_b": "Tokens (billions)", "basis": "Compared on", "published_gpu_hours": "Published GPU-hours",
-     "predicted_gpu_hours": "Predicted GPU-hours", "published_days": "Published time",
-     "predicted_days": "Predicted time", "ratio": "Predicted / published", "error": "Error",
-     "mfu": "Utilization used (MFU)", "notes": "Notes", "source": "Source"},
-    {"basis": "the figure the authors published", "published_gpu_hours": "days x GPUs x 24 where days were published",
-     "published_days": "blank where only GPU-hours were published"},
-    height=35 * (len(show) + 1) + 3)
-st.markdown(
-    "**The default utilization model.** MFU starts from a per-generation steady-state value "
-    "(`costcore/data/hardware.yaml`) and scales with model size: mildly down on A100-era GPUs (more model "
-    "parallelism), up on Hopper, where published small-model runs lose most. It falls for clusters beyond "
-    "4,096 GPUs and loses the attention share of the FLOPs (12·L·d·s of 6N + 12·L·d·s per token) to a slower "
-    "attention kernel (FlashAttention-2 runs at about 80% of matmul speed on A100 and 45% on H100). When the "
-    "plan's activations do not fit without full recomputation (the memory model decides) it is multiplied by "
-    "6/8. On top, goodput losses: interruptions at the Llama 3 rate with Young/Daly checkpointing, checkpoint "
-    "stalls, 2% idle and 3% rolled-back work. `costcore/calibration.py` fits the coefficients on all runs "
-    "here, keeping the reference runs within the accuracy target; `python -m costcore validate [--runs extra | "
-    "FILE.csv]` prints these tables.")
+    close, {"num_gpus": lambda v: f"{v:,.0f}", "ratio": lambda v: f"{v:.2f}x", "error": lambda v: f"{v:.1%}",
+            "mfu": lambda v: f"{v:.1%}"},
+    {"run": "Run", "gpu": "GPU", "num_gpus": "GPUs", "basis": "Compared on", "published": "Published",
+     "predicted": "Predicted", "ratio": "Predicted / published", "error": "Error", "mfu": "MFU used"},
+    {"basis": "the figure the authors published: training days or GPU-hours",
+     "mfu": "model FLOPs utilization of the searched plan, goodput losses included"},
+    height=35 * (len(close) + 1) + 3)
+st.subheader("The runs")
+runs_shown = df[["run", "params_b", "tokens_b", "published_gpu_hours", "predicted_gpu_hours", "notes", "source"]]
+common.number_table(
+    runs_shown, {"params_b": fmt.num, "tokens_b": fmt.num, "published_gpu_hours": fmt.gpu_hours,
+                 "predicted_gpu_hours": fmt.gpu_hours},
+    {"run": "Run", "params_b": "Parameters (billions)", "tokens_b": "Tokens (billions)",
+     "published_gpu_hours": "Published GPU-hours", "predicted_gpu_hours": "Predicted GPU-hours", "notes": "Notes",
+     "source": "Source"},
+    {"published_gpu_hours": "days x GPUs x 24 where days were published"},
+    height=35 * (len(runs_shown) + 1) + 3, widths={"notes": "medium", "source": "large"})
 loo = validation.calibration_summary()
+fit = loo["best_fit"]
 st.markdown(
-    f"**Out of sample.** Refitting without one run and predicting it, for each of the {loo['runs']} runs in "
-    f"turn: median error {loo['loo_median_error']:.1%}, worst {loo['loo_worst_fold']:.2f}x. That is the error "
-    "to expect for a run the model has not seen, and the spread the Monte Carlo gives a default MFU.")
+    "**The model behind these numbers.** No run here is given an MFU: each one's plan (tensor, pipeline, data, "
+    "context and expert parallelism, micro-batch, recompute, ZeRO) is searched on its GPUs, and its step time is "
+    "built from named terms — matmuls at a size-dependent fraction of peak, attention, tensor- and "
+    "pipeline-parallel communication, the pipeline bubble, data-parallel gradient reduction and recompute "
+    "(the Job layout page shows them). Three of the step model's knobs are fitted on 18 published Megatron-LM "
+    "iteration times and throughputs on Selene (Narayanan et al. 2021, Korthikanti et al. 2022); two production "
+    f"knobs are fitted on the calibration runs of these tables: the share of the benchmark step rate a run sustains ({fit['sustained_fraction']:.2f}) and the "
+    f"slowdown of compute while a collective runs behind it ({fit['overlap_contention']:.2f}). On top come the "
+    "goodput losses: interruptions at the Llama 3 rate with Young/Daly checkpointing, checkpoint stalls, idle "
+    "and rolled-back work. `costcore/validation/calibration.py` does the fit (`python benchmarks/calibrate.py`); "
+    "`python -m costcore validate [--runs extra | FILE.csv]` prints these tables.")
+st.markdown(
+    f"**Out of sample.** Refitting without one run and predicting it, for each of the {loo['runs']} calibration "
+    f"runs in turn: median error {loo['loo_median_error']:.1%}, worst {loo['loo_worst_fold']:.2f}x. The "
+    f"{loo['holdout_runs']} held-out runs, never fitted on: median error {loo['holdout_median_error']:.1%}, worst "
+    f"{loo['holdout_worst_fold']:.2f}x, {loo['holdout_band_coverage']:.0%} of them inside their P10-P90 band. "
+    "That is the error to expect for a run the model has not seen, and the spread the Monte Carlo gives a "
+    "default MFU.")
 if dataset == "extra":
     st.markdown(
         "Large 2023+ runs on A100 (Falcon-180B, Llama-2-70B) come out slow while 2021-22 runs of the same size "

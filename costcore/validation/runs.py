@@ -124,11 +124,11 @@ def scenario_for(row, throughput: bool = False) -> tuple[dict, list[str]]:
     seq = row["seq_len"]
     if pd.isna(seq):
         seq = ASSUMED["seq_len"]
-        notes.append(f"seq_len {seq} assumed")
+        notes.append(f"sequence length {seq:,} assumed")
     gpus = row["num_gpus"]
     if pd.isna(gpus):
         gpus = ASSUMED["num_gpus"]
-        notes.append(f"{gpus} GPUs assumed")
+        notes.append(f"{gpus:,} GPUs assumed")
     gpu = gpu_key(row["gpu"])
     active = row["params_active_b"] if row["params_active_b"] > 0 else row["params_total_b"]
     stage = {"tokens_b": float(row["tokens_b"]), "seq_len": int(seq)}
