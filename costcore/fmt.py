@@ -69,13 +69,14 @@ def days(v: float) -> str:
 
 
 def duration_s(v: float) -> str:
-    """A duration given in seconds, at 3 significant digits in the unit that reads best (45 s, 12.3 min, 1.83 h, 2.5 days)."""
+    """A duration given in seconds, at 3 significant digits in the unit that reads best (45.0 s, 12.3 min, 1.83 h,
+    2.50 days; trailing zeros kept, as in money)."""
     if v is None or not math.isfinite(v):
         return "n/a"
     for div, unit in ((86400.0, "days"), (3600.0, "h"), (60.0, "min")):
         if abs(v) >= div:
-            return f"{num(v / div)} {unit}"
-    return f"{num(v)} s"
+            return f"{_three(v / div)} {unit}"
+    return f"{_three(v)} s"
 
 
 def gb(v: float) -> str:

@@ -74,7 +74,7 @@ def _same_layout(a: dict, b: dict) -> bool:
 
 
 def _pct(v: float) -> str:
-    return f"{fmt.num(v * 100)}%"
+    return fmt.share(v)  # 24.0%, not 24% next to 24.1%
 
 
 def _one_bar(df: pd.DataFrame, field: str, x_title: str, legend_title: str, words: list, colors: list,
@@ -109,7 +109,7 @@ def memory_chart(plan: dict, usable_gb: float) -> alt.Chart:
 
 def time_chart(plan: dict) -> alt.Chart:
     df = pd.DataFrame([{"kind": TIME_KINDS[k], "s": float(plan["time_s"][k]),
-                        "shown": f"{fmt.num(float(plan['time_s'][k]))} s", "row": "per step", "order": i}
+                        "shown": fmt.duration_s(float(plan['time_s'][k])), "row": "per step", "order": i}
                        for i, k in enumerate(TIME_KINDS)])
     return _one_bar(df, "s", "Step time (seconds)", "Part of the step", list(TIME_KINDS.values()), TIME_COLORS,
                     "per step", x_axis=alt.Axis(tickCount=8)).properties(height=190)
@@ -128,7 +128,7 @@ def plans_table(rows: list[dict], chosen: dict) -> tuple[pd.DataFrame, dict]:
     } for i, p in enumerate(rows)])
     if (df["EP"] == 1).all():  # expert parallelism only means something for a mixture of experts
         df = df.drop(columns="EP")
-    formats = {"Step time": lambda v: f"{fmt.num(v)} s", "MFU": _pct, "Memory per GPU": fmt.gb,
+    formats = {"Step time": fmt.duration_s, "MFU": _pct, "Memory per GPU": fmt.gb,
                "Micro-batches": fmt.num}
     return df, formats
 
@@ -181,7 +181,7 @@ if not res.uses_layout(stage):
 
 band = res.band[i]
 c = common.metric_row(5)
-c[0].metric("Step time", f"{fmt.num(plan['step_time_s'])} s", help=f"{plan['micro_batches']:,} micro-batches "
+c[0].metric("Step time", fmt.duration_s(plan['step_time_s']), help=f"{plan['micro_batches']:,} micro-batches "
             "per optimizer step")
 c[1].metric("MFU", _pct(plan["mfu"]), help=(
     f"the MFU the stage's hours use: the layout's own ({_pct(plan['benchmark_mfu'])}) times the share a "
