@@ -45,7 +45,7 @@ m[0].metric("Interval used", f"{tau:.2f} h")
 m[1].metric("Young/Daly optimum", f"{yd:.2f} h" if yd > 0 else "n/a", help="tau = sqrt(2 delta M)[...] - delta")
 m[2].metric("Checkpoint size", fmt.gb(res.stat(stage, "ckpt_gb")),
             help=f"written in {res.stat(stage, 'ckpt_write_s'):.1f} s")
-m[3].metric("Expected interruptions", f"{res.stat(stage, 'interruptions'):.1f}")
+m[3].metric("Expected interruptions", fmt.num(res.stat(stage, 'interruptions')))
 
 st.subheader("Cost against checkpoint interval")
 write_h = res.stat(stage, "ckpt_write_s") / 3600
@@ -77,7 +77,13 @@ common.show_chart(common.layer(base, rules, independent_colors=True),
                   f"{STAGE_LABELS[stage]}: cost against the checkpoint interval", height=300)
 
 st.subheader("Retention policies compared")
-policies = {"keep all": {"keep_last": 0, "milestone_every": 0},
+keep_now = int(schema.effective_value(res.scenario, p + "keep_last"))
+mile_now = int(schema.effective_value(res.scenario, p + "milestone_every"))
+weights_now = schema.effective_value(res.scenario, p + "ckpt_type") == "weights"
+now = ("keep all" if keep_now == 0 else f"last {keep_now}" + (f" + every {mile_now}th" if mile_now else "")
+       + (", weights only" if weights_now else ""))
+policies = {f"this plan: {now}": {},
+            "keep all": {"keep_last": 0, "milestone_every": 0},
             "keep last 3": {"keep_last": 3, "milestone_every": 0},
             "last 3 + every 10th": {"keep_last": 3, "milestone_every": 10},
             "last 3, weights only": {"keep_last": 3, "milestone_every": 0, "ckpt_type": "weights"}}
@@ -90,11 +96,14 @@ for name, pol in policies.items():
         s2 = schema.set_path(s2, p + "ckpt_type", schema.effective_value(res.scenario, p + "ckpt_type"))
     r2 = costcore.estimate(s2)
     rows.append({"policy": name, "storage_usd": r2.stage_usd(stage)["storage"],
-                 "network_usd": r2.stage_usd(stage)["network"], "held_gb": r2.stat(stage, "storage_peak_gb")})
+                 "network_usd": r2.stage_usd(stage)["network"], "kept_gb": r2.stat(stage, "ckpt_held_gb"),
+                 "held_gb": r2.stat(stage, "storage_peak_gb")})
 pol_df = pd.DataFrame(rows)
-common.money_table(pol_df[["policy", "storage_usd", "network_usd", "held_gb"]], ["storage_usd", "network_usd"],
+common.money_table(pol_df[["policy", "storage_usd", "network_usd", "kept_gb", "held_gb"]], ["storage_usd", "network_usd"],
                    {"policy": "Retention policy", "storage_usd": "Storage cost", "network_usd": "Network cost",
-                    "held_gb": "Stored after the stage"}, {"held_gb": fmt.gb})
+                    "kept_gb": "Checkpoints kept after the stage",
+                    "held_gb": "Held at the run's end (checkpoints and data)"},
+                   {"kept_gb": fmt.gb, "held_gb": fmt.gb})
 
 st.subheader("Checkpoint storage held over time")
 # Everything below is the kernel's own numbers (stats): checkpoints written every ckpt_spacing_h,
@@ -116,11 +125,16 @@ after = pd.DataFrame({"day": [end_d, end_d + hot_d, end_d + hot_d, end_d + hot_d
                       "gb": [final, final, final, final],
                       "tier": ["hot (retained)", "hot (retained)", "cold", "cold"]})
 hist = pd.concat([held, after])
+tiers = [t for t, c in (("hot (during run)", "#F58518"), ("hot (retained)", "#d62728"), ("cold", "#4C78A8"))
+         if t != "hot (retained)" or hot_d > 0]  # a tier the policy never uses gets no legend entry
+colors = {"hot (during run)": "#F58518", "hot (retained)": "#d62728", "cold": "#4C78A8"}
+in_tb = float(hist.gb.max()) >= 10_000  # 45,000 GB reads as 45 TB
+hist = hist.assign(shown=hist.gb / 1000.0 if in_tb else hist.gb)
+unit = "TB" if in_tb else "GB"
 common.show_chart(alt.Chart(hist).mark_line(interpolate="step-after").encode(
-    x=alt.X("day:Q", title="Days from the stage start"), y=alt.Y("gb:Q", title="Checkpoint GB held"),
-    color=alt.Color("tier:N", title="Storage tier", scale=alt.Scale(domain=["hot (during run)", "hot (retained)", "cold"],
-                                                                  range=["#F58518", "#d62728", "#4C78A8"])),
-    tooltip=[alt.Tooltip("day:Q", format=".1f", title="Day"), alt.Tooltip("gb:Q", format=",.0f", title="GB held"),
+    x=alt.X("day:Q", title="Days from the stage start"), y=alt.Y("shown:Q", title=f"Checkpoints held ({unit})"),
+    color=alt.Color("tier:N", title="Storage tier", scale=alt.Scale(domain=tiers, range=[colors[t] for t in tiers])),
+    tooltip=[alt.Tooltip("day:Q", format=".1f", title="Day"), alt.Tooltip("shown:Q", format=",.3s", title=f"{unit} held"),
              alt.Tooltip("tier:N", title="Storage tier")],
 ), f"{STAGE_LABELS[stage]}: checkpoint storage held over time", height=260)
 common.how_computed(res, stage)
