@@ -28,8 +28,8 @@ if not res.stages:
 
 
 def label(path: str) -> str:
-    f = BY_PATH[path]
-    return f"{f.label} ({f.unit})" if f.unit else f.label
+    f = BY_PATH[path]  # the unit once: not "Global batch (tokens) (tokens)" or "Layers (layers)"
+    return f"{f.label} ({f.unit})" if f.unit and f.unit.lower() not in f.label.lower() else f.label
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -84,17 +84,19 @@ def tornado_section():
         color=alt.Color("direction:N", scale=alt.Scale(range=["#E45756", "#4C78A8"]), title="Direction",
                         legend=alt.Legend(orient="top")),
         tooltip=[alt.Tooltip("label:N", title="Input"), alt.Tooltip("value:Q", format=",.4g", title="current"),
-                 alt.Tooltip("low:Q", format=",.4g"), alt.Tooltip("high:Q", format=",.4g"),
+                 alt.Tooltip("low:Q", format=",.4g", title="low"), alt.Tooltip("high:Q", format=",.4g", title="high"),
                  alt.Tooltip("total_low:Q", format="$,.0f", title="total at low"),
                  alt.Tooltip("total_high:Q", format="$,.0f", title="total at high")])
     base_rule = alt.Chart(pd.DataFrame({"x": [tor.base_total]})).mark_rule(color="black").encode(
         x=alt.X("x:Q", title="Total cost ($)"))
     common.show_chart(common.layer(bars, base_rule),
-                      f"Total cost with each input {rel:.0%} lower and higher (black: today's total)",
+                      f"Total cost with each input {rel:.0%} lower and higher, parallel degrees halved and doubled "
+                      "(black: today's total)",
                       height=max(200, 26 * len(t) + 40))
     st.caption(f"{len(tor.table)} numeric inputs moved; the black line is the current total "
                f"{fmt.usd(tor.base_total)}. \"auto\" MFU and checkpoint intervals are moved around the value the core "
-               "resolved.")
+               "resolved. Parallel degrees (tensor, pipeline, context, expert parallelism, micro-batch) and GPUs per "
+               "node are halved and doubled instead: a layout takes powers of two.")
 
 
 

@@ -198,3 +198,18 @@ def test_budget_solver_on_the_page_says_what_one_step_larger_costs_over_the_budg
     assert step.value == fmt.usd(sol.next_total_usd)
     assert sol.next_total_usd > budget
     assert step.proto.delta == f"{fmt.usd(sol.next_total_usd - budget)} over the budget"
+
+
+def test_tornado_halves_and_doubles_a_parallel_degree():
+    """A TP of 8 moves to 4 and 16 (the next layouts), not to 6 and 10; other inputs move by ±rel."""
+    t = S.tornado(SCN, inputs=["stages.pretrain.tp", "hardware.gpus_per_node", "hardware.usd_per_gpu_hour"],
+                  rel=0.2).table.set_index("input")
+    scn = costcore.load_preset(SCN)
+    for key in ("stages.pretrain.tp", "hardware.gpus_per_node"):
+        cur = float(schema.effective_value(scn, key))
+        if cur > 0:
+            assert (t.loc[key, "low"], t.loc[key, "high"]) == (cur / 2, cur * 2), key
+            assert t.loc[key, "total_high"] == pytest.approx(_total_with(scn, key, cur * 2), rel=1e-9)
+    price = float(schema.effective_value(scn, "hardware.usd_per_gpu_hour"))
+    assert t.loc["hardware.usd_per_gpu_hour", "high"] == pytest.approx(price * 1.2)
+    assert S.is_doubling("stages.sft.micro_batch") and not S.is_doubling("stages.sft.epochs")

@@ -80,9 +80,23 @@ class Tornado:
     base_total: float
 
 
+# Settings a job layout takes in powers of two (a parallel degree, the GPUs a node joins): the tornado moves
+# them one step down and up, halved and doubled, since 20% of a TP of 8 (6 or 10 GPUs) is no layout
+# (Megatron-LM splits heads and the node's NVLink domain evenly: Shoeybi et al. 2019, Sec. 3).
+DOUBLING_KEYS = ("tp", "pp", "cp", "ep", "micro_batch")
+
+
+def is_doubling(path: str) -> bool:
+    """True for a setting the tornado halves and doubles instead of moving by ±rel."""
+    return path == "hardware.gpus_per_node" or (path.startswith("stages.") and path.rsplit(".", 1)[-1] in DOUBLING_KEYS)
+
+
 def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
             ranges: Mapping[str, tuple[float, float]] | None = None) -> Tornado:
     """Move every numeric input to low/high (±rel, or per-input (low, high)) one at a time.
+
+    A parallel degree (TP, PP, CP, EP, micro-batch) and the GPUs per node are halved and doubled
+    (:func:`is_doubling`), the next layouts down and up.
 
     Returns the total and per-stage cost at both ends and the swing, sorted by
     the swing of the total (largest first). Inputs at 0 with no meaning of
@@ -131,6 +145,8 @@ def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
         f = BY_PATH[p]
         if ranges and p in ranges:
             lo[i], hi[i] = ranges[p]
+        elif is_doubling(p):  # a layout takes powers of two: TP 8 moves to 4 and 16, not to 6 and 10
+            lo[i], hi[i] = cur[i] / 2.0, cur[i] * 2.0
         else:
             lo[i], hi[i] = cur[i] * (1 - rel), cur[i] * (1 + rel)
         lo[i], hi[i] = max(f.lo, lo[i]), min(f.hi, hi[i])
