@@ -317,7 +317,15 @@ def solver_section():
             m[0].metric("Model size (parameters)", fmt.num(sol.params_b * 1e9), help=f"{sol.params_b:,.4f} billion")
             m[1].metric("Pre-training tokens", fmt.num(sol.tokens_b * 1e9), help=f"{sol.tokens_b:,.2f} billion")
             m[2].metric("Plan total", fmt.usd(sol.total_usd), help=fmt.usd_exact(sol.total_usd))
-            if math.isfinite(sol.next_total_usd):  # both can read $43.2M: the difference is what it says
+            if sol.limit == "memory":  # GPU memory, not the budget, stops it
+                m[3].metric("One step larger", fmt.usd(sol.next_total_usd), delta_color="inverse",
+                            delta="does not fit in GPU memory",
+                            help=f"The next size the search tried ({sol.step:.2%} larger) costs "
+                                 f"{fmt.usd_exact(sol.next_total_usd)} but its plan does not fit the GPUs.")
+                st.caption(f"GPU memory, not the budget, sets this size: the plan costs {fmt.usd(sol.total_usd)} of "
+                           f"{fmt.usd(b)}, and one step larger no longer fits the GPUs with this layout. Unpin "
+                           "tensor or pipeline parallelism on the Job layout page, or add GPUs, to buy more.")
+            elif math.isfinite(sol.next_total_usd):  # both can read $43.2M: the difference is what it says
                 m[3].metric("One step larger", fmt.usd(sol.next_total_usd), delta_color="inverse",
                             delta=f"{fmt.usd(sol.next_total_usd - b)} over the budget",
                             help=f"The next size the search tried ({sol.step:.2%} larger) costs "

@@ -190,14 +190,35 @@ def test_budget_solver_on_the_page_says_what_one_step_larger_costs_over_the_budg
     at.switch_page("pages/sensitivity.py")
     at.run()
     assert not at.exception
+    # at the preset's own total, GPU memory stops the 70B pipeline's pinned layout (TP 8 x PP 4) first
     budget = float(at.number_input(key="solve_budget").value)
     sol = costcore.solve_budget(at.session_state["scenario"], budget)
+    assert sol.limit == "memory" and sol.result.feasible and sol.total_usd < budget
     shown = {m.label: m for m in at.metric}
     assert shown["Model size (parameters)"].value == fmt.num(sol.params_b * 1e9)
-    step = shown["One step larger"]
+    assert shown["One step larger"].proto.delta == "does not fit in GPU memory"
+    assert any("GPU memory, not the budget" in c.value for c in at.caption)
+    # a smaller budget binds before memory does
+    at.number_input(key="solve_budget").set_value(2.0e7).run()
+    assert not at.exception
+    sol = costcore.solve_budget(at.session_state["scenario"], 2.0e7)
+    assert sol.limit == "budget"
+    step = {m.label: m for m in at.metric}["One step larger"]
     assert step.value == fmt.usd(sol.next_total_usd)
-    assert sol.next_total_usd > budget
-    assert step.proto.delta == f"{fmt.usd(sol.next_total_usd - budget)} over the budget"
+    assert sol.next_total_usd > 2.0e7
+    assert step.proto.delta == f"{fmt.usd(sol.next_total_usd - 2.0e7)} over the budget"
+
+
+def test_the_solver_never_buys_a_plan_that_does_not_fit():
+    """Sizes past what the pinned layout holds cost less than the budget but do not run: the answer is
+    the largest that runs, and one step larger is the first that does not fit."""
+    sol = S.solve_budget(SCN, 1e9)
+    assert sol.result.feasible and sol.limit == "memory" and sol.total_usd < 1e9
+    scn = costcore.load_preset(SCN)
+    bigger = schema.set_path(schema.set_path(scn, "model.params_b", sol.params_b * (1 + sol.step)),
+                             "stages.pretrain.tokens_b", sol.tokens_b * (1 + sol.step))
+    assert not costcore.estimate(bigger).feasible
+    assert sol.next_total_usd == pytest.approx(costcore.estimate(bigger).total_usd, rel=1e-6)
 
 
 def test_tornado_halves_and_doubles_a_parallel_degree():

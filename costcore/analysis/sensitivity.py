@@ -400,6 +400,7 @@ class Solution:
     next_total_usd: float  # one step larger
     step: float  # relative step of the final search grid
     result: api.Result
+    limit: str = "budget"  # what stops one step larger: "budget", "memory" (it does not fit its GPUs) or "range"
 
 
 def _largest_within(f_cost, lo: float, hi: float, budget: float, rounds: int = 3, points: int = 64):
@@ -416,6 +417,9 @@ def _largest_within(f_cost, lo: float, hi: float, budget: float, rounds: int = 3
     cost = f_cost(grid)
     ok = np.nonzero(cost <= budget)[0]
     if len(ok) == 0:
+        if np.all(np.isinf(cost)):  # the cost functions price a plan that does not fit at infinity
+            raise ScenarioError("budget_usd", "no size the solver tries gives a plan that fits in GPU memory; "
+                                              "unpin the layout or add GPUs")
         raise ScenarioError("budget_usd", f"even the cheapest option costs more than ${budget:,.0f}")
     start = ok[0]
     over = np.nonzero(cost[start:] > budget)[0]
@@ -443,7 +447,10 @@ def solve_budget(scenario, budget_usd: float, mode: str = "compute_optimal",
     mode "compute_optimal": model size N and pre-training tokens D = 20 N
     (Hoffmann et al. 2022) grow together; "tokens": the model stays, the
     pre-training tokens grow. Returns the answer, its cost (<= budget) and the
-    cost one grid step larger (> budget).
+    cost one grid step larger (> budget). A size whose plan does not fit in GPU
+    memory (a pinned layout, too few GPUs) is not bought whatever it costs: the
+    answer is the largest plan that is affordable and runs, and ``limit`` says
+    which of the two stopped it.
     """
     budget_usd = checks.number("budget_usd", budget_usd, 0.0, lo_open=True)
     mode = checks.choice("mode", mode, ("compute_optimal", "tokens"))
@@ -458,8 +465,9 @@ def solve_budget(scenario, budget_usd: float, mode: str = "compute_optimal",
         lo_b, hi_b = max(fp.lo, 0.01), min(fp.hi, ft.hi / tokens_per_param)
 
         def cost(ps):
-            return api.batch(scn, {"model.params_b": ps, "stages.pretrain.tokens_b": ps * tokens_per_param},
-                             vector=x).sum(axis=1)
+            out, fits = api.batch(scn, {"model.params_b": ps, "stages.pretrain.tokens_b": ps * tokens_per_param},
+                                  vector=x, fits=True)
+            return np.where(fits, out.sum(axis=1), np.inf)  # a plan that does not run is not bought
         p, p_next, c, c_next = _largest_within(cost, lo_b, hi_b, budget_usd)
         params_b, tokens_b = p, p * tokens_per_param
         step = (p_next / p - 1) if p_next else 0.0
@@ -467,7 +475,8 @@ def solve_budget(scenario, budget_usd: float, mode: str = "compute_optimal",
                                 "stages.pretrain.tokens_b", tokens_b)
     elif mode == "tokens":
         def cost(ts):
-            return api.batch(scn, {"stages.pretrain.tokens_b": ts}, vector=x).sum(axis=1)
+            out, fits = api.batch(scn, {"stages.pretrain.tokens_b": ts}, vector=x, fits=True)
+            return np.where(fits, out.sum(axis=1), np.inf)
         t, t_next, c, c_next = _largest_within(cost, ft.lo, ft.hi, budget_usd)
         params_b, tokens_b = float(schema.effective_value(scn, "model.params_b")), t
         step = (t_next / t - 1) if t_next else 0.0
@@ -475,6 +484,13 @@ def solve_budget(scenario, budget_usd: float, mode: str = "compute_optimal",
     else:
         raise ScenarioError("mode", "must be compute_optimal or tokens")
     final_res = api.estimate(final)
+    limit, next_usd = "range", math.inf
+    if c_next is not None:  # one step larger: over the budget, or a plan that does not fit (its cost all the same)
+        nxt = (schema.set_path(schema.set_path(scn, "model.params_b", p_next), "stages.pretrain.tokens_b",
+                               p_next * tokens_per_param) if mode == "compute_optimal"
+               else schema.set_path(scn, "stages.pretrain.tokens_b", t_next))
+        nxt_res = api.estimate(nxt)
+        limit = "budget" if nxt_res.feasible else "memory"
+        next_usd = nxt_res.total_usd
     return Solution(params_b=params_b, tokens_b=tokens_b, total_usd=final_res.total_usd,
-                    next_total_usd=float(c_next) if c_next is not None else math.inf, step=step,
-                    result=final_res)
+                    next_total_usd=next_usd, step=step, result=final_res, limit=limit)
