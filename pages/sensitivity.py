@@ -266,8 +266,10 @@ def monte_carlo_section():
     m[2].metric("P90", fmt.usd(p.P90))
     m[3].metric("P(over budget)", f"{mc.p_over_budget:.0%}")
     if mc.p_infeasible > 0:
-        st.warning(f"{mc.p_infeasible:.0%} of the samples give a plan that does not fit in GPU memory; they are "
-                   "costed and counted above, but such a plan cannot run as set.", icon="⚠️")
+        why = (f" They go with the draws of “{label(mc.infeasible_driver)}”: the layout kept from the plan does not "
+               "hold them (the Job layout page searches one that does)." if mc.infeasible_driver else "")
+        st.warning(f"{fmt.share(mc.p_infeasible)} of the samples give a plan that does not fit in GPU memory; they "
+                   f"are costed and counted above, but such a plan cannot run as set.{why}", icon="⚠️")
     hist_counts, hist_edges = np.histogram(mc.totals, bins=60)
     hist = pd.DataFrame({"lo": hist_edges[:-1], "hi": hist_edges[1:], "count": hist_counts})
     h = alt.Chart(hist).mark_bar(color="#4C78A8").encode(

@@ -234,3 +234,13 @@ def test_tornado_halves_and_doubles_a_parallel_degree():
     price = float(schema.effective_value(scn, "hardware.usd_per_gpu_hour"))
     assert t.loc["hardware.usd_per_gpu_hour", "high"] == pytest.approx(price * 1.2)
     assert S.is_doubling("stages.sft.micro_batch") and not S.is_doubling("stages.sft.epochs")
+
+
+def test_monte_carlo_names_the_input_behind_samples_that_do_not_fit():
+    """On the 70B pipeline, samples whose RL responses are longer than the kept layout holds do not fit;
+    the summary names that input (the largest |correlation| of its draws with not fitting)."""
+    mc = S.monte_carlo(SCN, n=4000, seed=0)
+    assert 0 < mc.p_infeasible < 1
+    assert mc.infeasible_driver == "stages.rl.response_tokens"
+    ok = S.monte_carlo(SCN, n=2000, seed=0, dists={"hardware.usd_per_gpu_hour": S.Dist("triangular", 0.8, 1.0, 1.2)})
+    assert ok.p_infeasible == 0 and ok.infeasible_driver is None

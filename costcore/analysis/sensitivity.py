@@ -341,6 +341,23 @@ class MonteCarlo:
     deterministic_total: float
     feasible: np.ndarray | None = None  # (n,) True where every enabled stage of the sample fits in memory
     p_infeasible: float = 0.0  # share of samples that do not fit (still computed, and counted above)
+    infeasible_driver: str | None = None  # the sampled input whose draws go most with not fitting
+
+
+def _infeasible_driver(cols: Mapping[str, np.ndarray], fits: np.ndarray) -> str | None:
+    """The sampled input most correlated (|Pearson r| of its draws with not fitting) with samples that do
+    not fit in GPU memory, or None when every sample fits or every one fails."""
+    bad = (~np.asarray(fits, dtype=bool)).astype(np.float64)
+    if bad.min() == bad.max():
+        return None
+    best, best_r = None, 0.0
+    for p, v in cols.items():
+        sd = float(v.std())
+        if sd > 0:
+            r = abs(float(np.mean((v - v.mean()) * (bad - bad.mean()))) / (sd * float(bad.std())))
+            if r > best_r:
+                best, best_r = p, r
+    return best
 
 
 def monte_carlo(scenario, n: int = 100_000, seed: int = 0, dists: Mapping[str, Dist] | None = None,
@@ -383,7 +400,8 @@ def monte_carlo(scenario, n: int = 100_000, seed: int = 0, dists: Mapping[str, D
                         for k, v in rows.items()}).T
     p_over = float((totals > budget_usd).mean()) if budget_usd is not None else None
     return MonteCarlo(totals=totals, stages=out, percentiles=pct, p_over_budget=p_over,
-                      deterministic_total=res.total_usd, feasible=fits, p_infeasible=float(1.0 - fits.mean()))
+                      deterministic_total=res.total_usd, feasible=fits, p_infeasible=float(1.0 - fits.mean()),
+                      infeasible_driver=_infeasible_driver(cols, fits) if cols else None)
 
 
 # ---------------------------------------------------------------------------
