@@ -91,6 +91,30 @@ def is_doubling(path: str) -> bool:
     return path == "hardware.gpus_per_node" or (path.startswith("stages.") and path.rsplit(".", 1)[-1] in DOUBLING_KEYS)
 
 
+def _tornado_ends(scn, paths, cur, rel, ranges):
+    """Each input's (low, high) for the tornado: ±rel, its given range, or halved and doubled
+    (:func:`is_doubling`), clipped to the field's range; whole numbers for an integer setting."""
+    k = len(paths)
+    lo = np.empty(k)
+    hi = np.empty(k)
+    for i, p in enumerate(paths):
+        f = BY_PATH[p]
+        if ranges and p in ranges:
+            lo[i], hi[i] = ranges[p]
+        elif is_doubling(p):  # a layout takes powers of two: TP 8 moves to 4 and 16, not to 6 and 10
+            lo[i], hi[i] = cur[i] / 2.0, cur[i] * 2.0
+        else:
+            lo[i], hi[i] = cur[i] * (1 - rel), cur[i] * (1 + rel)
+        lo[i], hi[i] = max(f.lo, lo[i]), min(f.hi, hi[i])
+        if p == "multimodal.resolution_px":  # never past what the encoder takes (scenario.media's rule)
+            hi[i] = min(hi[i], float(schema.effective_value(scn, "multimodal.max_resolution_px")))
+        if f.kind == "int":
+            lo[i], hi[i] = math.floor(lo[i]), math.ceil(hi[i])
+        if f.min_nonzero and 0 < lo[i] < f.min_nonzero:  # 0 is "auto": the low end stays a value
+            lo[i] = f.min_nonzero
+    return lo, hi
+
+
 def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
             ranges: Mapping[str, tuple[float, float]] | None = None) -> Tornado:
     """Move every numeric input to low/high (±rel, or per-input (low, high)) one at a time.
@@ -139,23 +163,7 @@ def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
     k = len(paths)
     if k == 0:
         raise ScenarioError("inputs", "no numeric input to move")
-    lo = np.empty(k)
-    hi = np.empty(k)
-    for i, p in enumerate(paths):
-        f = BY_PATH[p]
-        if ranges and p in ranges:
-            lo[i], hi[i] = ranges[p]
-        elif is_doubling(p):  # a layout takes powers of two: TP 8 moves to 4 and 16, not to 6 and 10
-            lo[i], hi[i] = cur[i] / 2.0, cur[i] * 2.0
-        else:
-            lo[i], hi[i] = cur[i] * (1 - rel), cur[i] * (1 + rel)
-        lo[i], hi[i] = max(f.lo, lo[i]), min(f.hi, hi[i])
-        if p == "multimodal.resolution_px":  # never past what the encoder takes (scenario.media's rule)
-            hi[i] = min(hi[i], float(schema.effective_value(scn, "multimodal.max_resolution_px")))
-        if f.kind == "int":
-            lo[i], hi[i] = math.floor(lo[i]), math.ceil(hi[i])
-        if f.min_nonzero and 0 < lo[i] < f.min_nonzero:  # 0 is "auto": the low end stays a value
-            lo[i] = f.min_nonzero
+    lo, hi = _tornado_ends(scn, paths, cur, rel, ranges)
     idx = np.array([IX[p] for p in paths], dtype=np.int64)
     # Every row keeps the scenario's own values ("auto" stays auto) except the one input it moves.
     cols = np.repeat(x[idx][:, None], 2 * k, axis=1)  # (inputs, variants)
