@@ -94,7 +94,7 @@ for name, pol in policies.items():
         s2 = schema.set_path(s2, p + k, v)
     if "ckpt_type" not in pol:
         s2 = schema.set_path(s2, p + "ckpt_type", schema.effective_value(res.scenario, p + "ckpt_type"))
-    r2 = costcore.estimate(s2)
+    r2 = costcore.estimate(s2) if pol else res  # this plan's own row is the estimate already on screen
     rows.append({"policy": name, "storage_usd": r2.stage_usd(stage)["storage"],
                  "network_usd": r2.stage_usd(stage)["network"], "kept_gb": r2.stat(stage, "ckpt_held_gb"),
                  "held_gb": r2.stat(stage, "storage_peak_gb")})

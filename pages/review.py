@@ -11,7 +11,6 @@ import streamlit as st
 from costcore import fmt
 from costcore.actuals import efficiency, importers, report, sample, store
 from costcore.errors import ScenarioError
-from costcore.scenario import schema
 from costcore.scenario.schema import STAGE_LABELS
 from pages import common
 
@@ -142,8 +141,7 @@ else:
     m[4].metric("Waste", fmt.usd(float(sum(w["usd"] for w in v["waste"]))))
 # The budget line is the review's own budget, else the scenario's total budget, else (none set) the plan's
 # billed total (report.burn): a line drawn from the plan is named as such, not called a budget.
-own_budget = bool(data is not None and budget) or \
-    float(schema.effective_value(common.scenario(), "budget.total_usd")) > 0
+own_budget = b["budget_set"]
 BUDGET_WORDS = "Budget" if own_budget else "Plan's billed total (no budget set)"
 for name, cross in ((BUDGET_WORDS.lower() if own_budget else "plan's billed total (no budget is set)",
                      b["budget_crossing"]), ("warning line", b["warning_crossing"])):

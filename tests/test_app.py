@@ -157,7 +157,7 @@ def test_job_layout_shows_the_plan_and_pinning_tp_changes_it():
     shown = _plan_text(at)
     assert f"TP {plan['tp']} × PP {plan['pp']} × DP {plan['dp']} × CP {plan['cp']}" in shown, shown
     assert f"micro-batch {plan['micro_batch']}" in shown and "BF16" in shown
-    assert _metric(at, "Step time") == f"{fmt.num(plan['step_time_s'])} s"
+    assert _metric(at, "Step time") == fmt.duration_s(plan["step_time_s"])
     assert len(at.get("vega_lite_chart")) == 2  # memory by kind, step time by part
     band = res.band[costcore.STAGES.index("pretrain")]
     captions = [c.value.replace("\\$", "$") for c in at.caption]

@@ -246,8 +246,8 @@ def burn(cube: pd.DataFrame, plan=None, budget_usd=None, warn_at: float | None =
 
     ``budget_usd`` defaults to the plan's budget.total_usd, else the plan's billed total;
     ``warn_at`` to the plan's budget.warn_at (0.8 by default). Returns {"days": DataFrame(day,
-    actual_usd, plan_usd), "budget_usd", "warning_usd", "budget_crossing", "warning_crossing",
-    "rate_usd_per_day"}; a crossing is {"date", "forecast"} or None.
+    actual_usd, plan_usd), "budget_usd", "budget_set" (False: no budget was given or set, the line is the
+    plan's billed total), "warning_usd", "budget_crossing", "warning_crossing", "rate_usd_per_day"}; a crossing is {"date", "forecast"} or None.
     """
     from costcore.scenario.schema import effective_value
     per_day = cube.groupby("day")["usd"].sum() if not cube.empty else pd.Series(dtype=object)
@@ -260,8 +260,10 @@ def burn(cube: pd.DataFrame, plan=None, budget_usd=None, warn_at: float | None =
         run += per_day.get(d, ZERO)
         cum.append(run)
     planned = plan_curve(plan, days, stages)
+    budget_set = budget_usd is not None  # given, or the plan's own budget; else the plan's billed total
     if budget_usd is None:
         b = float(effective_value(plan.scenario, "budget.total_usd")) if plan is not None else 0.0
+        budget_set = b > 0
         budget_usd = _dec(b) if b > 0 else dsum(p["usd"] for p in plan_stages(plan, stages).values())
     budget_usd = Decimal(budget_usd)
     if warn_at is None:
@@ -270,7 +272,8 @@ def burn(cube: pd.DataFrame, plan=None, budget_usd=None, warn_at: float | None =
     recent = [per_day.get(d, ZERO) for d in days[-BURN_RATE_DAYS:]]
     rate = dsum(recent) / len(recent) if recent else ZERO
     frame = pd.DataFrame({"day": days, "actual_usd": [float(c) for c in cum], "plan_usd": [float(p) for p in planned]})
-    return {"days": frame, "budget_usd": budget_usd, "warning_usd": warning, "rate_usd_per_day": rate,
+    return {"days": frame, "budget_usd": budget_usd, "budget_set": budget_set, "warning_usd": warning,
+            "rate_usd_per_day": rate,
             "budget_crossing": _crossing(days, cum, budget_usd, rate),
             "warning_crossing": _crossing(days, cum, warning, rate)}
 
