@@ -467,7 +467,7 @@ def _expand_columns(columns: Mapping[str, Any]) -> tuple[list[int], list[np.ndar
 
 
 def batch(scenario: Mapping | str | Path, columns: Mapping[str, Any], full: bool = False,
-          vector: np.ndarray | None = None, fits: bool = False, replan: bool = True):
+          vector: np.ndarray | None = None, fits: bool = False, replan: bool = True, refit: bool = False):
     """Evaluate many variants of one scenario in one call of the parallel kernel.
 
     Parameters
@@ -485,6 +485,10 @@ def batch(scenario: Mapping | str | Path, columns: Mapping[str, Any], full: bool
         combination of the inputs the plan search reads is searched once); False: every variant
         keeps the base scenario's plans, re-timed and re-checked for memory with its own inputs
         (the Monte Carlo: the layout is decided, the inputs are uncertain).
+    refit : with ``replan=False``, the stages of a variant that do not fit on the base's plans are
+        laid out again, one search per quantile bucket of the varied inputs those searches read,
+        rounded up to the bucket's upper edge (:func:`costcore.engine.kernel._refit_plans`); the
+        call then returns ``(result, relaid)``, ``relaid`` (n,) True for the variants laid out again.
 
     Raises
     ------
@@ -492,7 +496,7 @@ def batch(scenario: Mapping | str | Path, columns: Mapping[str, Any], full: bool
         for any bad scenario, setting name, value, shape or row count.
     """
     full, fits = checks.flag("full", full), checks.flag("fits", fits)
-    replan = checks.flag("replan", replan)
+    replan, refit = checks.flag("replan", replan), checks.flag("refit", refit)
     if vector is not None:
         base = vector
     elif isinstance(scenario, Scenario):
@@ -506,7 +510,14 @@ def batch(scenario: Mapping | str | Path, columns: Mapping[str, Any], full: bool
     for j, c in enumerate(cols):
         mat[j] = c
     out = kernel.evaluate_batch(base, np.array(idx, dtype=np.int64), mat, full=full, fits=fits and not full,
-                                replan=replan)
+                                replan=replan, refit=refit)
+    if refit and not replan:
+        out, relaid = out
+        if full:
+            return out, relaid
+        if fits:
+            return (out[:, :, 0], out[:, :, 1].min(axis=1) > 0.5), relaid
+        return out[:, :, 0], relaid
     if full:
         return out
     if fits:

@@ -265,11 +265,15 @@ def monte_carlo_section():
     m[1].metric("P50", fmt.usd(p.P50))
     m[2].metric("P90", fmt.usd(p.P90))
     m[3].metric("P(over budget)", f"{mc.p_over_budget:.0%}")
+    if mc.p_relaid > 0:
+        why = f", from the draws of “{label(mc.relaid_driver)}”," if mc.relaid_driver else ""
+        st.info(f"{fmt.share(mc.p_relaid)} of the samples do not fit in GPU memory on the layout kept from the "
+                f"plan{why} so each is costed on a layout searched for it, as a team would lay the job out "
+                "again (one search for each sixteenth of those draws, at its upper end).", icon="ℹ️")
     if mc.p_infeasible > 0:
-        why = (f" They go with the draws of “{label(mc.infeasible_driver)}”: the layout kept from the plan does not "
-               "hold them (the Job layout page searches one that does)." if mc.infeasible_driver else "")
-        st.warning(f"{fmt.share(mc.p_infeasible)} of the samples give a plan that does not fit in GPU memory; they "
-                   f"are costed and counted above, but such a plan cannot run as set.{why}", icon="⚠️")
+        why = (f" They go with the draws of “{label(mc.infeasible_driver)}”." if mc.infeasible_driver else "")
+        st.warning(f"{fmt.share(mc.p_infeasible)} of the samples do not fit in GPU memory even on a searched "
+                   f"layout; they are costed and counted above, but such a plan cannot run as set.{why}", icon="⚠️")
     hist_counts, hist_edges = np.histogram(mc.totals, bins=60)
     hist = pd.DataFrame({"lo": hist_edges[:-1], "hi": hist_edges[1:], "count": hist_counts})
     h = alt.Chart(hist).mark_bar(color="#4C78A8").encode(

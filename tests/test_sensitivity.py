@@ -236,11 +236,49 @@ def test_tornado_halves_and_doubles_a_parallel_degree():
     assert S.is_doubling("stages.sft.micro_batch") and not S.is_doubling("stages.sft.epochs")
 
 
-def test_monte_carlo_names_the_input_behind_samples_that_do_not_fit():
-    """On the 70B pipeline, samples whose RL responses are longer than the kept layout holds do not fit;
-    the summary names that input (the largest |correlation| of its draws with not fitting)."""
+def test_monte_carlo_lays_out_again_the_samples_the_kept_layout_does_not_hold():
+    """On the 70B pipeline, samples whose RL responses are longer than the kept layout holds are laid out
+    again (as a team would) instead of being costed on a layout that cannot run; the summary says how
+    many and names the input behind them (the largest |correlation| of its draws with being laid out again)."""
     mc = S.monte_carlo(SCN, n=4000, seed=0)
-    assert 0 < mc.p_infeasible < 1
-    assert mc.infeasible_driver == "stages.rl.response_tokens"
+    assert mc.p_infeasible == 0 and mc.feasible.all()
+    assert 0 < mc.p_relaid < 1
+    assert mc.relaid_driver == "stages.rl.response_tokens"
     ok = S.monte_carlo(SCN, n=2000, seed=0, dists={"hardware.usd_per_gpu_hour": S.Dist("triangular", 0.8, 1.0, 1.2)})
     assert ok.p_infeasible == 0 and ok.infeasible_driver is None
+    assert ok.p_relaid == 0 and ok.relaid_driver is None
+
+
+def test_batch_refit_matches_a_search_per_row_where_each_draw_is_its_own_bucket():
+    """Reference: with few distinct draws every bucket's upper edge is the draw itself, so a row laid out
+    again must equal that row searched on its own (replan=True); rows that fit keep the base's plans
+    exactly (replan=False), and only rows that did not fit are laid out again."""
+    scn = costcore.load_preset(SCN)
+    cur = float(schema.effective_value(scn, "stages.rl.response_tokens"))
+    v = np.round(np.array([cur, cur * 1.6, cur * 1.3, cur, cur * 1.6, cur * 0.5]))
+    cols = {"stages.rl.response_tokens": v}
+    kept, kept_fits = costcore.batch(scn, cols, fits=True, replan=False)
+    (out, fits), relaid = costcore.batch(scn, cols, fits=True, replan=False, refit=True)
+    searched, searched_fits = costcore.batch(scn, cols, fits=True, replan=True)
+    assert relaid.any() and not relaid.all(), "the case must hold rows that fit and rows that do not"
+    np.testing.assert_array_equal(relaid, ~kept_fits)
+    assert fits.all() and searched_fits[relaid].all()
+    np.testing.assert_array_equal(out[~relaid], kept[~relaid])
+    np.testing.assert_allclose(out[relaid], searched[relaid], rtol=1e-12)
+    assert not np.allclose(out[relaid], kept[relaid]), "a new layout must change the relaid rows' cost"
+    bare, relaid2 = costcore.batch(scn, cols, replan=False, refit=True)
+    np.testing.assert_array_equal(bare, out)
+    np.testing.assert_array_equal(relaid2, relaid)
+
+
+def test_batch_refit_rounds_each_bucket_up_so_its_layout_holds_every_draw_in_it():
+    """Many distinct draws: one search per bucket, at its upper edge; every relaid row fits."""
+    scn = costcore.load_preset(SCN)
+    cur = float(schema.effective_value(scn, "stages.rl.response_tokens"))
+    v = np.round(cur * np.random.default_rng(1).uniform(0.6, 1.8, 3000))
+    (out, fits), relaid = costcore.batch(scn, {"stages.rl.response_tokens": v}, fits=True, replan=False,
+                                         refit=True)
+    assert 0 < relaid.mean() < 1 and fits.all()
+    assert v[relaid].min() > v[~relaid].max(), "only the longer responses need another layout"
+    with pytest.raises(ScenarioError, match="refit"):
+        costcore.batch(scn, {"stages.rl.response_tokens": v}, refit="yes")

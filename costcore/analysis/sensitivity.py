@@ -350,6 +350,8 @@ class MonteCarlo:
     feasible: np.ndarray | None = None  # (n,) True where every enabled stage of the sample fits in memory
     p_infeasible: float = 0.0  # share of samples that do not fit (still computed, and counted above)
     infeasible_driver: str | None = None  # the sampled input whose draws go most with not fitting
+    p_relaid: float = 0.0  # share of samples laid out again because the kept layout did not hold them
+    relaid_driver: str | None = None  # the sampled input whose draws go most with being laid out again
 
 
 def _infeasible_driver(cols: Mapping[str, np.ndarray], fits: np.ndarray) -> str | None:
@@ -395,10 +397,11 @@ def monte_carlo(scenario, n: int = 100_000, seed: int = 0, dists: Mapping[str, D
     for p, c in zip(paths, cur):
         cols[p] = api.clip_to_field(p, dists[p].sample(rng, c, n))
     if cols:
-        out, fits = api.batch(scn, cols, vector=x, fits=True, replan=False)
+        (out, fits), relaid = api.batch(scn, cols, vector=x, fits=True, replan=False, refit=True)
     else:
         out = np.tile(np.array([res.stat(s, "usd_total") for s in STAGES]), (n, 1))
         fits = np.full(n, res.feasible)
+        relaid = np.zeros(n, dtype=bool)
     totals = out.sum(axis=1)
     rows = {"total": totals}
     for si, s in enumerate(STAGES):
@@ -409,7 +412,8 @@ def monte_carlo(scenario, n: int = 100_000, seed: int = 0, dists: Mapping[str, D
     p_over = float((totals > budget_usd).mean()) if budget_usd is not None else None
     return MonteCarlo(totals=totals, stages=out, percentiles=pct, p_over_budget=p_over,
                       deterministic_total=res.total_usd, feasible=fits, p_infeasible=float(1.0 - fits.mean()),
-                      infeasible_driver=_infeasible_driver(cols, fits) if cols else None)
+                      infeasible_driver=_infeasible_driver(cols, fits) if cols else None,
+                      p_relaid=float(relaid.mean()), relaid_driver=_infeasible_driver(cols, ~relaid) if cols else None)
 
 
 # ---------------------------------------------------------------------------

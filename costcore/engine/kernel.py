@@ -1344,8 +1344,77 @@ def _row_plans(base, idx, cols, replan: bool):
     return out, row_plan
 
 
+REFIT_BUCKETS = 16  # quantile buckets per varied input when samples are laid out again (_refit_rows)
+
+
+def _refit_plans(base, idx, cols, stage_fits, buckets: int = REFIT_BUCKETS):
+    """(plans per combination, index per row) laying out again the stages that do not fit on the base's plans.
+
+    For each stage, the rows where it does not fit take the plan searched with every varied input that
+    stage's search reads (its own and those every stage reads) rounded up to the upper edge of its
+    quantile bucket (``buckets`` equal-count buckets over those rows' draws): one search per bucket
+    instead of one per row. A team that finds its rollouts 1.5x longer re-lays the job out for the
+    longest it expects; a layout that holds a bucket's upper edge holds its lighter draws of an input
+    that only adds memory (sequence lengths, response lengths). Stages that fit keep the base's plan.
+    ``stage_fits``: (n, NS), 1.0 where the stage fits on the base's plans.
+    """
+    n = cols.shape[1]
+    base_plans = _plans_of(base, 0.0)
+    rel = [j for j in range(len(idx)) if not PLAN_FREE[idx[j]]]
+    which = np.zeros((n, NS), dtype=np.int64)  # per row and stage: 0 the base's plan, k the k-th searched
+    found: list[list[np.ndarray]] = [[base_plans[s]] for s in range(NS)]
+    up = cols.copy()
+    for j in rel:
+        v = cols[j]
+        edges = np.quantile(v, np.linspace(0.0, 1.0, buckets + 1))
+        up[j] = edges[np.searchsorted(edges[1:-1], v, side="left") + 1]
+    for s in range(NS):
+        rows = np.nonzero(stage_fits[:, s] < 0.5)[0]
+        js = [j for j in rel if FIELD_STAGE[idx[j]] in (-1, s)]
+        if not len(rows) or not js:
+            continue
+        keys, inverse = np.unique(up[js][:, rows].T, axis=0, return_inverse=True)
+        x = base.copy()
+        for key in keys:
+            x[idx[js]] = key
+            found[s].append(_plans_of(x, -1.0)[s])
+        which[rows, s] = inverse.reshape(-1) + 1
+    combos, row_plan = np.unique(which, axis=0, return_inverse=True)
+    plans = np.empty((len(combos), NS, PLAN_COLS))
+    for c, combo in enumerate(combos):
+        for s in range(NS):
+            plans[c, s] = found[s][combo[s]]
+    return plans, row_plan.reshape(-1).astype(np.int64)
+
+
+def _run_batch(base, idx, cols, out, row_plans, row_plan):
+    if cols.shape[1] <= SERIAL_BELOW:
+        _batch_serial(base, idx, cols, out, row_plans, row_plan, PLAN_FREE, FIELD_STAGE)
+    else:
+        with config.PARALLEL_LOCK:
+            _batch_kernel(base, idx, cols, out, row_plans, row_plan, PLAN_FREE, FIELD_STAGE)
+
+
+def _refit_rows(base, idx, cols, out, fit_col: int) -> np.ndarray:
+    """Lay out again (``_refit_plans``) the rows of ``out`` (evaluated on the base's plans) that do not fit;
+    a row whose new layout fits replaces its outputs. Returns (n,) True for the rows replaced."""
+    n = cols.shape[1]
+    done = np.zeros(n, dtype=np.bool_)
+    bad = np.nonzero(out[:, :, fit_col].min(axis=1) < 0.5)[0]
+    if not len(bad) or PLAN_FREE[idx].all():
+        return done
+    sub = np.ascontiguousarray(cols[:, bad])
+    row_plans, row_plan = _refit_plans(base, idx, sub, out[bad, :, fit_col])
+    again = np.empty((len(bad), NS, out.shape[2]))
+    _run_batch(base, idx, sub, again, row_plans, row_plan)
+    ok = again[:, :, fit_col].min(axis=1) > 0.5
+    out[bad[ok]] = again[ok]
+    done[bad[ok]] = True
+    return done
+
+
 def evaluate_batch(base: np.ndarray, idx: np.ndarray, cols: np.ndarray, full: bool = False,
-                   fits: bool = False, replan: bool = True) -> np.ndarray:
+                   fits: bool = False, replan: bool = True, refit: bool = False):
     """Evaluate many variants of ``base``: variant i sets ``base[idx[j]] = cols[j, i]``.
 
     ``cols`` is (len(idx), n). Returns (n, NS, 1) stage totals ($); with
@@ -1353,6 +1422,9 @@ def evaluate_batch(base: np.ndarray, idx: np.ndarray, cols: np.ndarray, full: bo
     (stages switched off count as fitting); with ``full=True``
     (n, NS, NBATCH_FULL): the resources ($) then gpu_hours,
     productive_gpu_hours, wall_days, fits.
+
+    ``refit=True`` (with ``replan=False``): rows that do not fit on the base's plans are laid out again
+    (``_refit_rows``) and the call returns ``(out, relaid)``, ``relaid`` (n,) True for those rows.
     """
     base = np.ascontiguousarray(base, dtype=np.float64)
     idx = np.ascontiguousarray(idx, dtype=np.int64)
@@ -1360,14 +1432,15 @@ def evaluate_batch(base: np.ndarray, idx: np.ndarray, cols: np.ndarray, full: bo
     if cols.ndim != 2 or cols.shape[0] != idx.shape[0]:
         raise ValueError("cols must be (len(idx), n)")
     n = cols.shape[1]
-    out = np.empty((n, NS, NBATCH_FULL if full else (2 if fits else 1)))
+    refit = refit and not replan
+    width = NBATCH_FULL if full else (2 if fits or refit else 1)
+    out = np.empty((n, NS, width))
     row_plans, row_plan = _row_plans(base, idx, cols, replan)
-    if n <= SERIAL_BELOW:
-        _batch_serial(base, idx, cols, out, row_plans, row_plan, PLAN_FREE, FIELD_STAGE)
-    else:
-        with config.PARALLEL_LOCK:
-            _batch_kernel(base, idx, cols, out, row_plans, row_plan, PLAN_FREE, FIELD_STAGE)
-    return out
+    _run_batch(base, idx, cols, out, row_plans, row_plan)
+    if not refit:
+        return out
+    relaid = _refit_rows(base, idx, cols, out, width - 1)
+    return (out if full or fits else out[:, :, :1]), relaid
 
 
 def warm_up() -> None:
