@@ -363,6 +363,8 @@ def _knob_widget(ss, key, path, label, lo, hi, step, widget, fmt_str, help, opti
     lo, hi = min(lo, cur), max(hi, cur)
     if fmt_str is None and not is_int and step is not None and float(step) >= 1:
         fmt_str = "%.0f"
+    elif fmt_str is None and not is_int and step is not None:
+        fmt_str = "%g"  # a half-step slider shows 15 and 15.5, not Streamlit's default 15.00 and 15.50
     if widget in ("log", "pow2"):  # quantities spanning orders of magnitude: a ladder of round values
         # The browser redraws a select slider's thumb from its last sent value whenever the options
         # change, so they must not change while the user moves it: an off-ladder value the slider was
