@@ -466,6 +466,21 @@ def _expand_columns(columns: Mapping[str, Any]) -> tuple[list[int], list[np.ndar
     return idx, cols
 
 
+def _size_moves_depth(base: np.ndarray, idx: list[int], cols: list[np.ndarray]) -> None:
+    """A size column on a scenario whose shape is stated moves the depth with it
+    (:func:`schema.layers_for_size`) and a MoE's active parameters in proportion (as the size slider
+    does), unless those are columns too. In place on ``idx`` and ``cols``."""
+    ip, il, ia = IX["model.params_b"], IX["model.layers"], IX["model.active_params_b"]
+    if ip not in idx or il in idx or base[il] <= 0.0:
+        return
+    p = cols[idx.index(ip)]
+    idx.append(il)
+    cols.append(schema.layers_for_size(base[il], base[ip], p))
+    if base[ia] > 0.0 and ia not in idx:
+        idx.append(ia)
+        cols.append(np.minimum(base[ia] * p / base[ip], p))
+
+
 def batch(scenario: Mapping | str | Path, columns: Mapping[str, Any], full: bool = False,
           vector: np.ndarray | None = None, fits: bool = False, replan: bool = True, refit: bool = False):
     """Evaluate many variants of one scenario in one call of the parallel kernel.
@@ -485,6 +500,9 @@ def batch(scenario: Mapping | str | Path, columns: Mapping[str, Any], full: bool
         combination of the inputs the plan search reads is searched once); False: every variant
         keeps the base scenario's plans, re-timed and re-checked for memory with its own inputs
         (the Monte Carlo: the layout is decided, the inputs are uncertain).
+    A ``model.params_b`` column on a scenario whose shape is stated moves the model's depth with
+    it (:func:`costcore.scenario.schema.layers_for_size`: 80 x 8,192 layers at 70B are 64 at 56B)
+    and a MoE's active parameters in proportion, unless those are columns too.
     refit : with ``replan=False``, the stages of a variant that do not fit on the base's plans are
         laid out again, one search per quantile bucket of the varied inputs those searches read,
         rounded up to the bucket's upper edge (:func:`costcore.engine.kernel._refit_plans`); the
@@ -506,6 +524,7 @@ def batch(scenario: Mapping | str | Path, columns: Mapping[str, Any], full: bool
     idx, cols = _expand_columns(columns)
     if not cols:
         raise ScenarioError("columns", "give at least one setting to vary")
+    _size_moves_depth(base, idx, cols)
     mat = np.empty((len(cols), len(cols[0])))
     for j, c in enumerate(cols):
         mat[j] = c

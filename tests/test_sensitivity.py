@@ -16,6 +16,34 @@ def _total_with(scn, path, value):
     return costcore.estimate(schema.set_path(scn, path, value)).total_usd
 
 
+SHAPE = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts", "experts_active", "shared_experts",
+         "moe_ffn")
+
+
+def _model_moved(scn, path, value):
+    """The tornado's meaning of a size or shape move, built the slow way: a shape key moves with the
+    parameter counts scaled by the shape's own count; the size moves the depth of the stated shape
+    (``value`` is then the count the moved depth holds, as the tornado shows it)."""
+    from costcore.scenario.hfconfig import shape_params
+    model = {k: v for k, v in scn["model"].items() if k not in ("name", "hf_config")}
+    shape = {k: int(schema.effective_value(scn, f"model.{k}")) for k in SHAPE + ("gated",)}
+    total, active = float(model["params_b"]), float(model.get("active_params_b") or 0.0)
+    key = path.split(".", 1)[1]
+    moved = {"layers": round(shape["layers"] * value / total)} if key == "params_b" else {key: int(value)}
+    (t0, a0), (t1, a1) = shape_params(shape), shape_params({**shape, **moved})
+    model.update(moved, params_b=round(total * t1 / t0, 4))
+    if active:
+        model["active_params_b"] = round(min(active * a1 / a0, model["params_b"]), 4)
+    return costcore.estimate(dict(scn, model=model)).total_usd
+
+
+def _tornado_end(scn, path, value):
+    moves_model = path == "model.params_b" or path.split(".", 1)[1] in SHAPE
+    if path.startswith("model.") and moves_model and scn["model"].get("layers"):
+        return _model_moved(scn, path, value)
+    return _total_with(scn, path, value)
+
+
 def test_tornado_agrees_with_finite_differences():
     scn = costcore.load_preset(SCN)
     tor = S.tornado(scn, rel=0.1)
@@ -27,8 +55,8 @@ def test_tornado_agrees_with_finite_differences():
     for row in t.itertuples():
         if schema.get_path(scn, row.input) is None and row.input.split(".")[-1] in ("mfu", "ckpt_interval_h"):
             continue
-        lo = _total_with(scn, row.input, schema.BY_PATH[row.input].decode(row.low))
-        hi = _total_with(scn, row.input, schema.BY_PATH[row.input].decode(row.high))
+        lo = _tornado_end(scn, row.input, schema.BY_PATH[row.input].decode(row.low))
+        hi = _tornado_end(scn, row.input, schema.BY_PATH[row.input].decode(row.high))
         assert row.total_low == pytest.approx(lo, rel=1e-9), row.input
         assert row.total_high == pytest.approx(hi, rel=1e-9), row.input
         checked += 1
@@ -80,8 +108,32 @@ def test_heatmap_cells_match_estimates():
     scn = costcore.load_preset(SCN)
     for j, y in enumerate(ys):
         for i, x in enumerate(xs):
-            s2 = schema.set_path(schema.set_path(scn, "model.params_b", x), "stages.pretrain.tokens_b", y)
+            s2 = schema.set_path(_sized(scn, x), "stages.pretrain.tokens_b", y)
             assert grid[j, i] == pytest.approx(costcore.estimate(s2).total_usd, rel=1e-9)
+
+
+def _sized(scn, params_b):
+    """The preset's 80 x 8,192 Llama-70B shape at another size, by depth (schema.layers_for_size)."""
+    model = dict(scn["model"], params_b=params_b, layers=max(1, round(80 * params_b / 70.6)))
+    assert scn["model"]["layers"] == 80 and scn["model"]["params_b"] == 70.6
+    return dict(scn, model=model)
+
+
+def test_a_size_column_moves_the_stated_shape_with_it():
+    """With the 80-layer shape held, a 7B pre-trained on 10T tokens took 93% of the 70B's GPU-hours (the
+    step time is counted from the shape); by depth it takes 14% (8 layers on 8,192 GPUs run below the
+    70B's rate), and the current size is the current scenario exactly."""
+    from costcore.engine import kernel
+    scn = costcore.load_preset(SCN)
+    cols = {"model.params_b": [7.06, 70.6], "stages.pretrain.tokens_b": [10_000.0, 10_000.0]}
+    gpu_h = costcore.batch(scn, cols, full=True)[:, 0, len(schema.RESOURCES) + kernel.BATCH_EXTRA.index("gpu_hours")]
+    assert gpu_h[0] < 0.2 * gpu_h[1], "pre-training GPU-hours must follow the model's size"
+    out = costcore.batch(scn, cols)
+    same = schema.set_path(scn, "stages.pretrain.tokens_b", 10_000.0)
+    assert out[1].sum() == pytest.approx(costcore.estimate(same).total_usd, rel=1e-12)
+    held = costcore.batch(scn, {"model.params_b": [7.06], "model.layers": [80]})
+    assert held[0].sum() == pytest.approx(costcore.estimate(schema.set_path(scn, "model.params_b", 7.06)).total_usd,
+                                          rel=1e-9), "a layers column given with the size is kept as given"
 
 
 def test_monte_carlo_is_reproducible_and_collapses_without_spread():
@@ -120,8 +172,9 @@ def test_solver_answer_fits_and_one_step_more_does_not(mode):
     scn = costcore.load_preset(SCN)
     if mode == "compute_optimal":
         assert sol.tokens_b == pytest.approx(20 * sol.params_b)
-        bigger = schema.set_path(schema.set_path(scn, "model.params_b", sol.params_b * (1 + sol.step)),
+        bigger = schema.set_path(_sized(scn, sol.params_b * (1 + sol.step)),
                                  "stages.pretrain.tokens_b", sol.tokens_b * (1 + sol.step))
+        assert sol.result.scenario["model"]["layers"] == max(1, round(80 * sol.params_b / 70.6))
     else:
         assert sol.params_b == pytest.approx(schema.effective_value(scn, "model.params_b"))
         bigger = schema.set_path(scn, "stages.pretrain.tokens_b", sol.tokens_b * (1 + sol.step))
@@ -190,8 +243,10 @@ def test_budget_solver_on_the_page_says_what_one_step_larger_costs_over_the_budg
     at.switch_page("pages/sensitivity.py")
     at.run()
     assert not at.exception
-    # at the preset's own total, GPU memory stops the 70B pipeline's pinned layout (TP 8 x PP 4) first
-    budget = float(at.number_input(key="solve_budget").value)
+    # at $100M, GPU memory stops the 70B pipeline's pinned layout (TP 8 x PP 4) first (at 275B)
+    budget = 1.0e8
+    at.number_input(key="solve_budget").set_value(budget).run()
+    assert not at.exception
     sol = costcore.solve_budget(at.session_state["scenario"], budget)
     assert sol.limit == "memory" and sol.result.feasible and sol.total_usd < budget
     shown = {m.label: m for m in at.metric}
@@ -215,7 +270,7 @@ def test_the_solver_never_buys_a_plan_that_does_not_fit():
     sol = S.solve_budget(SCN, 1e9)
     assert sol.result.feasible and sol.limit == "memory" and sol.total_usd < 1e9
     scn = costcore.load_preset(SCN)
-    bigger = schema.set_path(schema.set_path(scn, "model.params_b", sol.params_b * (1 + sol.step)),
+    bigger = schema.set_path(_sized(scn, sol.params_b * (1 + sol.step)),
                              "stages.pretrain.tokens_b", sol.tokens_b * (1 + sol.step))
     assert not costcore.estimate(bigger).feasible
     assert sol.next_total_usd == pytest.approx(costcore.estimate(bigger).total_usd, rel=1e-6)

@@ -86,14 +86,27 @@ class Tornado:
 DOUBLING_KEYS = ("tp", "pp", "cp", "ep", "micro_batch")
 
 
+# The model's head and expert counts are split evenly by tensor and expert parallelism (Megatron-LM:
+# Shoeybi et al. 2019, Sec. 3; GShard: Lepikhin et al. 2020, Sec. 2.2), so they too move by halving
+# and doubling: 64 heads move to 32 and 128, not to 51 and 77, which no TP of 8 divides.
+DOUBLING_MODEL = ("model.heads", "model.kv_heads", "model.experts")
+# Widths move to a multiple of 128, outward: Megatron-LM pads the vocabulary to a multiple of 128
+# (megatron/training/arguments.py, --make-vocab-size-divisible-by) and the shipped configs' hidden and
+# FFN sizes are all multiples of 128 (data/hf_configs), so 80% of a hidden 8,192 is 6,528, not 6,553.
+WIDTH_KEYS = ("model.hidden", "model.ffn", "model.moe_ffn", "model.vocab", "multimodal.encoder_hidden")
+WIDTH_MULTIPLE = 128
+
+
 def is_doubling(path: str) -> bool:
     """True for a setting the tornado halves and doubles instead of moving by ±rel."""
-    return path == "hardware.gpus_per_node" or (path.startswith("stages.") and path.rsplit(".", 1)[-1] in DOUBLING_KEYS)
+    return (path == "hardware.gpus_per_node" or path in DOUBLING_MODEL
+            or (path.startswith("stages.") and path.rsplit(".", 1)[-1] in DOUBLING_KEYS))
 
 
 def _tornado_ends(scn, paths, cur, rel, ranges):
     """Each input's (low, high) for the tornado: ±rel, its given range, or halved and doubled
-    (:func:`is_doubling`), clipped to the field's range; whole numbers for an integer setting."""
+    (:func:`is_doubling`), clipped to the field's range; whole numbers for an integer setting and
+    a multiple of 128 outward for a width (``WIDTH_KEYS``)."""
     k = len(paths)
     lo = np.empty(k)
     hi = np.empty(k)
@@ -108,6 +121,9 @@ def _tornado_ends(scn, paths, cur, rel, ranges):
         lo[i], hi[i] = max(f.lo, lo[i]), min(f.hi, hi[i])
         if p == "multimodal.resolution_px":  # never past what the encoder takes (scenario.media's rule)
             hi[i] = min(hi[i], float(schema.effective_value(scn, "multimodal.max_resolution_px")))
+        if p in WIDTH_KEYS and cur[i] >= 2 * WIDTH_MULTIPLE:
+            m = WIDTH_MULTIPLE
+            lo[i], hi[i] = max(f.lo, math.floor(lo[i] / m) * m), min(f.hi, math.ceil(hi[i] / m) * m)
         if f.kind == "int":
             lo[i], hi[i] = math.floor(lo[i]), math.ceil(hi[i])
         if f.min_nonzero and 0 < lo[i] < f.min_nonzero:  # 0 is "auto": the low end stays a value
@@ -115,12 +131,67 @@ def _tornado_ends(scn, paths, cur, rel, ranges):
     return lo, hi
 
 
+# The model's size and shape move together. Moved with the parameter count held, a model of 48
+# layers would have to hold the 61-layer model's 671B in its 48 layers (the kernel keeps what its
+# layers cannot hold as unsharded dense weights, so fewer layers cost more); moved with the shape
+# held, a "56B" would keep the 70B's 80 x 8,192 layers and cost as much. So a shape input moves as a
+# model of that shape, its parameter counts scaled by hfconfig.shape_params of the moved shape over
+# the current one's (the counts the scenario states stay at the base, whatever details the shape
+# keys leave out), and a stated shape's size moves by its depth: 80% of a 70B of 80 layers is the
+# same layers, 64 of them, with the count that shape holds (56.9B) as the tornado's low end.
+SHAPE_INPUTS = tuple(f"model.{k}" for k in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts",
+                                            "experts_active", "shared_experts", "moe_ffn"))
+_SIZE_INPUTS = ("model.params_b",)
+
+
+def _model_variants(scn, x, paths, lo, hi) -> dict[int, tuple[np.ndarray, float]]:
+    """{variant index: (kernel vector, params_b)} for the tornado's variants (2 i low, 2 i + 1 high of
+    ``paths[i]``) that move the model's size or shape, built as whole models (see SHAPE_INPUTS);
+    a variant that does not make a valid model keeps the plain one-input move."""
+    from costcore.scenario.hfconfig import MODEL_KEYS, shape_params
+    moving = [i for i, p in enumerate(paths) if p in SHAPE_INPUTS or p in _SIZE_INPUTS]
+    if not moving:
+        return {}
+    model = scn.get("model") or {}
+    shape = {k: int(round(float(schema.effective_value(scn, f"model.{k}")))) for k in MODEL_KEYS[2:]}
+    try:
+        t0, a0 = shape_params(shape)
+    except ScenarioError:
+        t0 = a0 = 0.0
+    total = float(schema.effective_value(scn, "model.params_b"))
+    active = float(model.get("active_params_b") or 0.0)
+    out = {}
+    for i in moving:
+        p = paths[i]
+        key = p.split(".", 1)[1]
+        for j, v in ((2 * i, lo[i]), (2 * i + 1, hi[i])):
+            if t0 <= 0.0 or not model.get("layers" if p in _SIZE_INPUTS else key):
+                continue  # no stated shape: the kernel derives the shape from the size (formulas.model_shape)
+            moved = ({"layers": int(schema.layers_for_size(shape["layers"], total, v))} if p in _SIZE_INPUTS
+                     else {key: int(v)})
+            try:
+                t1, a1 = shape_params({**shape, **moved})
+            except ScenarioError:  # not a shape the counter takes (more KV heads than heads): the plain move
+                continue
+            params_b = min(round(total * t1 / t0, 4), BY_PATH["model.params_b"].hi)
+            xv = x.copy()  # the scenario's vector with the model's keys moved (no validation per call)
+            for k2, v2 in moved.items():
+                xv[IX[f"model.{k2}"]] = float(v2)
+            xv[IX["model.params_b"]] = params_b
+            if active > 0.0:
+                xv[IX["model.active_params_b"]] = round(min(active * a1 / a0, params_b), 4)
+            out[j] = (xv, params_b)
+    return out
+
+
 def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
             ranges: Mapping[str, tuple[float, float]] | None = None) -> Tornado:
     """Move every numeric input to low/high (±rel, or per-input (low, high)) one at a time.
 
-    A parallel degree (TP, PP, CP, EP, micro-batch) and the GPUs per node are halved and doubled
-    (:func:`is_doubling`), the next layouts down and up.
+    A parallel degree (TP, PP, CP, EP, micro-batch), the GPUs per node and the model's head and
+    expert counts are halved and doubled (:func:`is_doubling`), the next layouts down and up; a
+    width moves to a multiple of 128. A shape input (layers, widths, heads, experts) moves as a
+    model of that shape: its parameter counts move with it (:data:`SHAPE_INPUTS`).
 
     Returns the total and per-stage cost at both ends and the swing, sorted by
     the swing of the total (largest first). Inputs at 0 with no meaning of
@@ -170,6 +241,19 @@ def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
     rows = np.arange(k)
     cols[rows, 2 * rows] = lo
     cols[rows, 2 * rows + 1] = hi
+    variants = _model_variants(scn, x, paths, lo, hi)
+    if variants:  # a size or shape variant is a whole model of that size or shape (see SHAPE_INPUTS)
+        differ = np.zeros(x.shape[0], dtype=bool)
+        for xv, _ in variants.values():
+            differ |= xv != x
+        differ[idx] = False
+        idx = np.concatenate([idx, np.nonzero(differ)[0].astype(np.int64)])
+        cols = np.vstack([cols, np.repeat(x[idx[k:]][:, None], 2 * k, axis=1)])
+        for j, (xv, params_b) in variants.items():
+            cols[:, j] = np.where(np.arange(len(idx)) < k, cols[:, j], xv[idx])
+            cols[:k, j] = np.where(xv[idx[:k]] != x[idx[:k]], xv[idx[:k]], cols[:k, j])
+            if paths[j // 2] in _SIZE_INPUTS:  # the size the moved depth holds is the end shown
+                (lo if j % 2 == 0 else hi)[j // 2] = params_b
     out = kernel.evaluate_batch(x, idx, cols)[:, :, 0]
     tot = out.sum(axis=1)
     t_lo, t_hi = tot[0::2], tot[1::2]
@@ -501,8 +585,7 @@ def solve_budget(scenario, budget_usd: float, mode: str = "compute_optimal",
         p, p_next, c, c_next = _largest_within(cost, lo_b, hi_b, budget_usd)
         params_b, tokens_b = p, p * tokens_per_param
         step = (p_next / p - 1) if p_next else 0.0
-        final = schema.set_path(schema.set_path(scn, "model.params_b", params_b),
-                                "stages.pretrain.tokens_b", tokens_b)
+        final = schema.set_path(schema.with_size(scn, params_b), "stages.pretrain.tokens_b", tokens_b)
     elif mode == "tokens":
         def cost(ts):
             out, fits = api.batch(scn, {"stages.pretrain.tokens_b": ts}, vector=x, fits=True)
@@ -516,7 +599,7 @@ def solve_budget(scenario, budget_usd: float, mode: str = "compute_optimal",
     final_res = api.estimate(final)
     limit, next_usd = "range", math.inf
     if c_next is not None:  # one step larger: over the budget, or a plan that does not fit (its cost all the same)
-        nxt = (schema.set_path(schema.set_path(scn, "model.params_b", p_next), "stages.pretrain.tokens_b",
+        nxt = (schema.set_path(schema.with_size(scn, p_next), "stages.pretrain.tokens_b",
                                p_next * tokens_per_param) if mode == "compute_optimal"
                else schema.set_path(scn, "stages.pretrain.tokens_b", t_next))
         nxt_res = api.estimate(nxt)

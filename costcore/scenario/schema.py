@@ -750,6 +750,34 @@ def _resolve_hf_config(out: dict) -> None:
 SHAPE_KEYS = ("layers", "hidden", "heads", "kv_heads", "ffn", "moe_ffn", "hf_config", "name")
 
 
+def layers_for_size(layers: float, params_b: float, new_params_b):
+    """Layers of a stated shape moved to another size by its depth alone (count; array or scalar).
+
+    The width, heads and expert layout stay and the depth follows the size: a 70B of 80 x 8,192 at
+    56B has 64 such layers. What a batch (sweep, heatmap, budget solver) or the tornado does with a
+    size column on a scenario whose shape is stated: moved with the shape held, the layout would
+    hold a 10B or a 500B in the 70B's 80 layers, and the size would barely move the cost (the
+    step time is counted from the shape). The size slider instead takes the family table's shape
+    (:func:`resize_model`); by depth, the current size keeps the current shape exactly.
+    """
+    return np.maximum(1.0, np.round(layers * np.asarray(new_params_b, dtype=np.float64) / params_b))
+
+
+def with_size(scn: dict, params_b: float) -> dict:
+    """A copy of validated ``scn`` at ``params_b`` as a batch column of that size evaluates it: a stated
+    shape's depth follows the size (:func:`layers_for_size`) and the active parameters keep their
+    share of the total."""
+    out = set_path(scn, "model.params_b", params_b)
+    model = dict(out.get("model") or {})
+    old = float(effective_value(scn, "model.params_b"))
+    layers = float(effective_value(scn, "model.layers") or 0)
+    if layers > 0:
+        model["layers"] = int(layers_for_size(layers, old, params_b))
+    if model.get("active_params_b"):
+        model["active_params_b"] = min(float(model["active_params_b"]) * params_b / old, params_b)
+    return dict(out, model=model)
+
+
 def resize_model(scn: dict, params_b) -> dict:
     """A copy of ``scn`` whose model has ``params_b`` parameters and the shape of that size.
 
