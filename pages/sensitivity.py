@@ -95,8 +95,10 @@ def tornado_section():
                       height=max(200, 26 * len(t) + 40))
     st.caption(f"{len(tor.table)} numeric inputs moved; the black line is the current total "
                f"{fmt.usd(tor.base_total)}. \"auto\" MFU and checkpoint intervals are moved around the value the core "
-               "resolved. Parallel degrees (tensor, pipeline, context, expert parallelism, micro-batch) and GPUs per "
-               "node are halved and doubled instead: a layout takes powers of two.")
+               "resolved. Parallel degrees (tensor, pipeline, context, expert parallelism, micro-batch), GPUs per "
+               "node and the model's attention heads and experts are halved and doubled instead: a layout splits them "
+               "evenly. Widths move to a multiple of 128. A change of the model's size or shape is costed as a model "
+               "of that shape: the layers follow the size, the parameter count follows the layers and widths.")
 
 
 
@@ -117,18 +119,19 @@ def sweep_section():
     lo = c2.number_input("from", value=float(lo_default), min_value=float(f.lo), max_value=float(f.hi), key=f"sw_lo:{key}")
     hi = c3.number_input("to", value=float(hi_default), min_value=float(f.lo), max_value=float(f.hi), key=f"sw_hi:{key}")
     if hi <= lo:
-        st.warning(f"{key}: 'to' must be larger than 'from' ({f.allowed()}).")
+        st.warning(f"{label(key)}: 'to' must be larger than 'from' ({f.allowed()}).")
     else:
         xs = np.linspace(lo, hi, 80)
         if f.kind == "int":
             xs = np.unique(np.round(xs))
         sw = _sweep(SCN_JSON, key, xs, scn)
+        sw = sw[sw.stage.isin(res.stages)]  # the legend lists the scenario's stages, not every stage there is
         sw["stage"] = sw.stage.map(STAGE_LABELS)
         area = alt.Chart(sw).mark_area().encode(
             x=alt.X("value:Q", title=label(key)), y=alt.Y("usd:Q", stack=True, title="Cost ($)", axis=alt.Axis(format="$~s")),
             color=alt.Color("stage:N", title="Stage", sort=[STAGE_LABELS[s] for s in costcore.STAGES],
-                            scale=alt.Scale(domain=[STAGE_LABELS[s] for s in common.STAGE_COLORS],
-                                            range=list(common.STAGE_COLORS.values()))),
+                            scale=alt.Scale(domain=[STAGE_LABELS[s] for s in common.STAGE_COLORS if s in res.stages],
+                                            range=[c for s, c in common.STAGE_COLORS.items() if s in res.stages])),
             tooltip=[alt.Tooltip("stage:N", title="Stage"), alt.Tooltip("value:Q", format=",.4g", title=label(key)),
                      alt.Tooltip("usd:Q", format="$,.0f", title="Cost")])
         now = alt.Chart(pd.DataFrame({"value": [cur], "what": [f"current: {fmt.num(cur)}"]})).mark_rule(
@@ -140,7 +143,7 @@ def sweep_section():
         if len(bad):  # computed, but marked: a plan there does not fit in GPU memory
             bad = bad.assign(what="does not fit in GPU memory")
             layers.append(alt.Chart(bad).mark_tick(color="#d62728", thickness=3, size=14).encode(
-                x=alt.X("value:Q", title=label(key)), y=alt.value(295),
+                x=alt.X("value:Q", title=label(key)), y=alt.datum(0),  # on the $0 line, inside the plot
                 tooltip=[alt.Tooltip("what:N", title="Plan"), alt.Tooltip("value:Q", format=",.4g", title=label(key))]))
         common.show_chart(common.layer(*layers),
                           f"Cost by stage as {BY_PATH[key].label.lower()} changes (dashed: today)", height=300)

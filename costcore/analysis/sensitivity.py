@@ -184,6 +184,47 @@ def _model_variants(scn, x, paths, lo, hi) -> dict[int, tuple[np.ndarray, float]
     return out
 
 
+def _clean_ranges(ranges):
+    """The tornado's per-input (low, high), checked: None, or {setting: (low, high)} in its range."""
+    if ranges is None:
+        return None
+    if not isinstance(ranges, Mapping):
+        raise ScenarioError("ranges", "must be a mapping of setting to (low, high)")
+    try:  # a dict subclass is read with dict's own methods; another mapping's may raise anything
+        pairs = list(dict.items(ranges)) if isinstance(ranges, dict) else list(ranges.items())
+    except Exception:  # noqa: BLE001
+        raise ScenarioError("ranges", "must be a mapping of setting to (low, high) that can be read") from None
+    clean = {}
+    for p, lh in pairs:
+        checks.setting("ranges", p, _NUMERIC)
+        if not isinstance(lh, (tuple, list, np.ndarray)) or len(lh) != 2:  # a set has no low and high
+            raise ScenarioError(f"ranges.{p}", "must be a pair (low, high)")
+        f = BY_PATH[p]
+        clean[p] = (checks.number(f"ranges.{p}", lh[0], f.lo, f.hi), checks.number(f"ranges.{p}", lh[1], f.lo, f.hi))
+    return clean
+
+
+def _with_model_variants(scn, x, paths, lo, hi, idx, cols):
+    """``(idx, cols)`` with the size and shape variants made whole models (:func:`_model_variants`): the
+    model keys they move become columns; a size's ends (``lo``, ``hi``, in place) become the count held."""
+    variants = _model_variants(scn, x, paths, lo, hi)
+    if not variants:
+        return idx, cols
+    k = len(paths)
+    differ = np.zeros(x.shape[0], dtype=bool)
+    for xv, _ in variants.values():
+        differ |= xv != x
+    differ[idx] = False
+    idx = np.concatenate([idx, np.nonzero(differ)[0].astype(np.int64)])
+    cols = np.vstack([cols, np.repeat(x[idx[k:]][:, None], 2 * k, axis=1)])
+    for j, (xv, params_b) in variants.items():
+        moved = xv[idx] != x[idx]
+        cols[moved, j] = xv[idx][moved]
+        if paths[j // 2] in _SIZE_INPUTS:  # the size the moved depth holds is the end shown
+            (lo if j % 2 == 0 else hi)[j // 2] = params_b
+    return idx, cols
+
+
 def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
             ranges: Mapping[str, tuple[float, float]] | None = None) -> Tornado:
     """Move every numeric input to low/high (±rel, or per-input (low, high)) one at a time.
@@ -207,23 +248,7 @@ def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
         raise ScenarioError("inputs", f"has {len(paths):,} names; there are {len(schema.FIELDS)} settings")
     for p in paths:
         checks.setting("inputs", p, _NUMERIC)
-    if ranges is not None:
-        if not isinstance(ranges, Mapping):
-            raise ScenarioError("ranges", "must be a mapping of setting to (low, high)")
-        try:  # a dict subclass is read with dict's own methods; another mapping's may raise anything
-            pairs = list(dict.items(ranges)) if isinstance(ranges, dict) else list(ranges.items())
-        except Exception:  # noqa: BLE001
-            raise ScenarioError("ranges", "must be a mapping of setting to (low, high) that can be read") from None
-        clean = {}
-        for p, lh in pairs:
-            checks.setting("ranges", p, _NUMERIC)
-            if not isinstance(lh, (tuple, list, np.ndarray)) or len(lh) != 2:  # a set has no low and high
-                raise ScenarioError(f"ranges.{p}", "must be a pair (low, high)")
-            f = BY_PATH[p]
-            lo_v = checks.number(f"ranges.{p}", lh[0], f.lo, f.hi)
-            hi_v = checks.number(f"ranges.{p}", lh[1], f.lo, f.hi)
-            clean[p] = (lo_v, hi_v)
-        ranges = clean
+    ranges = _clean_ranges(ranges)
     cur = current_values(paths, scn, res)
     keep = [i for i, p in enumerate(paths) if not (cur[i] == 0.0 and (ranges is None or p not in ranges))
             and not (p in _SKIP_ZERO_AUTO and cur[i] == 0.0)
@@ -241,19 +266,7 @@ def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
     rows = np.arange(k)
     cols[rows, 2 * rows] = lo
     cols[rows, 2 * rows + 1] = hi
-    variants = _model_variants(scn, x, paths, lo, hi)
-    if variants:  # a size or shape variant is a whole model of that size or shape (see SHAPE_INPUTS)
-        differ = np.zeros(x.shape[0], dtype=bool)
-        for xv, _ in variants.values():
-            differ |= xv != x
-        differ[idx] = False
-        idx = np.concatenate([idx, np.nonzero(differ)[0].astype(np.int64)])
-        cols = np.vstack([cols, np.repeat(x[idx[k:]][:, None], 2 * k, axis=1)])
-        for j, (xv, params_b) in variants.items():
-            cols[:, j] = np.where(np.arange(len(idx)) < k, cols[:, j], xv[idx])
-            cols[:k, j] = np.where(xv[idx[:k]] != x[idx[:k]], xv[idx[:k]], cols[:k, j])
-            if paths[j // 2] in _SIZE_INPUTS:  # the size the moved depth holds is the end shown
-                (lo if j % 2 == 0 else hi)[j // 2] = params_b
+    idx, cols = _with_model_variants(scn, x, paths, lo, hi, idx, cols)
     out = kernel.evaluate_batch(x, idx, cols)[:, :, 0]
     tot = out.sum(axis=1)
     t_lo, t_hi = tot[0::2], tot[1::2]
