@@ -73,7 +73,7 @@ def budget_and_fixed() -> None:
         common.show_chart(alt.Chart(fe).mark_bar().encode(
             x=alt.X("stage_short:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title="Stage",
                     axis=alt.Axis(labelAngle=0)),
-            y=alt.Y("usd:Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
+            y=alt.Y("usd:Q", title="Cost ($)", axis=common.usd_axis()),
             color=alt.Color("kind:N", title="Fixed or elastic",
                             scale=alt.Scale(domain=["Fixed", "Elastic"], range=["#B279A2", "#4C78A8"])),
             tooltip=[alt.Tooltip("stage_name:N", title="Stage"), alt.Tooltip("kind:N", title="Fixed or elastic"),
@@ -128,7 +128,7 @@ def timeline() -> None:
         mon["stage_name"] = mon.stage.map(STAGE_LABELS)
         common.show_chart(alt.Chart(mon).mark_bar().encode(
             x=alt.X("yearmonth(month):T", title="Month"),
-            y=alt.Y("sum(usd):Q", title="Spend per month ($)", axis=alt.Axis(format="$~s")),
+            y=alt.Y("sum(usd):Q", title="Spend per month ($)", axis=common.usd_axis()),
             color=alt.Color("stage_name:N", title="Stage", scale=common.stage_color_scale(mon.stage_name)),
             tooltip=[alt.Tooltip("stage_name:N", title="Stage"), alt.Tooltip("yearmonth(month):T", title="Month"),
                      alt.Tooltip("sum(usd):Q", format="$,.0f", title="Spend")]
@@ -143,7 +143,7 @@ def timeline() -> None:
         cum = pd.concat([pd.DataFrame({"through": [sched.start.min()], "cumulative": [0.0]}),
                          cum[["through", "cumulative"]]], ignore_index=True)
         layers = [alt.Chart(cum).mark_line(point=True, color="#333").encode(
-            x=alt.X("through:T", title="Date"), y=alt.Y("cumulative:Q", title="Cumulative spend ($)", axis=alt.Axis(format="$~s")),
+            x=alt.X("through:T", title="Date"), y=alt.Y("cumulative:Q", title="Cumulative spend ($)", axis=common.usd_axis()),
             tooltip=[alt.Tooltip("through:T", title="Spent by"), alt.Tooltip("cumulative:Q", format="$,.0f", title="Cumulative")])]
         lines = bud.budget_lines(res)
         total_budget = [r for r in lines.itertuples() if r.scope == "total"] if not lines.empty else []
@@ -228,7 +228,7 @@ def lifecycle() -> None:
         t["stage_name"] = t.stage.map(STAGE_LABELS)
         common.show_chart(alt.Chart(t).mark_bar().encode(
             x=alt.X("iteration:O", title="Iteration", axis=alt.Axis(labelAngle=0)),
-            y=alt.Y("usd:Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
+            y=alt.Y("usd:Q", title="Cost ($)", axis=common.usd_axis()),
             color=alt.Color("stage_name:N", title="Stage", scale=common.stage_color_scale(t.stage_name)),
             tooltip=[alt.Tooltip("iteration:O", title="Iteration"), alt.Tooltip("stage_name:N", title="Stage"),
                      alt.Tooltip("usd:Q", format="$,.0f", title="Cost")]

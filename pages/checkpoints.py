@@ -61,7 +61,7 @@ curve_long = pd.DataFrame({  # one row per interval and part (DataFrame.melt too
                            out[:, i, rs.index("storage")]])})
 base = alt.Chart(curve_long).mark_line().encode(
     x=alt.X("interval_h:Q", scale=alt.Scale(type="log"), title="Checkpoint interval (hours, log scale)"),
-    y=alt.Y("usd:Q", title=f"{STAGE_LABELS[stage]} cost ($)", axis=alt.Axis(format="$~s"),
+    y=alt.Y("usd:Q", title=f"{STAGE_LABELS[stage]} cost ($)", axis=common.usd_axis(),
             scale=alt.Scale(zero=False)),
     color=alt.Color("part:N", title="Cost", scale=alt.Scale(domain=list(PARTS.values()),
                                                             range=["#333333", "#E45756", "#F58518"])),

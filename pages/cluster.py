@@ -173,7 +173,7 @@ def _attribution(res) -> None:
     words = [results.RESOURCE_WORDS[r] for r in results.RESOURCE_TYPES]
     bar = alt.Chart(a).mark_bar().encode(
         y=alt.Y("team:N", title="Team", sort="-x", axis=alt.Axis(labelOverlap=False, labelLimit=220)),
-        x=alt.X("sum(usd):Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
+        x=alt.X("sum(usd):Q", title="Cost ($)", axis=common.usd_axis()),
         color=alt.Color("resource:N", title="Resource type", legend=alt.Legend(labelLimit=320),
                         scale=alt.Scale(domain=words, range=RESOURCE_COLORS)),
         tooltip=[alt.Tooltip("team:N", title="Team"), alt.Tooltip("resource:N", title="Resource type"),

@@ -670,7 +670,7 @@ def _stacked_bar(shown: tuple, usd: np.ndarray, single: bool, height: int) -> No
         df = df[df.usd > 0]
         chart = alt.Chart(df).mark_bar().encode(
             y=alt.Y("resource:N", sort="-x", title="Resource"),
-            x=alt.X("usd:Q", title=f"{STAGE_LABELS[shown[0]]}: cost by resource ($)", axis=alt.Axis(format="$~s")),
+            x=alt.X("usd:Q", title=f"{STAGE_LABELS[shown[0]]}: cost by resource ($)", axis=usd_axis()),
             color=alt.Color("resource:N", legend=None, scale=resource_scale()),
             tooltip=[alt.Tooltip("resource:N", title="Resource"), alt.Tooltip("exact:N", title="Cost")])
         show_chart(chart, f"{STAGE_LABELS[shown[0]]}: where the money goes", height=28 * max(len(df), 1) + 40)
@@ -678,7 +678,7 @@ def _stacked_bar(shown: tuple, usd: np.ndarray, single: bool, height: int) -> No
     order = [STAGE_SHORT[s] for s in STAGES]
     chart = alt.Chart(df).mark_bar().encode(
         x=alt.X("stage:N", sort=order, title="Stage", axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("sum(usd):Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
+        y=alt.Y("sum(usd):Q", title="Cost ($)", axis=usd_axis()),
         color=alt.Color("resource:N", title="Resource", scale=resource_scale()),
         order=alt.Order("resource_key:N"),
         tooltip=[alt.Tooltip("stage_name:N", title="Stage"), alt.Tooltip("resource:N", title="Resource"),
@@ -711,6 +711,21 @@ def show_chart(chart, title: str, height=None) -> None:
         _draw_chart(chart)
         return
     _draw_chart_cached(key, chart)
+
+
+# Dollar axes and legends: d3's SI prefix writes a billion as "G" ($1G); a person reads $1B. Each label is
+# formatted on its own, so a zero reads $0 (with one shared prefix, Vega wrote $0M next to $2M).
+USD_LABEL_EXPR = "replace(format(datum.value, '$~s'), 'G', 'B')"
+
+
+def usd_axis() -> alt.Axis:
+    """An axis of dollars: $0, $500k, $20M, $1.5B."""
+    return alt.Axis(format="$~s", labelExpr=USD_LABEL_EXPR)
+
+
+def usd_legend() -> alt.Legend:
+    """A colour legend of dollars, labelled as :func:`usd_axis`."""
+    return alt.Legend(format="$~s", labelExpr=USD_LABEL_EXPR)
 
 
 LEGEND_CONFIG = alt.Config(legend=alt.LegendConfig(labelLimit=320))

@@ -63,7 +63,7 @@ with right:
     common.show_chart(alt.Chart(by_stage).mark_bar().encode(
         x=alt.X("stage:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title="Stage", axis=alt.Axis(labelAngle=0)),
         xOffset=alt.XOffset("scenario:N"),
-        y=alt.Y("usd:Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
+        y=alt.Y("usd:Q", title="Cost ($)", axis=common.usd_axis()),
         color=alt.Color("scenario:N", title="Scenario", scale=alt.Scale(domain=["A", "B"], range=["#4C78A8", "#F58518"])),
         tooltip=[alt.Tooltip("stage:N", title="Stage"), alt.Tooltip("scenario:N", title="Scenario"),
                  alt.Tooltip("usd:Q", format="$,.0f", title="Cost")]).properties(height=300),

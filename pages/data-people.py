@@ -55,7 +55,7 @@ if not df.empty:
     common.show_chart(alt.Chart(df).mark_bar().encode(
         x=alt.X("stage:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title="Stage",
                 axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("sum(usd):Q", title="Cost ($)", axis=alt.Axis(format="$~s")),
+        y=alt.Y("sum(usd):Q", title="Cost ($)", axis=common.usd_axis()),
         color=alt.Color("resource:N", title="Resource", scale=common.resource_scale(("data", "labor", "ops"))),
         tooltip=[alt.Tooltip("stage_name:N", title="Stage"), alt.Tooltip("resource:N", title="Resource"),
                  alt.Tooltip("exact:N", title="Cost")],

@@ -121,7 +121,7 @@ def media_sweeps() -> None:
                     scale=alt.Scale(type="log", **({"domain": [float(tok.value.min()), float(tok.value.max())]}
                                                    if tok.value.nunique() > 1 else {})),
                     axis=alt.Axis(values=sorted(tok.value.unique().tolist()), grid=False)),
-            y=alt.Y("usd:Q", title="Phase cost ($)", axis=alt.Axis(format="$~s")),
+            y=alt.Y("usd:Q", title="Phase cost ($)", axis=common.usd_axis()),
             color=alt.Color("phase:N", title="Phase", legend=alt.Legend(orient="bottom", labelLimit=400)),
             tooltip=[alt.Tooltip("phase:N", title="Phase"), alt.Tooltip("value:Q", title="Tokens per item"),
                      alt.Tooltip("usd:Q", title="Cost ($)", format="$,.0f")]).properties(height=280)

@@ -30,7 +30,7 @@ def tokens_curve(stage: str, xs: np.ndarray, usd: np.ndarray, cur: float) -> Non
     area = alt.Chart(long).mark_area().encode(
         x=alt.X("tokens_b:Q", title="Tokens (billions)",
                 scale=alt.Scale(type="log", domain=[float(xs[0]), float(xs[-1])], nice=False)),
-        y=alt.Y("usd:Q", stack=True, title=f"{STAGE_LABELS[stage]} cost ($)", axis=alt.Axis(format="$~s")),
+        y=alt.Y("usd:Q", stack=True, title=f"{STAGE_LABELS[stage]} cost ($)", axis=common.usd_axis()),
         color=alt.Color("resource:N", title="Resource", scale=common.resource_scale()),
         tooltip=[alt.Tooltip("resource:N", title="Resource"),
                  alt.Tooltip("tokens_b:Q", format=",.0f", title="Tokens (billions)"),

@@ -162,7 +162,7 @@ lines = pd.DataFrame({"line": [BUDGET_WORDS, "Warning line"], "usd": [float(b["b
 series = (["Actual spend"] if data is not None else []) + ["Plan", BUDGET_WORDS, "Warning line"]  # only lines drawn
 scale = alt.Scale(domain=series, range=(["#E45756"] if data is not None else []) + ["#4C78A8", "#222222", "#F58518"])
 burn = alt.Chart(long).mark_line().encode(
-    x=alt.X("day:T", title="Day"), y=alt.Y("usd:Q", title="Cumulative spend ($)", axis=alt.Axis(format="$~s")),
+    x=alt.X("day:T", title="Day"), y=alt.Y("usd:Q", title="Cumulative spend ($)", axis=common.usd_axis()),
     color=alt.Color("series:N", title="Line", scale=scale),
     tooltip=[alt.Tooltip("day:T", title="day"), alt.Tooltip("series:N", title="line"),
              alt.Tooltip("usd:Q", title="cumulative $", format="$,.3s")])
@@ -184,7 +184,7 @@ with left:
                        range=["#4C78A8", "#E45756", "#54A24B", "#222222"])
     chart = alt.Chart(wf).mark_bar().encode(
         y=alt.Y("label:N", sort=list(wf["label"]), title="From plan to actual", axis=alt.Axis(labelLimit=260)),
-        x=alt.X("start:Q", title="Dollars ($)", axis=alt.Axis(format="$~s")), x2=alt.X2("end:Q"),
+        x=alt.X("start:Q", title="Dollars ($)", axis=common.usd_axis()), x2=alt.X2("end:Q"),
         color=alt.Color("direction:N", title="Step", scale=colors, legend=alt.Legend(orient="bottom", columns=2)),
         tooltip=[alt.Tooltip("label:N", title="step"), alt.Tooltip("usd:Q", title="$", format="$,.3s")])
     common.show_chart(chart, "Variance waterfall: from plan to actual", height=380)
@@ -201,7 +201,7 @@ with right:
 daily = v["daily"].assign(day=lambda f: pd.to_datetime(f["day"]))
 an = v["anomalies"].assign(day=lambda f: pd.to_datetime(f["day"]))
 spend = alt.Chart(daily).mark_line().encode(
-    x=alt.X("day:T", title="Day"), y=alt.Y("usd:Q", title="Daily spend ($)", axis=alt.Axis(format="$~s")),
+    x=alt.X("day:T", title="Day"), y=alt.Y("usd:Q", title="Daily spend ($)", axis=common.usd_axis()),
     color=alt.Color("project:N", title="Project"),
     tooltip=[alt.Tooltip("day:T", title="day"), alt.Tooltip("project:N", title="project"),
              alt.Tooltip("usd:Q", title="$", format="$,.3s")])

@@ -79,7 +79,7 @@ def tornado_section():
         y=alt.Y("label:N", sort=order, title="Input",
                 axis=alt.Axis(labelLimit=360, labelOverlap=False, labelFontSize=12, titleAngle=0,
                               titleAlign="right", titleBaseline="bottom", titleX=-4, titleY=-6)),
-        x=alt.X("lo_usd:Q", title="Total cost ($)", axis=alt.Axis(format="$~s"), scale=alt.Scale(zero=False)),
+        x=alt.X("lo_usd:Q", title="Total cost ($)", axis=common.usd_axis(), scale=alt.Scale(zero=False)),
         x2=alt.X2("hi_usd:Q"),
         color=alt.Color("direction:N", scale=alt.Scale(range=["#E45756", "#4C78A8"]), title="Direction",
                         legend=alt.Legend(orient="top")),
@@ -128,7 +128,7 @@ def sweep_section():
         sw = sw[sw.stage.isin(res.stages)]  # the legend lists the scenario's stages, not every stage there is
         sw["stage"] = sw.stage.map(STAGE_LABELS)
         area = alt.Chart(sw).mark_area().encode(
-            x=alt.X("value:Q", title=label(key)), y=alt.Y("usd:Q", stack=True, title="Cost ($)", axis=alt.Axis(format="$~s")),
+            x=alt.X("value:Q", title=label(key)), y=alt.Y("usd:Q", stack=True, title="Cost ($)", axis=common.usd_axis()),
             color=alt.Color("stage:N", title="Stage", sort=[STAGE_LABELS[s] for s in costcore.STAGES],
                             scale=alt.Scale(domain=[STAGE_LABELS[s] for s in common.STAGE_COLORS if s in res.stages],
                                             range=[c for s, c in common.STAGE_COLORS.items() if s in res.stages])),
@@ -197,7 +197,7 @@ def heatmap_section():
             x=alt.X("x0:Q", title=label(kx), scale=scale_x), x2=alt.X2("x1:Q"),
             y=alt.Y("y0:Q", title=label(ky), scale=scale_y), y2=alt.Y2("y1:Q"),
             color=alt.Color("usd:Q", title="Total ($)", scale=alt.Scale(type="log", scheme="viridis"),
-                            legend=alt.Legend(format="$~s")),
+                            legend=common.usd_legend()),
             opacity=alt.condition(alt.datum.fits == "yes", alt.value(1.0), alt.value(0.25)),
             tooltip=[alt.Tooltip("x:Q", format=",.4g", title=label(kx)), alt.Tooltip("y:Q", format=",.4g", title=label(ky)),
                      alt.Tooltip("usd:Q", format="$,.0f", title="total"), alt.Tooltip("fits:N", title="fits")])
@@ -280,7 +280,7 @@ def monte_carlo_section():
     hist_counts, hist_edges = np.histogram(mc.totals, bins=60)
     hist = pd.DataFrame({"lo": hist_edges[:-1], "hi": hist_edges[1:], "count": hist_counts})
     h = alt.Chart(hist).mark_bar(color="#4C78A8").encode(
-        x=alt.X("lo:Q", bin="binned", title="Total cost ($)", axis=alt.Axis(format="$~s"), scale=alt.Scale(zero=False)),
+        x=alt.X("lo:Q", bin="binned", title="Total cost ($)", axis=common.usd_axis(), scale=alt.Scale(zero=False)),
         x2=alt.X2("hi:Q"),
         y=alt.Y("count:Q", title="Samples"), tooltip=[alt.Tooltip("lo:Q", format="$,.0f", title="From"),
                                                       alt.Tooltip("count:Q", title="Samples")])
