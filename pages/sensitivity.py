@@ -197,7 +197,7 @@ def heatmap_section():
             x=alt.X("x0:Q", title=label(kx), scale=scale_x), x2=alt.X2("x1:Q"),
             y=alt.Y("y0:Q", title=label(ky), scale=scale_y), y2=alt.Y2("y1:Q"),
             color=alt.Color("usd:Q", title="Total ($)", scale=alt.Scale(type="log", scheme="viridis"),
-                            legend=common.usd_legend()),
+                            legend=common.usd_legend(log=True)),
             opacity=alt.condition(alt.datum.fits == "yes", alt.value(1.0), alt.value(0.25)),
             tooltip=[alt.Tooltip("x:Q", format=",.4g", title=label(kx)), alt.Tooltip("y:Q", format=",.4g", title=label(ky)),
                      alt.Tooltip("usd:Q", format="$,.0f", title="total"), alt.Tooltip("fits:N", title="fits")])

@@ -52,10 +52,11 @@ plot["label"] = plot.run
 lo = float(min(plot.published_gpu_hours.min(), plot.predicted_gpu_hours.min()) / 2)
 hi = float(max(plot.published_gpu_hours.max(), plot.predicted_gpu_hours.max()) * 2)
 line = pd.DataFrame({"x": np.geomspace(lo, hi, 50)})
+GPU_H_AXIS = alt.Axis(format="~s", labelExpr=common.LOG_LABEL_EXPR)  # 1B, not 1G
 line["y"], line["lo"], line["hi"] = line.x, line.x * 0.75, line.x * 1.25
 band = alt.Chart(line).mark_area(opacity=0.15, color="#54A24B").encode(
-    x=alt.X("x:Q", scale=alt.Scale(type="log", domain=[lo, hi]), title="Published GPU-hours", axis=alt.Axis(format="~s")),
-    y=alt.Y("lo:Q", scale=alt.Scale(type="log", domain=[lo, hi]), title="Predicted GPU-hours", axis=alt.Axis(format="~s")),
+    x=alt.X("x:Q", scale=alt.Scale(type="log", domain=[lo, hi]), title="Published GPU-hours", axis=GPU_H_AXIS),
+    y=alt.Y("lo:Q", scale=alt.Scale(type="log", domain=[lo, hi]), title="Predicted GPU-hours", axis=GPU_H_AXIS),
     y2=alt.Y2("hi:Q"))
 X_AXIS, Y_AXIS = "Published GPU-hours", "Predicted GPU-hours"
 diag = alt.Chart(line).mark_line(color="#333", strokeDash=[4, 3]).encode(x=alt.X("x:Q", title=X_AXIS),
@@ -69,8 +70,12 @@ pts = alt.Chart(plot).mark_circle(size=90).encode(
              alt.Tooltip("predicted:Q", format=",.3s", title="Predicted"),
              alt.Tooltip("ratio:Q", format=".2f", title="Predicted / published"),
              alt.Tooltip("mfu:Q", format=".1%", title="Utilization used (MFU)"), alt.Tooltip("notes:N", title="Notes")])
-labels = alt.Chart(plot).mark_text(align="left", dx=7, dy=-6, fontSize=10, color="#333").encode(
-    x=alt.X("published_gpu_hours:Q", title=X_AXIS), y=alt.Y("predicted_gpu_hours:Q", title=Y_AXIS), text=alt.Text("label:N"))
+# Names beside their points, moved a line down or up where they would cover each other (the chart's plot
+# area is about 650 x 460 px on a laptop screen; narrower, labels can still touch).
+plot["label_y"] = common.spread_labels(plot.published_gpu_hours, plot.predicted_gpu_hours, list(plot.label),
+                                       650.0, 460.0, (lo, hi))
+labels = alt.Chart(plot).mark_text(align="left", dx=7, baseline="middle", fontSize=10, color="#333").encode(
+    x=alt.X("published_gpu_hours:Q", title=X_AXIS), y=alt.Y("label_y:Q", title=Y_AXIS), text=alt.Text("label:N"))
 common.show_chart(common.layer(band, diag, pts, labels),
                   "Predicted against published training time, one point per public run", height=460)
 st.caption("Dashed: predicted = published. Green band: ±25%. Runs published in days are compared in days and "

@@ -11,6 +11,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -343,3 +344,19 @@ def test_levers_name_stages_in_words():
     titles = [lv.title for lv in levers.levers("pipeline-70b")]
     lora = next(t for t in titles if t.startswith("LoRA instead of full fine-tuning"))
     assert lora == "LoRA instead of full fine-tuning in supervised fine-tuning and preference alignment (DPO)"
+
+
+def test_point_labels_are_spread_so_no_two_overlap():
+    """Validation's run names: points that sit together (LLaMA-65B, BLOOM-176B, OPT-175B, Megatron near
+    1M GPU-hours) get label rows at least a line apart; a lone point keeps its label beside it."""
+    import math
+    from pages import common
+    x = np.array([1e6, 1.05e6, 0.95e6, 1.1e6, 1e3])
+    names = ["LLaMA-65B", "BLOOM-176B", "OPT-175B", "Megatron-GPT-175B", "Pythia-1B"]
+    ys = common.spread_labels(x, x, names, 650.0, 460.0, (1e2, 1e9))
+    px = (np.log10(ys) - 2) / 7 * 460
+    crowd = np.sort(px[:4])
+    assert np.all(np.diff(crowd) >= 12.0 - 1e-9), crowd
+    lone = (math.log10(1e3) - 2) / 7 * 460 + 6.0
+    assert px[4] == pytest.approx(lone), "a label with room stays a little above its point"
+    assert np.all(np.abs(px[:4] - ((np.log10(x[:4]) - 2) / 7 * 460)) < 60), "labels stay next to their points"
