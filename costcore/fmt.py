@@ -53,16 +53,18 @@ def _three(x: float) -> str:
     """Any number at three significant digits, trailing zeros kept between 1 and 999 (2.50, 48.0, 612),
     thousands separated above (1,230), plain below 1 (0.25)."""
     a = abs(x)
-    if 1 <= a < 999.5:
+    if 0.9995 <= a < 999.5:  # 0.99996 rounds to 1.00 (num wrote a bare "1")
         return ("-" if x < 0 else "") + _sig3(a)
     return num(x)
 
 
 def days(v: float) -> str:
-    """A duration given in days, at three significant digits: hours under a day (2.64 h), else days
-    (3.90 days, 48.1 days, 1,230 days)."""
+    """A duration given in days, at three significant digits: minutes or seconds under an hour (1.88 min,
+    not 0.0313 h), hours under a day (2.64 h), else days (3.90 days, 48.1 days, 1,230 days)."""
     if v is None or not math.isfinite(v):
         return "n/a"
+    if 0 < abs(v) * 1440 < 59.95:  # from 59.95 minutes they would read 60.0 min: hours then
+        return duration_s(v * 86400.0)
     if abs(v) < 1:
         return f"{_three(v * 24)} h"
     return f"{_three(v)} days"
@@ -74,7 +76,7 @@ def duration_s(v: float) -> str:
     if v is None or not math.isfinite(v):
         return "n/a"
     for div, unit in ((86400.0, "days"), (3600.0, "h"), (60.0, "min")):
-        if abs(v) >= div:
+        if abs(v) >= div * 0.9995:  # 59.98 s would read 60.0 s: 1.00 min
             return f"{_three(v / div)} {unit}"
     return f"{_three(v)} s"
 

@@ -93,13 +93,17 @@ def phase_costs() -> None:
     """What each phase trains and costs, and its memory and cost by resource."""
     st.subheader("What each phase trains and costs")
     table = mm.phase_table(res)
+    # Two tables that each fit the page: with all 13 columns in one, the dollars sat past its right edge.
     common.number_table(
-        table, {"media_items": fmt.num, "tokens_per_item": fmt.num, "media_share": fmt.pct, "llm_tokens": fmt.num,
-                "gpu_hours": fmt.gpu_hours, "encoder_gpu_hours": fmt.gpu_hours, "wall_days": fmt.days,
-                "compute_usd": fmt.usd, "total_usd": fmt.usd, "memory_gb": fmt.gb},
+        table[["phase", "trains", "media_items", "tokens_per_item", "media_share", "llm_tokens"]],
+        {"media_items": fmt.num, "tokens_per_item": fmt.num, "media_share": fmt.pct, "llm_tokens": fmt.num},
         {"phase": "Phase", "trains": "Trains", "media_items": mm.MEDIA_WORDS[modality].capitalize(),
-         "tokens_per_item": "Tokens per item", "media_share": "Media share of the tokens", "llm_tokens": "LLM tokens",
-         "gpu_hours": "GPU-hours (billed)", "encoder_gpu_hours": "Encoder + connector GPU-hours",
+         "tokens_per_item": "Tokens per item", "media_share": "Media share of the tokens", "llm_tokens": "LLM tokens"})
+    common.number_table(
+        table[["phase", "gpu_hours", "encoder_gpu_hours", "wall_days", "compute_usd", "total_usd", "memory_gb", "fits"]],
+        {"gpu_hours": fmt.gpu_hours, "encoder_gpu_hours": fmt.gpu_hours, "wall_days": fmt.days,
+         "compute_usd": fmt.usd, "total_usd": fmt.usd, "memory_gb": fmt.gb},
+        {"phase": "Phase", "gpu_hours": "GPU-hours (billed)", "encoder_gpu_hours": "Encoder + connector GPU-hours",
          "wall_days": "Wall-clock", "compute_usd": "GPU cost", "total_usd": "Total", "memory_gb": "Memory per GPU",
          "fits": "Fits"})
     common.stacked_bar(res, mm.phases(res), height=260)

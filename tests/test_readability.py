@@ -360,3 +360,13 @@ def test_point_labels_are_spread_so_no_two_overlap():
     lone = (math.log10(1e3) - 2) / 7 * 460 + 6.0
     assert px[4] == pytest.approx(lone), "a label with room stays a little above its point"
     assert np.all(np.abs(px[:4] - ((np.log10(x[:4]) - 2) / 7 * 460)) < 60), "labels stay next to their points"
+
+
+def test_durations_read_in_the_unit_that_fits_and_never_60_of_one():
+    """A 1.9-minute phase read '0.0313 h'; 59.99 s read '60.0 s' and 0.99999 h a bare '1 h'."""
+    from costcore import fmt
+    assert fmt.days(0.0313 / 24) == "1.88 min"
+    assert fmt.days(2.64 / 24) == "2.64 h" and fmt.days(3.9) == "3.90 days"
+    assert fmt.days(0.99999 / 24) == "1.00 h" and fmt.days(0.9994 / 24) == "0.999 h"
+    assert fmt.duration_s(59.9999) == "1.00 min" and fmt.duration_s(59.9) == "59.9 s"
+    assert fmt.duration_s(3599.9) == "1.00 h"
