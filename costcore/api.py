@@ -471,12 +471,13 @@ def _size_moves_depth(base: np.ndarray, idx: list[int], cols: list[np.ndarray]) 
     (:func:`schema.layers_for_size`) and a MoE's active parameters in proportion (as the size slider
     does), unless those are columns too. In place on ``idx`` and ``cols``."""
     ip, il, ia = IX["model.params_b"], IX["model.layers"], IX["model.active_params_b"]
-    if ip not in idx or il in idx or base[il] <= 0.0:
+    if ip not in idx:
         return
     p = cols[idx.index(ip)]
-    idx.append(il)
-    cols.append(schema.layers_for_size(base[il], base[ip], p))
-    if base[ia] > 0.0 and ia not in idx:
+    if il not in idx and base[il] > 0.0:
+        idx.append(il)
+        cols.append(schema.layers_for_size(base[il], base[ip], p))
+    if base[ia] > 0.0 and ia not in idx:  # with the shape stated or not, as schema.with_size
         idx.append(ia)
         cols.append(np.minimum(base[ia] * p / base[ip], p))
 

@@ -525,3 +525,15 @@ def test_a_stage_no_plan_fits_stays_unfit_on_its_kept_plan():
     assert kept[cpt, K.K_FITS] == 0.0
     out = K.evaluate_batch(x, np.array([IX["hardware.usd_per_gpu_hour"]]), np.array([[1.0, 5.0]]), fits=True)
     assert (out[:, cpt, 1] == 0.0).all()  # a batch on the base's plans says the same
+
+
+@pytest.mark.parametrize("radix", [(3, 1, 17), (2,) * 70])  # a mixed-radix key, and a row too wide for one
+def test_unique_rows_is_numpys_unique_by_rows(radix):
+    """kernel._unique_rows (one int64 key per row) returns what ``np.unique(axis=0)`` does."""
+    rng = np.random.default_rng(7)
+    which = np.stack([rng.integers(0, r, size=500) for r in radix], axis=1)
+    combos, inverse = K._unique_rows(which)
+    want, want_inverse = np.unique(which, axis=0, return_inverse=True)
+    np.testing.assert_array_equal(combos, want)
+    np.testing.assert_array_equal(inverse, want_inverse.reshape(-1))
+    np.testing.assert_array_equal(combos[inverse], which)

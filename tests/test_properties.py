@@ -17,8 +17,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import costcore
+from costcore.errors import ScenarioError
 from costcore.engine.kernel import LINE_ITEMS, STATS
-from costcore.scenario.schema import MM_STAGES, BY_PATH, CATALOG_KEYS, FIELDS, RESOURCES, STAGE_KEYS, STAGES, Field, set_path
+from costcore.scenario.schema import (MM_STAGES, BY_PATH, CATALOG_KEYS, FIELDS, RESOURCES, STAGE_KEYS, STAGES, Field,
+                                      set_path, validate, with_size)
 from strategies import (GLOBAL_FIELDS, NUMERIC_GLOBAL_FIELDS, PEFT_STAGES, SETTINGS, TRAIN_STAGES,  # noqa: F401
                         _log_uniform, field_values, scenarios)
 
@@ -188,13 +190,42 @@ def _as_scenario(scn: dict, path: str, value) -> dict:
     """The scenario one batch row stands for.
 
     A ``hardware.gpu`` column brings that GPU's catalog specs along (api.batch
-    docstring), replacing specs the base scenario set explicitly.
+    docstring), replacing specs the base scenario set explicitly. A ``model.params_b``
+    column on a stated shape is a whole model of that size: its depth and a MoE's active
+    parameters follow (api.batch docstring, schema.with_size); the caller applies it first,
+    so a ``model.layers`` or ``model.active_params_b`` column of the same row wins.
     """
+    if path == "model.params_b":
+        return with_size(validate(scn), value)
     out = set_path(scn, path, value)
     if path == "hardware.gpu":
         for key in CATALOG_KEYS:
             out.get("hardware", {}).pop(key, None)
     return out
+
+
+def _valid(scn: dict) -> bool:
+    try:
+        validate(scn)
+    except ScenarioError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("scn", [
+    # the examples hypothesis drew on CI (fresh clone of fb3749d): a one-layer 10M model's size column at 1B
+    {"model": {"params_b": 0.01, "active_params_b": 0.0, "layers": 1}, "stages": {"pretrain": {}}},
+    {"model": {"params_b": 0.01, "active_params_b": 0.01, "layers": 0}, "stages": {"pretrain": {}}},
+    {"model": {"name": "llama-3.1-8b"}, "stages": {"pretrain": {}, "sft": {}}},
+    {"model": {"name": "mixtral-8x7b"}, "stages": {"cpt": {}}},
+], ids=["one-layer-10m", "auto-shape-all-active", "llama-3.1-8b", "mixtral-8x7b"])
+def test_batch_size_column_equals_estimate_of_that_whole_model(scn):
+    """A size column on a stated shape equals the estimate of the model at that size by depth."""
+    sizes = [1.0, 4.0, 9.0]
+    full = costcore.batch(scn, {"model.params_b": sizes}, full=True)
+    for i, p in enumerate(sizes):
+        res = costcore.estimate(_as_scenario(scn, "model.params_b", p))
+        np.testing.assert_allclose(full[i, :, :len(RESOURCES)], res.resource_matrix(), rtol=1e-12, atol=1e-9)
 
 
 @SETTINGS
@@ -203,19 +234,27 @@ def test_batch_equals_estimate(data):
     scn = data.draw(scenarios(), label="scenario")
     paths = data.draw(st.lists(st.sampled_from(_variable_paths(scn)), min_size=1, max_size=3, unique=True),
                       label="paths")
-    if "hardware.gpu" in paths:  # vary the GPU first so explicit spec columns override its catalog values
-        paths.remove("hardware.gpu")
-        paths.insert(0, "hardware.gpu")
+    for first in ("model.params_b", "hardware.gpu"):  # a GPU's catalog values and a size's depth come first,
+        if first in paths:                            # so explicit columns of the same row override them
+            paths.remove(first)
+            paths.insert(0, first)
     n = data.draw(st.integers(1, 12), label="rows")
     columns = {p: data.draw(st.lists(field_values(BY_PATH[p]), min_size=n, max_size=n), label=p) for p in paths}
-    full = costcore.batch(scn, columns, full=True)
-    totals = costcore.batch(scn, columns)
-    assert full.shape == (n, len(STAGES), len(costcore.BATCH_COLUMNS))
-    assert totals.shape == (n, len(STAGES))
+    variants = []
     for i in range(n):
         variant = scn
         for p in paths:
             variant = _as_scenario(variant, p, columns[p][i])
+        variants.append(variant)
+    # a size column far from the base's moves a stated depth past the schema's 1,000 layers, or a MoE's
+    # active share below its 0.01B floor: a batch row evaluates it, a scenario of that shape is refused;
+    # such draws compare nothing
+    assume(all(_valid(v) for v in variants))
+    full = costcore.batch(scn, columns, full=True)
+    totals = costcore.batch(scn, columns)
+    assert full.shape == (n, len(STAGES), len(costcore.BATCH_COLUMNS))
+    assert totals.shape == (n, len(STAGES))
+    for i, variant in enumerate(variants):
         res = costcore.estimate(variant)
         want_res = res.resource_matrix()
         np.testing.assert_allclose(full[i, :, :len(RESOURCES)], want_res, rtol=1e-12, atol=1e-9)

@@ -1347,6 +1347,20 @@ def _row_plans(base, idx, cols, replan: bool):
 REFIT_BUCKETS = 16  # quantile buckets per varied input when samples are laid out again (_refit_rows)
 
 
+def _unique_rows(which: np.ndarray):
+    """``np.unique(which, axis=0, return_inverse=True)`` for small non-negative ints, through one int64
+    key per row (mixed radix): a 2-D unique sorts row by row, 0.7 s of a million-sample Monte Carlo."""
+    radix = which.max(axis=0) + 1
+    if float(np.prod(radix.astype(np.float64))) >= 2.0 ** 62:
+        combos, inverse = np.unique(which, axis=0, return_inverse=True)
+        return combos, inverse.reshape(-1)
+    key = np.zeros(which.shape[0], dtype=np.int64)
+    for c in range(which.shape[1]):
+        key = key * radix[c] + which[:, c]
+    keys, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return which[first], inverse.reshape(-1)
+
+
 def _refit_plans(base, idx, cols, stage_fits, buckets: int = REFIT_BUCKETS):
     """(plans per combination, index per row) laying out again the stages that do not fit on the base's plans.
 
@@ -1379,7 +1393,7 @@ def _refit_plans(base, idx, cols, stage_fits, buckets: int = REFIT_BUCKETS):
             x[idx[js]] = key
             found[s].append(_plans_of(x, -1.0)[s])
         which[rows, s] = inverse.reshape(-1) + 1
-    combos, row_plan = np.unique(which, axis=0, return_inverse=True)
+    combos, row_plan = _unique_rows(which)
     plans = np.empty((len(combos), NS, PLAN_COLS))
     for c, combo in enumerate(combos):
         for s in range(NS):
