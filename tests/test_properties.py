@@ -262,3 +262,22 @@ def test_batch_equals_estimate(data):
             want = res.stats[:, STATS.index(name)]
             np.testing.assert_allclose(full[i, :, len(RESOURCES) + j], want, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(totals[i], res.stats[:, STATS.index("usd_total")], rtol=1e-12, atol=1e-9)
+
+
+def test_hypothesis_constants_are_frozen_under_ci(tmp_path, monkeypatch):
+    """Under CI the property tests draw from one pool of constants in every process (conftest's
+    _freeze_hypothesis_constants): otherwise which tests ran before decides what is drawn."""
+    import importlib
+    import os
+
+    import conftest
+    if not os.environ.get("CI"):
+        pytest.skip("the pool is frozen under CI=true only (local runs keep exploring)")
+    assert conftest.HYPOTHESIS_CONSTANTS_FROZEN, "hypothesis's private providers._get_local_constants is gone"
+    from hypothesis.internal.conjecture import providers
+    before = set(providers._get_local_constants().floats)
+    (tmp_path / "late_local_module.py").write_text("PROBE = 123456789.25\n")  # a local module loaded late
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("late_local_module")
+    after = set(providers._get_local_constants().floats)
+    assert after == before and 123456789.25 not in after
