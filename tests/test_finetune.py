@@ -297,10 +297,26 @@ def test_layout_memory_kinds_are_the_plans():
 def test_published_fine_tuning_runs_are_scored_with_sources():
     from costcore.validation.finetune import finetune_table
     df = finetune_table()
-    assert {"stanford-alpaca-7b", "guanaco-65b"} <= set(df.run) and len(df) >= 4
+    assert {"stanford-alpaca-7b", "guanaco-65b"} <= set(df.run)
+    # issue 15: at least four more public fine-tuning and preference runs besides the bar's two
+    assert (df.split != "bar").sum() >= 4 and (df.stage != "sft").sum() >= 4
     assert (df.predicted_hours > 0).all() and df.fits.all()
     assert all(s and a for s, a in zip(df.source, df.assumptions))
     assert (df.ratio == df.predicted_hours / df.published_hours).all()
+
+
+def test_an_rl_run_is_scored_on_its_whole_stage():
+    """A PPO run's figure is its stage's productive GPU-hours over its GPUs (rollouts, scoring passes and
+    updates), typed out here from the estimate's own numbers."""
+    from costcore.validation.finetune import finetune_runs, finetune_table
+    run = finetune_runs()["deepspeed-chat-opt-13b-8xa100-40g"]
+    res = costcore.estimate(run["scenario"])
+    rollout, passes = res.stat("rl", "rollout_gpu_hours"), res.stat("rl", "passes_gpu_hours")
+    assert rollout > 0 and passes > 0
+    assert res.stat("rl", "productive_gpu_hours") == pytest.approx(rollout + passes, rel=1e-9)
+    row = finetune_table().set_index("run").loc["deepspeed-chat-opt-13b-8xa100-40g"]
+    assert row["stage"] == "rl" and row["published_hours"] == 10.8
+    assert row["predicted_hours"] == pytest.approx((rollout + passes) / 8, rel=1e-12)
 
 
 @pytest.mark.xfail(strict=True, reason="issue 15's bar (Alpaca 7B and Guanaco 65B within 25% of their published "

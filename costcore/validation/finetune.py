@@ -1,8 +1,8 @@
-"""Public fine-tuning runs scored against the planner (``data/finetune_runs.yaml``).
+"""Public fine-tuning and preference runs scored against the planner (``data/finetune_runs.yaml``).
 
 Each run is a scenario as its source describes it (model shape, GPUs, method, data, batch); the
-planner's training time is one epoch's time (``epoch_hours``, the step model at the sustained
-rate, data stalls included) times the epochs, against the published wall-clock time. Nothing is
+planner's training time (:func:`published_hours_figure`: one epoch's time times the epochs for SFT
+and DPO, the whole stage for RL) is compared with the published wall-clock time. Nothing is
 fitted on these runs: they are out of sample for the step model, whose parameters come from the
 pre-training calibration (docs/validation.md).
 """
@@ -30,17 +30,30 @@ def finetune_runs() -> dict[str, dict]:
     return {k: dict(v, scenario=yaml.safe_load(yaml.safe_dump(v["scenario"]))) for k, v in _runs().items()}
 
 
+def published_hours_figure(res, stage: str, stage_data: dict, stage_dict: dict) -> float:
+    """The planner's figure for a run's published wall-clock hours (h).
+
+    SFT and DPO: ``epoch_hours`` (one pass at the sustained step rate, data stalls included) times the
+    epochs. RL: the stage's productive GPU-hours over its GPUs, i.e. rollout decoding, prefill, the
+    reward/reference/critic passes and the policy updates of every step (failures, checkpoint stalls
+    and repeated experiments not included, as in the other stages' figure).
+    """
+    if stage == "rl":
+        return float(stage_dict["productive_gpu_hours"]) / float(stage_dict["num_gpus"])
+    return float(stage_dict["epoch_hours"]) * float(stage_data.get("epochs", 1))
+
+
 def finetune_table() -> pd.DataFrame:
     """One row per run: predicted and published training hours, their ratio, the fit and the rate."""
     rows = []
     for name, run in finetune_runs().items():
+        stage = run.get("stage", "sft")
         res = api.estimate(dict(run["scenario"], name=run["label"]))
-        d = res.to_dict()["stages"]["sft"]
-        epochs = float(run["scenario"]["stages"]["sft"].get("epochs", 1))
-        hours = d["epoch_hours"] * epochs
-        rows.append({"run": name, "label": run["label"], "split": run["split"],
+        d = res.to_dict()["stages"][stage]
+        hours = published_hours_figure(res, stage, run["scenario"]["stages"][stage], d)
+        rows.append({"run": name, "label": run["label"], "split": run["split"], "stage": stage,
                      "predicted_hours": hours, "published_hours": float(run["published_hours"]),
                      "ratio": hours / float(run["published_hours"]), "fits": d["fits"],
-                     "tokens_per_s_per_gpu": d["tokens_per_s_per_gpu"], "mfu": res.stat("sft", "mfu"),
+                     "tokens_per_s_per_gpu": d["tokens_per_s_per_gpu"], "mfu": res.stat(stage, "mfu"),
                      "source": run["source"], "assumptions": run["assumptions"]})
     return pd.DataFrame(rows)
