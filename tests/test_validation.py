@@ -229,3 +229,27 @@ def test_estimate_band_is_the_leave_one_out_band():
     assert d["total_usd_p10"] == pytest.approx(sum(sd["usd_p10"] for sd in d["stages"].values()))
     assert d["total_usd_p10"] < d["total_usd"] < d["total_usd_p90"]
     assert cal["band_log_p10"] == round(calibration.leave_one_out()["band_log_p10"], 4)
+
+
+def test_validation_page_shows_the_fine_tuning_and_preference_runs(warm_kernels):
+    """The Validation page's third set of runs: the table and its summary are the scorer's own numbers."""
+    from streamlit.testing.v1 import AppTest
+
+    from costcore.validation import finetune
+    from server_support import NEVER_S
+    from shared import APP
+    at = AppTest.from_file(str(APP), default_timeout=NEVER_S)
+    at.switch_page("pages/validation.py")
+    at.run()
+    at.radio(key="val_runs").set_value("finetune").run()
+    assert not at.exception
+    want = finetune.finetune_table()
+    s = finetune.summary(want)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Runs"] == str(len(want)) and metrics["Median error"] == f"{s['median_error_x']:.2f}x"
+    assert metrics["Within ±25%"] == f"{s['within_25pct']} of {len(want)}"
+    shown = at.dataframe[0].value
+    assert list(shown["label"]) == list(want["label"])
+    assert (shown["ratio"] == want["ratio"]).all()
+    text = " ".join(m.value for m in at.markdown)
+    assert all(words in text for words in ("DeepSpeed-Chat PPO, OPT-175B", "Assumed where"))

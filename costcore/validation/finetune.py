@@ -9,6 +9,7 @@ pre-training calibration (docs/validation.md).
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -57,3 +58,11 @@ def finetune_table() -> pd.DataFrame:
                      "tokens_per_s_per_gpu": d["tokens_per_s_per_gpu"], "mfu": res.stat(stage, "mfu"),
                      "source": run["source"], "assumptions": run["assumptions"]})
     return pd.DataFrame(rows)
+
+
+def summary(table: pd.DataFrame) -> dict:
+    """Median and worst error (x), and how many runs are within 25%, over the runs (none fitted)."""
+    err = table["ratio"].map(lambda r: math.exp(abs(math.log(r))))
+    return {"runs": int(len(table)), "median_error_x": float(err.median()), "worst_error_x": float(err.max()),
+            "worst_run": str(table.loc[err.idxmax(), "label"]) if len(table) else "",
+            "within_25pct": int(((table["ratio"] >= 0.75) & (table["ratio"] <= 1.25)).sum())}
