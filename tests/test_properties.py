@@ -213,7 +213,8 @@ def _valid(scn: dict) -> bool:
 
 
 @pytest.mark.parametrize("scn", [
-    # the examples hypothesis drew on CI (fresh clone of fb3749d): a one-layer 10M model's size column at 1B
+    # the two draws hypothesis found (a one-layer 10M and an all-active 10M model moved to 1B), then two
+    # shipped models' stated shapes
     {"model": {"params_b": 0.01, "active_params_b": 0.0, "layers": 1}, "stages": {"pretrain": {}}},
     {"model": {"params_b": 0.01, "active_params_b": 0.01, "layers": 0}, "stages": {"pretrain": {}}},
     {"model": {"name": "llama-3.1-8b"}, "stages": {"pretrain": {}, "sft": {}}},

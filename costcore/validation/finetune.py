@@ -16,6 +16,7 @@ import pandas as pd
 import yaml
 
 from costcore import api
+from costcore.validation import multimodal
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "finetune_runs.yaml"
 
@@ -31,7 +32,7 @@ def finetune_runs() -> dict[str, dict]:
     return {k: dict(v, scenario=yaml.safe_load(yaml.safe_dump(v["scenario"]))) for k, v in _runs().items()}
 
 
-def published_hours_figure(res, stage: str, stage_data: dict, stage_dict: dict) -> float:
+def published_hours_figure(stage: str, stage_data: dict, stage_dict: dict) -> float:
     """The planner's figure for a run's published wall-clock hours (h).
 
     SFT and DPO: ``epoch_hours`` (one pass at the sustained step rate, data stalls included) times the
@@ -51,7 +52,7 @@ def finetune_table() -> pd.DataFrame:
         stage = run.get("stage", "sft")
         res = api.estimate(dict(run["scenario"], name=run["label"]))
         d = res.to_dict()["stages"][stage]
-        hours = published_hours_figure(res, stage, run["scenario"]["stages"][stage], d)
+        hours = published_hours_figure(stage, run["scenario"]["stages"][stage], d)
         rows.append({"run": name, "label": run["label"], "split": run["split"], "stage": stage,
                      "predicted_hours": hours, "published_hours": float(run["published_hours"]),
                      "ratio": hours / float(run["published_hours"]), "fits": d["fits"],
@@ -61,8 +62,7 @@ def finetune_table() -> pd.DataFrame:
 
 
 def summary(table: pd.DataFrame) -> dict:
-    """Median and worst error (x), and how many runs are within 25%, over the runs (none fitted)."""
-    err = table["ratio"].map(lambda r: math.exp(abs(math.log(r))))
-    return {"runs": int(len(table)), "median_error_x": float(err.median()), "worst_error_x": float(err.max()),
-            "worst_run": str(table.loc[err.idxmax(), "label"]) if len(table) else "",
-            "within_25pct": int(((table["ratio"] >= 0.75) & (table["ratio"] <= 1.25)).sum())}
+    """The multimodal runs' summary (:func:`costcore.validation.multimodal.summary`: median and worst
+    error in x, runs within 25%) and the label of the worst run."""
+    worst = table["ratio"].map(lambda r: abs(math.log(r)))
+    return dict(multimodal.summary(table), worst_run=str(table.loc[worst.idxmax(), "label"]) if len(table) else "")
