@@ -5,17 +5,19 @@ import pandas as pd
 import streamlit as st
 
 from costcore import fmt
-from costcore.validation import finetune
+from costcore.validation import finetune, multimodal
 from costcore.validation import runs as validation
 from pages import common
 
 common.frame(
     "Validation",
-    "Predicted against published: how far can the defaults be trusted? Each public pre-training run below is re-estimated from its "
-    "parameters, tokens, sequence length, GPU type and count only: no MFU, no throughput. The table "
-    "compares the estimate with the GPU-hours (or days) the authors published. Switch on **published "
-    "throughput** to feed each run's measured tokens/s, MFU or TFLOP/s instead, which checks the rest of "
-    "the arithmetic (attention FLOPs, recompute, goodput).")
+    "Predicted against published: how far can the defaults be trusted? Pick a set of public runs. Each "
+    "pre-training run is re-estimated from its parameters, tokens, sequence length, GPU type and count "
+    "only (no MFU, no throughput) and compared with the GPU-hours (or days) its authors published; switch "
+    "on **published throughput** to feed each run's measured tokens/s, MFU or TFLOP/s instead, which "
+    "checks the rest of the arithmetic (attention FLOPs, recompute, goodput). Each fine-tuning and "
+    "preference run, and each vision-language training phase, is the scenario its source describes, "
+    "compared with its published training time.")
 
 
 @st.cache_data(show_spinner=False)
@@ -33,51 +35,79 @@ def _finetune() -> pd.DataFrame:
     return finetune.finetune_table()
 
 
-def _finetune_view() -> None:
-    """Public fine-tuning and preference runs, each as its source describes it; nothing fitted on them."""
-    df = _finetune()
-    s = finetune.summary(df)
-    st.markdown(
-        "Each run is the scenario its source describes (model shape, GPUs, method, data, batch), estimated with "
-        "the defaults; nothing is fitted on these runs. The bar of the fine-tuning workbench (Stanford Alpaca 7B "
-        "and Guanaco 65B within 25% of their published time) is **missed**: 2023 Hugging Face Trainer and FSDP "
-        "stacks ran far below the step model's rate for full fine-tunes, and token counts are assumed where the "
-        "sources give none. DeepSpeed-Chat's PPO runs publish every token count; decoded at their scripts' "
-        "generation batch, those that decode in tensor-parallel groups (13B, 66B, 175B) come out 2-3x faster than "
-        "published, those decoded a GPU at a time (6.7B, 30B) 0.77-1.46x.")
+@st.cache_data(show_spinner=False)
+def _multimodal() -> pd.DataFrame:
+    return multimodal.multimodal_table()
+
+
+def _time_view(df: pd.DataFrame, s: dict, intro: str, extra: dict, notes) -> None:
+    """Runs compared on their published training time: the metrics, one table row a run, then each run's
+    source in full, one run a paragraph (a table cut these long texts off at its column edge).
+    ``extra``: more number columns, column -> (header, formatter)."""
+    st.markdown(intro)
     m = st.columns(4)
     m[0].metric("Runs", s["runs"])
     m[1].metric("Median error", f"{s['median_error_x']:.2f}x")
-    m[2].metric("Worst", f"{s['worst_error_x']:.2f}x", help=s["worst_run"])
+    m[2].metric("Worst", f"{s['worst_error_x']:.2f}x", help=s.get("worst_run"))
     m[3].metric("Within ±25%", f"{s['within_25pct']} of {s['runs']}")
-    # each run's label names its method (full fine-tune, QLoRA, PPO): no stage column, so the table fits
-    shown = df[["label", "published_hours", "predicted_hours", "ratio", "tokens_per_s_per_gpu", "mfu"]]
+    shown = df[["label", "published_hours", "predicted_hours", "ratio", *extra]]
     common.number_table(
         shown, {"published_hours": lambda v: fmt.duration_s(v * 3600.0),
                 "predicted_hours": lambda v: fmt.duration_s(v * 3600.0), "ratio": lambda v: f"{v:.2f}x",
-                "tokens_per_s_per_gpu": fmt.num, "mfu": lambda v: f"{v:.1%}"},
+                **{k: f for k, (_, f) in extra.items()}},
         {"label": "Run", "published_hours": "Published time", "predicted_hours": "Predicted time",
-         "ratio": "Predicted / published", "tokens_per_s_per_gpu": "Tokens/s per GPU", "mfu": "MFU"},
+         "ratio": "Predicted / published", **{k: label for k, (label, _) in extra.items()}},
         {"predicted_hours": "one pass at the stage's sustained rate times the epochs; for RL the whole stage "
                             "(rollouts, reward, reference and critic passes, updates)"},
         height=35 * (len(shown) + 1) + 3)
-    st.subheader("What each run assumes, and its source")
-    # in full, one run a paragraph (a table cut these long texts off at its column edge)
-    st.markdown("\n".join(
-        f"- **{common.md_escape(r.label)}.** Source: {common.md_escape(r.source)}. "
-        f"Assumed where the source is silent: {common.md_escape(r.assumptions)}." for r in df.itertuples()))
+    st.subheader("Each run's source")
+    st.markdown("\n".join(f"- **{common.md_escape(r.label)}.** {notes(r)}" for r in df.itertuples()))
+
+
+def _finetune_view() -> None:
+    """Public fine-tuning and preference runs, each as its source describes it; nothing fitted on them."""
+    df = _finetune()
+    # each run's label names its method (full fine-tune, QLoRA, PPO): no stage column, so the table fits
+    _time_view(df, finetune.summary(df),
+               "Each run is the scenario its source describes (model shape, GPUs, method, data, batch), estimated "
+               "with the defaults; nothing is fitted on these runs. The bar of the fine-tuning workbench (Stanford "
+               "Alpaca 7B and Guanaco 65B within 25% of their published time) is **missed**: 2023 Hugging Face "
+               "Trainer and FSDP stacks ran far below the step model's rate for full fine-tunes, and token counts "
+               "are assumed where the sources give none. DeepSpeed-Chat's PPO runs publish every token count; "
+               "decoded at their scripts' generation batch, those that decode in tensor-parallel groups (13B, 66B, "
+               "175B) come out 2-3x faster than published, those decoded a GPU at a time (6.7B, 30B) 0.77-1.46x.",
+               {"tokens_per_s_per_gpu": ("Tokens/s per GPU", fmt.num), "mfu": ("MFU", lambda v: f"{v:.1%}")},
+               lambda r: f"Source: {common.md_escape(r.source)}. "
+                         f"Assumed where the source is silent: {common.md_escape(r.assumptions)}.")
+
+
+def _multimodal_view() -> None:
+    """Public vision-language training phases, each from its published recipe; nothing fitted on them."""
+    df = _multimodal()
+    _time_view(df, multimodal.summary(df),
+               "Each phase is its published recipe (language model, encoder, connector, media tokens, samples, "
+               "what is trained, GPUs, batch, ZeRO stage), estimated with the defaults; nothing is fitted on "
+               "these runs, and text tokens per sample are assumed for every one of them (no data set publishes "
+               "them). The multimodal bar (the four LLaVA-1.5 phases within 25% of their published time) is "
+               "**missed for two**: the 13B's alignment and instruction tuning.",
+               {"memory_per_gpu_gb": ("Memory per GPU", fmt.gb),
+                "mfu": ("MFU", lambda v: f"{v:.1%}")},
+               lambda r: f"On {common.md_escape(r.gpus)}. Source: {common.md_escape(r.source)}."
+                         + (f" In its words: \u201c{common.md_escape(r.quote)}\u201d" if r.quote else ""))
 
 
 DATASETS = {"reference": "Reference runs",
             "extra": "Other public runs",
-            "finetune": "Fine-tuning and preference runs"}
+            "finetune": "Fine-tuning and preference runs",
+            "multimodal": "Vision-language runs"}
 c1, c2 = st.columns([3, 2])
 dataset = c1.radio("Runs", list(DATASETS), format_func=DATASETS.get, horizontal=True, key="val_runs",
                    help="Reference runs: the pre-training set the planner's accuracy target is scored on. Other "
                         "public runs: more pre-training runs, never used to set that target. Fine-tuning and "
-                        "preference runs: SFT, QLoRA and PPO runs as published.")
-if dataset == "finetune":
-    _finetune_view()
+                        "preference runs: SFT, QLoRA and PPO runs as published. Vision-language runs: "
+                        "alignment and instruction-tuning phases of LLaVA-style models as published.")
+if dataset in ("finetune", "multimodal"):
+    _finetune_view() if dataset == "finetune" else _multimodal_view()
     st.stop()
 tp = c2.toggle("Use each run's published throughput", value=False, key="val_tp")
 df = _table(tp, dataset)

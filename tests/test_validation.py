@@ -253,3 +253,28 @@ def test_validation_page_shows_the_fine_tuning_and_preference_runs(warm_kernels)
     assert (shown["ratio"] == want["ratio"]).all()
     text = " ".join(m.value for m in at.markdown)
     assert all(words in text for words in ("DeepSpeed-Chat PPO, OPT-175B", "Assumed where"))
+
+
+def test_validation_page_shows_the_vision_language_runs(warm_kernels):
+    """The Validation page's fourth set: the multimodal scorer's own numbers, GPUs in words, sources quoted."""
+    from streamlit.testing.v1 import AppTest
+
+    from costcore.validation import multimodal
+    from server_support import NEVER_S
+    from shared import APP
+    at = AppTest.from_file(str(APP), default_timeout=NEVER_S)
+    at.switch_page("pages/validation.py")
+    at.run()
+    at.radio(key="val_runs").set_value("multimodal").run()
+    assert not at.exception
+    want = multimodal.multimodal_table()
+    s = multimodal.summary(want)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Runs"] == str(len(want)) and metrics["Worst"] == f"{s['worst_error_x']:.2f}x"
+    assert metrics["Within ±25%"] == f"{s['within_25pct']} of {len(want)}"
+    shown = at.dataframe[0].value
+    assert list(shown["label"]) == list(want["label"])
+    assert (shown["ratio"] == want["ratio"]).all()
+    text = " ".join(m.value for m in at.markdown)
+    assert "LLaVA-1.5-13B visual instruction tuning" in text and "In its words" in text
+    assert "8 × NVIDIA A100 80GB SXM" in text and "a100-80gb" not in text  # GPUs in words, not catalog keys

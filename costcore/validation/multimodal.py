@@ -17,6 +17,7 @@ import pandas as pd
 import yaml
 
 from costcore import api
+from costcore.scenario.schema import CATALOG
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "multimodal_runs.yaml"
 GPU_ALIASES = {"v100-32gb": "v100"}  # the catalog's V100 is the 32 GB SXM2 card
@@ -69,7 +70,7 @@ def multimodal_table() -> pd.DataFrame:
         hours = d["epoch_hours"] * float(run.get("epochs", 1))
         pub = float(run["published_hours"])
         rows.append({"run": run["name"], "label": run.get("label", run["name"]), "phase": phase,
-                     "gpus": f"{run['num_gpus']} x {run['gpu']}", "predicted_hours": hours, "published_hours": pub,
+                     "gpus": f"{run['num_gpus']} × {CATALOG[GPU_ALIASES.get(run['gpu'], run['gpu'])]['label']}", "predicted_hours": hours, "published_hours": pub,
                      "ratio": hours / pub, "fits": d["fits"], "memory_per_gpu_gb": d["memory_per_gpu_gb"],
                      "mfu": res.stat(phase, "mfu"), "source": run["source"], "quote": run.get("quote", "")})
     return pd.DataFrame(rows)
