@@ -31,8 +31,9 @@ def test_other_public_runs_are_sourced_and_beat_the_plain_rule():
     s = validation.summary(df)
     base = validation.baseline_table(dataset="extra")
     assert s["median_error"] < base["error"].median()
-    # regression guard (docs/validation.md: 16.8%, 2.01x over 21 runs at the fitted sustained_fraction 0.6)
-    assert s["median_error"] <= 0.18 and s["worst_fold"] <= 2.05, df[["run", "ratio"]]
+    # regression guard (docs/validation.md: 22.4%, 2.06x over 39 runs at the fitted sustained_fraction 0.6;
+    # 16.8%, 2.01x over the first 21, before the 18 runs added 2026-12-06)
+    assert s["median_error"] <= 0.23 and s["worst_fold"] <= 2.1, df[["run", "ratio"]]
 
 
 def test_long_context_lowers_mfu_where_attention_is_slow():
@@ -198,16 +199,24 @@ def test_leave_one_out_and_its_checked_in_summary():
     assert loo["runs"] == len(calibration.runs("calibration")) and len(loo["holdout"]) == len(calibration.runs("holdout"))
     assert loo["runs"] + len(loo["holdout"]) == n_runs
     assert set(loo["ratios"]).isdisjoint(loo["holdout"])
-    # regression guard (docs/validation.md: leave-one-out median 23.2%, worst 2.01x; holdout 10.3%, 1.81x
-    # over 7 runs, the P10-P90 band holding 6 of them)
+    # regression guard (docs/validation.md: leave-one-out median 23.2%, worst 2.01x; holdout 22.4%, 2.06x
+    # over 25 runs, the P10-P90 band holding 17 of them; test_band_holds_70_to_90_percent has the bar)
     assert loo["median_error"] <= 0.235 and loo["worst_fold"] <= 2.05
-    assert loo["holdout_median_error"] <= 0.12 and loo["holdout_worst_fold"] <= 1.85
-    assert 0.7 <= loo["holdout_band_coverage"] <= 0.9
+    assert loo["holdout_median_error"] <= 0.23 and loo["holdout_worst_fold"] <= 2.1
+    assert loo["holdout_band_coverage"] >= 0.64
     assert loo["band_log_p10"] < 0.0 < loo["band_log_p90"]
     saved = yaml.safe_load(calibration.SUMMARY_FILE.read_text(encoding="utf-8"))
     assert calibration.SUMMARY_FILE.read_text(encoding="utf-8") == calibration.summary_text(str(saved["date"])), \
         "run: python benchmarks/calibrate.py --write"
     assert validation.default_mfu_log_sigma() == pytest.approx(loo["rms_log_error"], abs=1e-4)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 14's band bar (P10-P90 holds 70-90% of the out-of-sample runs) is "
+                                       "missed on the 25 held-out runs: 17 of 25, 68% (docs/validation.md); strict, "
+                                       "so meeting it fails this marker")
+def test_band_holds_70_to_90_percent_of_the_held_out_runs():
+    from costcore.validation import calibration
+    assert 0.7 <= calibration.leave_one_out()["holdout_band_coverage"] <= 0.9
 
 
 def test_estimate_band_is_the_leave_one_out_band():
