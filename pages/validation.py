@@ -75,7 +75,8 @@ def _finetune_view() -> None:
                "Trainer and FSDP stacks ran far below the step model's rate for full fine-tunes, and token counts "
                "are assumed where the sources give none. DeepSpeed-Chat's PPO runs publish every token count; "
                "decoded at their scripts' generation batch, those that decode in tensor-parallel groups (13B, 66B, "
-               "175B) come out 2-3x faster than published, those decoded a GPU at a time (6.7B, 30B) 0.77-1.46x.",
+               "175B) come out 2-3x faster than published, those decoded a GPU at a time (6.7B, 30B) are closer, "
+               "off in both directions.",
                {"tokens_per_s_per_gpu": ("Tokens/s per GPU", fmt.num), "mfu": ("MFU", lambda v: f"{v:.1%}")},
                lambda r: f"Source: {common.md_escape(r.source)}. "
                          f"Assumed where the source is silent: {common.md_escape(r.assumptions)}.")
@@ -88,8 +89,7 @@ def _multimodal_view() -> None:
                "Each phase is its published recipe (language model, encoder, connector, media tokens, samples, "
                "what is trained, GPUs, batch, ZeRO stage), estimated with the defaults; nothing is fitted on "
                "these runs, and text tokens per sample are assumed for every one of them (no data set publishes "
-               "them). The multimodal bar (the four LLaVA-1.5 phases within 25% of their published time) is "
-               "**missed for two**: the 13B's alignment and instruction tuning.",
+               "them). " + multimodal.bar_text(df),
                {"memory_per_gpu_gb": ("Memory per GPU", fmt.gb),
                 "mfu": ("MFU", lambda v: f"{v:.1%}")},
                lambda r: f"On {common.md_escape(r.gpus)}. Source: {common.md_escape(r.source)}."

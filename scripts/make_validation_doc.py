@@ -24,7 +24,9 @@ def megatron_text() -> str:
             + ", ".join(f"`efficiency.{k}` = {BY_PATH['efficiency.' + k].default:g}"
                         for k in ("gemm_half_dim", "memory_traffic", "collective_efficiency"))
             + f", with the 2021-22 stack pinned in each scenario (attention at {megatron.ATTENTION_EFFICIENCY} "
-              "of the matmul efficiency: no FlashAttention; gradient reduction not overlapped; no ZeRO).")
+              "of the matmul efficiency: no FlashAttention; gradient reduction not overlapped; no ZeRO). "
+              "The GEMM half-efficiency size holds on Selene's A100 80GB; on other GPUs it scales with their "
+              "ops:byte ratio (peak / HBM bandwidth; costcore/engine/layout.py gemm_half_dim_for: 606 on an H100 SXM).")
 
 
 def loo_text() -> str:
@@ -84,8 +86,8 @@ def render() -> str:
              "fine-tunes, and the token counts are assumptions where the sources give none. The nine "
              "DeepSpeed-Chat PPO runs (OPT-6.7B to 175B, 8 and 64 A100s; every token count published) are "
              "decoded at their release scripts' own generation batch: the runs that decode 4 sequences a GPU "
-             "(6.7B, 30B) come out 0.77-1.46x, those that decode in tensor-parallel groups of 2 or 8 GPUs "
-             "(13B, 66B, 175B) 0.32-0.47x: the planner times tensor-parallel decoding at the same share of the "
+             "(6.7B, 30B) come out closer, off in both directions, those that decode in tensor-parallel groups "
+             "of 2 or 8 GPUs (13B, 66B, 175B) 2-3x too fast: the planner times tensor-parallel decoding at the same share of the "
              "memory roofline as one GPU's, which DeepSpeed-HE likely did not reach.", "",
              finetune_text(), "",
              "## 5. Public vision-language runs (`costcore/data/multimodal_runs.yaml`), recipes as published", "",
@@ -93,14 +95,18 @@ def render() -> str:
              "is trained, GPUs, global and micro-batch, ZeRO stage, gradient checkpointing; data-parallel "
              "jobs: tensor and pipeline parallelism pinned to 1); the planner's time is one epoch at the "
              "sustained step rate times the epochs. Nothing is fitted on these runs, and text tokens per "
-             "sample are assumptions for every one of them (no data set publishes them). Issue 17's bar is "
-             "the four LLaVA-1.5 phases within 25%: **missed for two** (13B alignment 1.25x, 13B tuning "
-             "0.73x; the 7B phases are at 1.07x and 0.80x). Small language models (MobileVLM 1.4B/2.7B) and "
+             "sample are assumptions for every one of them (no data set publishes them). " + llava_bar() + " "
+             "Small language models (MobileVLM 1.4B/2.7B) and "
              "the 2023 V100 run are predicted 2-3x too fast: their image decoding and per-sample "
              "preprocessing on the CPU, which the planner bills but does not put in the step, likely bound "
              "them.", "",
              multimodal_text(), ""]
     return "\n".join(parts)
+
+
+def llava_bar() -> str:
+    from costcore.validation.multimodal import bar_text, multimodal_table
+    return bar_text(multimodal_table())
 
 
 def multimodal_text() -> str:

@@ -241,13 +241,15 @@ def layer_parameter_counts(model: dict) -> tuple[float, float, float]:
 
 
 def layout_hardware(f) -> dict:
-    """The accelerator and the step model's knobs (hardware.yaml, schema.yaml efficiency), SI units."""
+    """The accelerator and the step model's knobs (hardware.yaml, schema.yaml efficiency), SI units.
+    The GEMM half-efficiency size is the knob's (fitted on Selene's A100 80GB, 312 TFLOP/s over 2.0 TB/s =
+    156 FLOP/byte) times this GPU's ops:byte ratio over 156."""
     return {"peak": f("hardware.peak_tflops") * 1e12, "fp8_peak": f("hardware.fp8_peak_tflops") * 1e12,
             "capacity": f("hardware.memory_gb") * 1e9 * f("efficiency.usable_memory_fraction"),
             "hbm": f("hardware.mem_bandwidth_tbs") * 1e12, "intra": f("hardware.intra_node_gbs") * 1e9,
             "inter": f("hardware.inter_node_gbs") * 1e9, "gpus_per_node": f("hardware.gpus_per_node"),
             "gemm": f("hardware.gemm_efficiency"), "attention": f("hardware.attn_efficiency"),
-            "collective": f("efficiency.collective_efficiency"), "half_dim": f("efficiency.gemm_half_dim"),
+            "collective": f("efficiency.collective_efficiency"), "half_dim": f("efficiency.gemm_half_dim") * f("hardware.peak_tflops") / f("hardware.mem_bandwidth_tbs") / 156.0,
             "traffic": f("efficiency.memory_traffic"), "dp_overlap": f("efficiency.dp_overlap"),
             "buffers": f("efficiency.comm_buffer_gb") * 1e9, "fp8_gemm": f("efficiency.fp8_gemm_efficiency"),
             "grad_bytes": f("efficiency.grad_reduce_bytes"), "contention": f("efficiency.overlap_contention"),

@@ -115,13 +115,15 @@ def test_dense_ffn_never_narrower_than_the_model():
 
 def test_size_slider_cost_never_falls_as_the_model_grows():
     # The size slider resizes the shape (schema.resize_model); the FFN absorbs what the coarse layers
-    # and width leave, so a bigger model never costs less on these presets (it did before: a 3.1B
-    # llama3-8b cost 8% less than a 3.0B, heads of 25 blocked tensor parallelism).
+    # and width leave, so a bigger model never costs markedly less on these presets (it did before: a 3.1B
+    # llama3-8b cost 8% less than a 3.0B, heads of 25 blocked tensor parallelism). Where the family table
+    # steps the width up, the wider shape's larger matmuls may run a little faster per parameter: llama3-8b
+    # at 2.6B (24 x 2560) to 2.7B (20 x 3072) on H100 is 0.24% cheaper (pre-training MFU 32.4% -> 33.6%).
     for preset, start in (("llama3-8b", 1.5), ("llama3-8b", 3.0), ("llama2-7b-pretrain", 6.7), ("scratch-7b", 2.5)):
         base = api.load_preset(preset)
         totals = [costcore.estimate(schema.validate(schema.resize_model(base, round(start + 0.1 * k, 6)))).total_usd
                   for k in range(16)]
-        assert all(b >= a * 0.999 for a, b in zip(totals, totals[1:])), (preset, totals)
+        assert all(b >= a * 0.995 for a, b in zip(totals, totals[1:])), (preset, totals)
 
 
 def test_moe_expert_ffn():
@@ -507,6 +509,16 @@ def test_gemm_efficiency_by_hand():
     # one small dimension of 320 loses a third of it on its own (the docstring's definition)
     assert layout.gemm_efficiency(320.0, 1e300, 1e300, 0.9, 320.0) == pytest.approx(0.45, rel=1e-12)
     assert layout.gemm_efficiency(0.0, 4096.0, 4096.0, 0.8, 320.0) == 0.8
+
+
+def test_gemm_half_dim_follows_the_ops_per_byte_ratio():
+    # the fitted 320 holds on Selene's A100 80GB (312 TFLOP/s over 2.0 TB/s = 156 FLOP/byte)
+    assert layout.gemm_half_dim_for(320.0, 312.0, 2.0) == pytest.approx(320.0, rel=1e-15)
+    # an H100 SXM: 989 / 3.35 = 295.2 FLOP/byte, so 320 x 295.2 / 156 = 605.6 elements
+    assert layout.gemm_half_dim_for(320.0, 989.0, 3.35) == pytest.approx(320.0 * 989.0 / 3.35 / 156.0, rel=1e-15)
+    assert layout.gemm_half_dim_for(320.0, 989.0, 3.35) == pytest.approx(605.6, abs=0.05)
+    # an A100 40GB (1.555 TB/s) needs larger matrices than the 80GB for the same share of the same peak
+    assert layout.gemm_half_dim_for(320.0, 312.0, 1.555) > 320.0
 
 
 def test_ring_and_overlap_by_hand():

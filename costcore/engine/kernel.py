@@ -297,7 +297,7 @@ def _fill_hw(x, w):
     w[lay.W_GEMM] = x[H_GEMM_EFF]
     w[lay.W_ATTN] = x[H_ATTN_EFF]
     w[lay.W_COLL] = x[E_COLL_EFF]
-    w[lay.W_HALF] = x[E_GEMM_HALF]
+    w[lay.W_HALF] = lay.gemm_half_dim_for(x[E_GEMM_HALF], x[H_PEAK_TFLOPS], x[H_BW_TBS])
     w[lay.W_TRAFFIC] = x[E_TRAFFIC]
     w[lay.W_OVERLAP] = x[E_DP_OVERLAP]
     w[lay.W_BUFFER] = x[E_BUFFER_GB] * 1e9

@@ -87,11 +87,35 @@ def gemm_efficiency(m, n, k, eff_max, half_dim):
     H100); small matrices lose to tile and wave quantization and to memory-bound prologues
     (NVIDIA Deep Learning Performance guide, "Matrix Multiplication Background": efficiency
     climbs with each dimension and saturates past a few thousand). ``half_dim`` (elements) sets
-    how fast: one fitted knob (data/schema.yaml efficiency.gemm_half_dim, docs/validation.md).
+    how fast: one fitted knob (data/schema.yaml efficiency.gemm_half_dim, docs/validation.md), scaled
+    to each GPU by :func:`gemm_half_dim_for`.
     """
     if m <= 0.0 or n <= 0.0 or k <= 0.0:
         return eff_max
     return eff_max / (1.0 + half_dim * (1.0 / m + 1.0 / n + 1.0 / k))
+
+
+# Ops:byte ratio of the GPU gemm_half_dim is fitted on: the A100 80GB SXM of Selene (312 TFLOP/s BF16 over
+# 2.0 TB/s HBM; Narayanan et al. 2021 Sec. 5 and Korthikanti et al. 2022 Sec. 6 ran on it).
+HALF_DIM_REF_FLOP_PER_BYTE = 312.0 / 2.0
+
+
+@njit(cache=True)
+def gemm_half_dim_for(half_dim_ref, peak_tflops, hbm_tbs):
+    """The GPU's ``half_dim`` of :func:`gemm_efficiency`, elements: the fitted one scaled by its ops:byte ratio.
+
+    half_dim = half_dim_ref x (peak / HBM bandwidth) / (312 TFLOP/s / 2.0 TB/s).
+
+    An (m x k) @ (k x n) matmul does 2 m n k FLOPs on 2 (m n + n k + m k) bytes (BF16); its time against
+    the peak-rate time is 1 + (peak / bandwidth) (1/m + 1/n + 1/k) when the traffic does not hide, so the
+    size at which a GEMM loses its efficiency grows with the GPU's ops:byte ratio (NVIDIA Deep Learning
+    Performance guide, "Matrix Multiplication Background": a GEMM is memory-limited while its
+    arithmetic intensity is below the GPU's ops:byte ratio). ``half_dim_ref`` is fitted on the Selene
+    A100 80GB (data/schema.yaml efficiency.gemm_half_dim); an H100 SXM (989 / 3.35 = 295 FLOP/byte)
+    needs matrices 1.9x larger for the same share of its peak. FP8 halves the bytes and doubles the
+    peak, so the ratio in elements is the BF16 one.
+    """
+    return half_dim_ref * (peak_tflops / hbm_tbs) / HALF_DIM_REF_FLOP_PER_BYTE
 
 
 @njit(cache=True)

@@ -81,3 +81,17 @@ def summary(table: pd.DataFrame) -> dict:
     err = table["ratio"].map(lambda r: math.exp(abs(math.log(r))))
     return {"runs": int(len(table)), "median_error_x": float(err.median()), "worst_error_x": float(err.max()),
             "within_25pct": int(((table["ratio"] >= 0.75) & (table["ratio"] <= 1.25)).sum())}
+
+
+BAR_RUNS = ("llava-1.5-7b-align", "llava-1.5-13b-align", "llava-1.5-7b-tune", "llava-1.5-13b-tune")
+
+
+def bar_text(table: pd.DataFrame) -> str:
+    """Issue 17's bar in words, from the table: the four LLaVA-1.5 phases (haotian-liu/LLaVA README) within 25%."""
+    bar = table[table["run"].isin(BAR_RUNS)]
+    out = bar[(bar["ratio"] < 0.75) | (bar["ratio"] > 1.25)]
+    each = ", ".join(f"{r.label} {r.ratio:.2f}x" for r in bar.itertuples())
+    if out.empty:
+        return f"The multimodal bar (the four LLaVA-1.5 phases within 25% of their published time) is **met**: {each}."
+    return (f"The multimodal bar (the four LLaVA-1.5 phases within 25% of their published time) is **missed** for "
+            f"{len(out)} of {len(bar)}: {each}.")
