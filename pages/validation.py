@@ -147,15 +147,20 @@ pts = alt.Chart(plot).mark_circle(size=90).encode(
              alt.Tooltip("ratio:Q", format=".2f", title="Predicted / published"),
              alt.Tooltip("mfu:Q", format=".1%", title="Utilization used (MFU)"), alt.Tooltip("notes:N", title="Notes")])
 # Names beside their points, moved a line down or up where they would cover each other (the chart's plot
-# area is about 650 x 460 px on a laptop screen; narrower, labels can still touch).
-plot["label_y"] = common.spread_labels(plot.published_gpu_hours, plot.predicted_gpu_hours, list(plot.label),
-                                       650.0, 460.0, (lo, hi))
-labels = alt.Chart(plot).mark_text(align="left", dx=7, baseline="middle", fontSize=10, color="#333").encode(
+# area is about 650 x 460 px on a laptop screen; narrower, labels can still touch). With more than 20 runs
+# the names of those inside the ±25% band covered each other (39 runs), so only the misses are named
+# there; every point still names its run on hover.
+FEW_RUNS = 20
+named = plot if len(plot) <= FEW_RUNS else plot[(plot.ratio < 0.75) | (plot.ratio > 1.25)].copy()
+named["label_y"] = common.spread_labels(named.published_gpu_hours, named.predicted_gpu_hours, list(named.label),
+                                        650.0, 460.0, (lo, hi))
+labels = alt.Chart(named).mark_text(align="left", dx=7, baseline="middle", fontSize=10, color="#333").encode(
     x=alt.X("published_gpu_hours:Q", title=X_AXIS), y=alt.Y("label_y:Q", title=Y_AXIS), text=alt.Text("label:N"))
 common.show_chart(common.layer(band, diag, pts, labels),
                   "Predicted against published training time, one point per public run", height=460)
 st.caption("Dashed: predicted = published. Green band: ±25%. Runs published in days are compared in days and "
-           "drawn at days x GPUs x 24.")
+           "drawn at days x GPUs x 24." + (" Named: the runs outside the band (hover a point for any run)."
+                                           if len(plot) > FEW_RUNS else ""))
 # Two tables that each fit the page (one of 15 columns was cut off at the right): how close each estimate
 # is, on the figure the authors published; then what each run is, in GPU-hours for all of them.
 st.subheader("How close each estimate is")
