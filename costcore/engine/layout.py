@@ -100,7 +100,7 @@ def gemm_efficiency(m, n, k, eff_max, half_dim):
 HALF_DIM_REF_FLOP_PER_BYTE = 312.0 / 2.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def gemm_half_dim_for(half_dim_ref, peak_tflops, hbm_tbs):
     """The GPU's ``half_dim`` of :func:`gemm_efficiency`, elements: the fitted one scaled by its ops:byte ratio.
 
