@@ -457,11 +457,17 @@ def _infeasible_driver(cols: Mapping[str, np.ndarray], fits: np.ndarray) -> str 
     bad = (~np.asarray(fits, dtype=bool)).astype(np.float64)
     if bad.min() == bad.max():
         return None
+    n = len(bad)
+    mb = float(bad.mean())
+    sd_b = float(np.sqrt(max(mb - mb * mb, 0.0)))  # a 0/1 variable's standard deviation
     best, best_r = None, 0.0
     for p, v in cols.items():
-        sd = float(v.std())
-        if sd > 0:
-            r = abs(float(np.mean((v - v.mean()) * (bad - bad.mean()))) / (sd * float(bad.std())))
+        v = np.asarray(v, dtype=np.float64)
+        mv = float(v.sum()) / n
+        # moments by dot products (one pass each, BLAS): cov = E[v bad] - E[v] E[bad], var = E[v^2] - E[v]^2
+        var = max(float(v @ v) / n - mv * mv, 0.0)
+        if var > 1e-24 * max(mv * mv, 1e-300):
+            r = abs(float(v @ bad) / n - mv * mb) / (np.sqrt(var) * sd_b)
             if r > best_r:
                 best, best_r = p, r
     return best

@@ -1377,22 +1377,26 @@ def _refit_plans(base, idx, cols, stage_fits, buckets: int = REFIT_BUCKETS):
     rel = [j for j in range(len(idx)) if not PLAN_FREE[idx[j]]]
     which = np.zeros((n, NS), dtype=np.int64)  # per row and stage: 0 the base's plan, k the k-th searched
     found: list[list[np.ndarray]] = [[base_plans[s]] for s in range(NS)]
-    up = cols.copy()
+    # per varied input: each row's bucket, as the index of its upper edge, so the rows' combinations are
+    # small ints (_unique_rows) rather than float rows (a 2-D np.unique). Two rows share an index exactly
+    # when they share an upper edge: the left search gives every draw the first edge at or above it.
+    tops, at = {}, {}
     for j in rel:
         v = cols[j]
         edges = np.quantile(v, np.linspace(0.0, 1.0, buckets + 1))
-        up[j] = edges[np.searchsorted(edges[1:-1], v, side="left") + 1]
+        tops[j] = edges[1:]
+        at[j] = np.searchsorted(edges[1:-1], v, side="left")
     for s in range(NS):
         rows = np.nonzero(stage_fits[:, s] < 0.5)[0]
         js = [j for j in rel if FIELD_STAGE[idx[j]] in (-1, s)]
         if not len(rows) or not js:
             continue
-        keys, inverse = np.unique(up[js][:, rows].T, axis=0, return_inverse=True)
+        combos, inverse = _unique_rows(np.stack([at[j][rows] for j in js], axis=1))
         x = base.copy()
-        for key in keys:
-            x[idx[js]] = key
+        for combo in combos:
+            x[idx[js]] = [tops[j][c] for j, c in zip(js, combo)]
             found[s].append(_plans_of(x, -1.0)[s])
-        which[rows, s] = inverse.reshape(-1) + 1
+        which[rows, s] = inverse + 1
     combos, row_plan = _unique_rows(which)
     plans = np.empty((len(combos), NS, PLAN_COLS))
     for c, combo in enumerate(combos):
