@@ -141,7 +141,7 @@ EXPENSIVE_RELIABILITY = {
     "reliability": {"failures_per_gpu_hour": 0.005, "ckpt_write_gbps_per_gpu": 0.0005, "restart_hours": 2,
                     "idle_fraction": 0.3, "failed_run_fraction": 1.5},
     "efficiency": {"sustained_fraction": 0.5, "overlap_contention": 0.3, "dp_overlap": 0.5,
-                   "collective_efficiency": 0.5, "comm_buffer_gb": 3.0},
+                   "collective_efficiency": 0.5, "comm_buffer_gb": 3.0, "tp_overlap": 0.4},
     "stages": {
         "pretrain": {"tokens_b": 2000, "experiments": 5, "experiment_size": 0.1},
         "cpt": {"ckpt_interval_h": 0.001},

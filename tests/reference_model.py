@@ -253,7 +253,8 @@ def layout_hardware(f) -> dict:
             "traffic": f("efficiency.memory_traffic"), "dp_overlap": f("efficiency.dp_overlap"),
             "buffers": f("efficiency.comm_buffer_gb") * 1e9, "fp8_gemm": f("efficiency.fp8_gemm_efficiency"),
             "grad_bytes": f("efficiency.grad_reduce_bytes"), "contention": f("efficiency.overlap_contention"),
-            "pcie": f("hardware.pcie_gbs") * 1e9, "cpu_bw": f("efficiency.cpu_optimizer_gbs") * 1e9}
+            "pcie": f("hardware.pcie_gbs") * 1e9, "cpu_bw": f("efficiency.cpu_optimizer_gbs") * 1e9,
+            "tp_overlap": f("efficiency.tp_overlap")}
 
 
 def gemm_efficiency(m: float, n: float, k: float, best: float, half_dim: float) -> float:
@@ -405,6 +406,10 @@ def layer_forward_s(model: dict, hw: dict, job: dict, plan: dict) -> dict:
     coll = hw["collective"]
     # 2 all-gathers + 2 reduce-scatters of s b h bf16 values
     tensor_parallel = 4.0 * ring_collective_s(2.0 * tokens * h, tp, link_bytes_s(hw, tp, 1.0), coll)
+    # tp_overlap of it runs behind the layer's own matmuls (at most their time); the hidden part still
+    # slows them by the contention share
+    hidden = min(hw["tp_overlap"] * tensor_parallel, linear)
+    tensor_parallel -= hidden * (1.0 - hw["contention"])
     expert_parallel = 0.0
     if model["moe"] and ep > 1:
         dispatched = 2.0 * tokens * model["top_k"] * h / tp

@@ -243,7 +243,10 @@ def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
     scn, x, res = _base(scenario)
     if inputs is not None and (isinstance(inputs, (str, bytes, Mapping)) or not hasattr(inputs, "__iter__")):
         raise ScenarioError("inputs", "must be a list of setting names")
-    paths = list(inputs) if inputs is not None else numeric_inputs(scn)
+    try:  # the container's own __len__ / __iter__ run here
+        paths = list(inputs) if inputs is not None else numeric_inputs(scn)
+    except Exception:  # noqa: BLE001 - a foreign container may raise anything
+        raise ScenarioError("inputs", "must be a list of setting names that can be read") from None
     if len(paths) > len(schema.FIELDS):
         raise ScenarioError("inputs", f"has {len(paths):,} names; there are {len(schema.FIELDS)} settings")
     for p in paths:

@@ -44,7 +44,7 @@ MODEL_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "voc
 HW_FIELDS = ("peak_flops", "fp8_peak_flops", "memory_bytes", "hbm_bytes_s", "intra_bytes_s", "inter_bytes_s",
              "gpus_per_node", "gemm_efficiency", "attn_efficiency", "collective_efficiency", "gemm_half_dim",
              "memory_traffic", "dp_overlap", "buffer_bytes", "fp8_efficiency", "grad_reduce_bytes", "overlap_contention",
-             "pcie_bytes_s", "cpu_optimizer_bytes_s")
+             "pcie_bytes_s", "cpu_optimizer_bytes_s", "tp_overlap")
 JOB_FIELDS = ("seq", "global_batch", "gpus", "method", "deq", "mbs_mult", "extra_weights", "fp8",
               "flops_per_token", "tokens_per_seq", "optimizer", "offload", "grad_accum", "base_bytes", "media_act")
 PLAN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sp")
@@ -59,7 +59,7 @@ NROW = NP + NT
 (M_L, M_H, M_A, M_KV, M_HD, M_FFN, M_V, M_GATED, M_E, M_K, M_SHARED, M_MOE_FFN, M_NTOT, M_NACT, M_NEXP,
  M_NTRAIN) = range(len(MODEL_FIELDS))
 (W_PEAK, W_FP8, W_MEM, W_HBM, W_INTRA, W_INTER, W_GPN, W_GEMM, W_ATTN, W_COLL, W_HALF, W_TRAFFIC, W_OVERLAP,
- W_BUFFER, W_FP8_EFF, W_GRAD_BYTES, W_CONTENTION, W_PCIE, W_CPU_BW) = range(len(HW_FIELDS))
+ W_BUFFER, W_FP8_EFF, W_GRAD_BYTES, W_CONTENTION, W_PCIE, W_CPU_BW, W_TP_OVERLAP) = range(len(HW_FIELDS))
 (J_SEQ, J_GB, J_G, J_METHOD, J_DEQ, J_MBS, J_EXTRA, J_FP8, J_FPT, J_TOKSEQ, J_OPT, J_OFFLOAD, J_ACCUM,
  J_BASE_BYTES, J_MEDIA_ACT) = range(len(JOB_FIELDS))
 P_TP, P_PP, P_DP, P_CP, P_EP, P_MB, P_RC, P_ZERO, P_V, P_SP = range(NP)
@@ -334,7 +334,9 @@ def _layer_forward(model, hw, job, plan):
     activation bytes of Korthikanti et al. 2022 Table 2, times the traffic knob, read and written
     at HBM bandwidth. Tensor parallelism: 2 all-gathers and 2 reduce-scatters of s b h bf16 values
     per layer with sequence parallelism (2 all-reduces without: the same bytes; Korthikanti et al.
-    Sec. 4.2.2). Expert parallelism: dispatch and combine all-to-all of the top-k copies of each
+    Sec. 4.2.2); the ``tp_overlap`` share of them runs behind the layer's own matmuls, at most their
+    time, slowed by ``overlap_contention`` (chunked collective-matmul overlap: Wang et al. 2023,
+    arXiv:2305.06942; Transformer Engine / Megatron-Core tp-comm-overlap; 0 for Megatron-LM 2021-22). Expert parallelism: dispatch and combine all-to-all of the top-k copies of each
     token (Lepikhin et al. 2020, GShard). Context parallelism: ring attention passes K and V to
     cp - 1 neighbours, hidden behind the attention compute (Liu et al. 2023, arXiv:2310.01889).
     """
@@ -367,6 +369,9 @@ def _layer_forward(model, hw, job, plan):
     t_mem = hw[W_TRAFFIC] * tokens * h * (24.0 / tp + 10.0 / sp_div) / hw[W_HBM]
     coll = hw[W_COLL]
     t_tp = 4.0 * ring_seconds(2.0 * tokens * h, tp, _link(tp, 1.0, hw), coll)
+    if hw[W_TP_OVERLAP] > 0.0:  # the share hidden behind the layer's own GEMMs (chunked all-gather/reduce-scatter)
+        hidden = min(hw[W_TP_OVERLAP] * t_tp, t_lin)
+        t_tp -= hidden * (1.0 - hw[W_CONTENTION])
     t_ep = 0.0
     if model[M_E] > 0.0 and ep > 1.0:
         a2a_bytes = 2.0 * tokens * model[M_K] * h / tp

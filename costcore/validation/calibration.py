@@ -3,10 +3,11 @@
 The step model (:mod:`costcore.engine.layout`) has three knobs fitted on the 18 Megatron Selene
 measurements (:mod:`costcore.validation.megatron`: ``gemm_half_dim``, ``memory_traffic``,
 ``collective_efficiency``). A production run sustains less than the searched plan's benchmark
-step rate; two knobs say how much, and they are fitted here on the public production runs:
+step rate; three knobs say how much, and they are fitted here on the public production runs:
 
 * ``efficiency.sustained_fraction`` — share of the modelled step rate sustained over a run;
-* ``efficiency.overlap_contention`` — slowdown of compute while a collective runs behind it.
+* ``efficiency.overlap_contention`` — slowdown of compute while a collective runs behind it;
+* ``efficiency.tp_overlap`` — share of the tensor-parallel collectives hidden behind the layer's matmuls.
 
 Runs come in two splits (the CSVs' ``split`` column): ``calibration`` runs are fitted on and
 scored by leave-one-out (refit on all calibration runs but one, predict that one);
@@ -30,6 +31,7 @@ from costcore.validation import runs as validation
 GRID = {
     "sustained_fraction": (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0),
     "overlap_contention": (0.0, 0.15, 0.3, 0.5),
+    "tp_overlap": (0.0, 0.25, 0.5, 0.75, 1.0),
 }
 EFFICIENCY_KEYS = tuple(GRID)
 BAND_QUANTILES = (0.1, 0.9)

@@ -12,7 +12,7 @@ Each row becomes a scenario with the plan pinned as published (TP, PP, DP = GPUs
 recompute, sequence parallelism, no ZeRO: Megatron 2021-22 had no distributed optimizer) and the
 software stack of the time: GPT-style 2-matrix GELU MLP (4h), no FlashAttention (attention at
 ``ATTENTION_EFFICIENCY`` of the matmul efficiency, fitted here), data-parallel gradients reduced
-after the backward pass (dp_overlap 0). The micro-batch and interleaving are searched (not
+after the backward pass (dp_overlap 0), tensor-parallel collectives not overlapped (tp_overlap 0). The micro-batch and interleaving are searched (not
 published per row). These 18 rows fit three knobs of data/schema.yaml's efficiency section:
 ``gemm_half_dim``, ``memory_traffic`` and ``collective_efficiency`` (in-sample: a reproduction
 of the published figures, not an out-of-sample test; docs/validation.md).
@@ -48,7 +48,7 @@ def scenario(row) -> dict:
                       "kv_heads": int(row["heads"]), "ffn": 4 * h, "vocab": int(row["vocab"]), "gated": False},
             "hardware": {"gpu": "a100-80gb", "num_gpus": int(row["num_gpus"]),
                          "attn_efficiency": ATTENTION_EFFICIENCY},
-            "efficiency": {"dp_overlap": 0.0},
+            "efficiency": {"dp_overlap": 0.0, "tp_overlap": 0.0},
             "stages": {"pretrain": stage}}
 
 
