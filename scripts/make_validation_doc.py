@@ -72,8 +72,9 @@ def render() -> str:
              "",
              "A production run sustains less than the modelled step rate of the best plan (stragglers, data "
              "loading, evaluation pauses, power-capped clocks, less tuned plans). `efficiency.sustained_fraction` "
-             "says how much; it is the one knob fitted on these runs (`overlap_contention` is searched too and "
-             "comes out 0).", "",
+             "says how much. Modern stacks also hide the tensor-parallel collectives behind the layer's matmuls, "
+             "which Megatron-LM 2021-22 did not: `efficiency.tp_overlap` says what share. Both are fitted on these "
+             "runs (`overlap_contention` is searched too).", "",
              loo_text(), "",
              "### Reference runs (`costcore/data/published_runs.csv`)", "",
              markdown_table(validation.validation_table()), "",
