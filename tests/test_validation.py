@@ -239,51 +239,41 @@ def test_estimate_band_is_the_leave_one_out_band():
     assert cal["band_log_p10"] == round(calibration.leave_one_out()["band_log_p10"], 4)
 
 
-def test_validation_page_shows_the_fine_tuning_and_preference_runs(warm_kernels):
-    """The Validation page's third set of runs: the table and its summary are the scorer's own numbers."""
+def _time_view_shows_the_scorers_numbers(dataset: str, scorer) -> str:
+    """Open the Validation page on ``dataset``; its metrics and table are ``scorer``'s (finetune or multimodal
+    validation module) own numbers. Returns the page's markdown text."""
     from streamlit.testing.v1 import AppTest
 
-    from costcore.validation import finetune
     from server_support import NEVER_S
     from shared import APP
     at = AppTest.from_file(str(APP), default_timeout=NEVER_S)
     at.switch_page("pages/validation.py")
     at.run()
-    at.radio(key="val_runs").set_value("finetune").run()
+    at.radio(key="val_runs").set_value(dataset).run()
     assert not at.exception
-    want = finetune.finetune_table()
-    s = finetune.summary(want)
+    want = scorer.finetune_table() if dataset == "finetune" else scorer.multimodal_table()
+    s = scorer.summary(want)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Runs"] == str(len(want)) and metrics["Median error"] == f"{s['median_error_x']:.2f}x"
+    assert metrics["Worst"] == f"{s['worst_error_x']:.2f}x"
     assert metrics["Within ±25%"] == f"{s['within_25pct']} of {len(want)}"
     shown = at.dataframe[0].value
     assert list(shown["label"]) == list(want["label"])
     assert (shown["ratio"] == want["ratio"]).all()
-    text = " ".join(m.value for m in at.markdown)
+    return " ".join(m.value for m in at.markdown)
+
+
+def test_validation_page_shows_the_fine_tuning_and_preference_runs(warm_kernels):
+    """The Validation page's third set of runs: the table and its summary are the scorer's own numbers."""
+    from costcore.validation import finetune
+    text = _time_view_shows_the_scorers_numbers("finetune", finetune)
     assert all(words in text for words in ("DeepSpeed-Chat PPO, OPT-175B", "Assumed where"))
 
 
 def test_validation_page_shows_the_vision_language_runs(warm_kernels):
     """The Validation page's fourth set: the multimodal scorer's own numbers, GPUs in words, sources quoted."""
-    from streamlit.testing.v1 import AppTest
-
     from costcore.validation import multimodal
-    from server_support import NEVER_S
-    from shared import APP
-    at = AppTest.from_file(str(APP), default_timeout=NEVER_S)
-    at.switch_page("pages/validation.py")
-    at.run()
-    at.radio(key="val_runs").set_value("multimodal").run()
-    assert not at.exception
-    want = multimodal.multimodal_table()
-    s = multimodal.summary(want)
-    metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Runs"] == str(len(want)) and metrics["Worst"] == f"{s['worst_error_x']:.2f}x"
-    assert metrics["Within ±25%"] == f"{s['within_25pct']} of {len(want)}"
-    shown = at.dataframe[0].value
-    assert list(shown["label"]) == list(want["label"])
-    assert (shown["ratio"] == want["ratio"]).all()
-    text = " ".join(m.value for m in at.markdown)
+    text = _time_view_shows_the_scorers_numbers("multimodal", multimodal)
     assert "LLaVA-1.5-13B visual instruction tuning" in text and "In its words" in text
     assert "8 × NVIDIA A100 80GB SXM" in text and "a100-80gb" not in text  # GPUs in words, not catalog keys
 
