@@ -151,7 +151,7 @@ pts = alt.Chart(plot).mark_circle(size=90).encode(
 # the names of those inside the ±25% band covered each other (39 runs), so only the misses are named
 # there; every point still names its run on hover.
 FEW_RUNS = 20
-named = plot if len(plot) <= FEW_RUNS else plot[(plot.ratio < 0.75) | (plot.ratio > 1.25)].copy()
+named = plot if len(plot) <= FEW_RUNS else plot[plot.error > 0.25].copy()  # as the "Within ±25%" metric
 named["label_y"] = common.spread_labels(named.published_gpu_hours, named.predicted_gpu_hours, list(named.label),
                                         650.0, 460.0, (lo, hi))
 labels = alt.Chart(named).mark_text(align="left", dx=7, baseline="middle", fontSize=10, color="#333").encode(

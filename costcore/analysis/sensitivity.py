@@ -469,7 +469,7 @@ def _infeasible_driver(cols: Mapping[str, np.ndarray], fits: np.ndarray) -> str 
         mv = float(v.sum()) / n
         # moments by dot products (one pass each, BLAS): cov = E[v bad] - E[v] E[bad], var = E[v^2] - E[v]^2
         var = max(float(v @ v) / n - mv * mv, 0.0)
-        if var > 1e-24 * max(mv * mv, 1e-300):
+        if var > 1e-12 * mv * mv:  # constant up to rounding (E[v^2] - E[v]^2 cancels): no spread to correlate
             r = abs(float(v @ bad) / n - mv * mb) / (np.sqrt(var) * sd_b)
             if r > best_r:
                 best, best_r = p, r
