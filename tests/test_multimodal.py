@@ -13,6 +13,7 @@ import math
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 import costcore
@@ -42,6 +43,15 @@ def test_llava_1_5_schedule_within_25_percent(table, run):
     row = table.loc[run]
     assert row.published_hours == LLAVA[run]
     assert 0.75 <= row.ratio <= 1.25, f"{run}: {row.predicted_hours:.2f} h predicted, {row.published_hours} h published"
+
+
+def test_the_bar_sentence_names_its_misses_at_a_precision_that_shows_them():
+    """A 1.254x miss printed at two decimals read "1.25x" beside "missed": the sentence prints three and
+    marks each phase outside the band; met ones are not marked."""
+    df = pd.DataFrame({"run": list(mmv.BAR_RUNS), "label": ["a", "b", "c", "d"], "ratio": [1.254, 1.0, 0.75, 0.7499]})
+    text = mmv.bar_text(df)
+    assert "**missed** for 2 of 4" in text
+    assert "a 1.254x (outside)" in text and "b 1.000x," in text and "c 0.750x," in text and "d 0.750x (outside)" in text
 
 
 def test_every_public_run_is_scored_out_of_sample(table):

@@ -260,6 +260,10 @@ def _time_view_shows_the_scorers_numbers(dataset: str, scorer) -> str:
     shown = at.dataframe[0].value
     assert list(shown["label"]) == list(want["label"])
     assert (shown["ratio"] == want["ratio"]).all()
+    # the yes/no column is the scorer's rule, which a 2-decimal ratio could not show (1.254 read "1.25x")
+    from costcore.validation.multimodal import within_25pct
+    assert list(shown["within"]) == ["yes" if ok else "no" for ok in within_25pct(want["ratio"])]
+    assert (shown["within"] == "no").sum() == len(want) - s["within_25pct"]
     return " ".join(m.value for m in at.markdown)
 
 

@@ -95,7 +95,10 @@ def bar_text(table: pd.DataFrame) -> str:
     """Issue 17's bar in words, from the table: the four LLaVA-1.5 phases (haotian-liu/LLaVA README) within 25%."""
     bar = table[table["run"].isin(BAR_RUNS)]
     out = bar[~within_25pct(bar["ratio"])]
-    each = ", ".join(f"{r.label} {r.ratio:.2f}x" for r in bar.itertuples())
+    # 3 decimals, and the misses named: at 2 decimals a 1.254x miss reads "1.25x", inside the band it misses
+    inside = within_25pct(bar["ratio"])
+    each = ", ".join(f"{r.label} {r.ratio:.3f}x" + ("" if ok else " (outside)")
+                     for r, ok in zip(bar.itertuples(), inside))
     if out.empty:
         return f"The multimodal bar (the four LLaVA-1.5 phases within 25% of their published time) is **met**: {each}."
     return (f"The multimodal bar (the four LLaVA-1.5 phases within 25% of their published time) is **missed** for "
