@@ -108,6 +108,15 @@ if show_people:
     table["People and platform"] = rows.people_usd.map(fmt.usd)
     table["Total"] = rows.usd_total.map(fmt.usd)
 st.dataframe(table, hide_index=True, width="stretch")
+# a pinned parallel degree makes every GPU count its multiple: say so, or "8" for a 70B QLoRA reads as wrong
+PARALLEL_WORDS = {"tp": "tensor parallelism", "pp": "pipeline parallelism", "cp": "context parallelism",
+                  "ep": "expert parallelism"}
+pinned = {w: schema.effective_value(common.scenario(), f"stages.sft.{k}") for k, w in PARALLEL_WORDS.items()}
+pinned = {w: int(v) for w, v in pinned.items() if v and v > 1}
+if pinned:
+    st.caption("The fine-tuning stage pins " + " and ".join(f"{w} {v:,}" for w, v in pinned.items())
+               + ", so the GPU counts here are its multiples; choose Searched for it on the Job layout page "
+               "to let the fewest GPUs follow any layout.")
 
 mem = rows.melt(id_vars=["label"], value_vars=[f"memory_{k}_gb" for k in finetune.MEMORY_KINDS],
                 var_name="kind", value_name="gb")

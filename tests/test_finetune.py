@@ -354,6 +354,9 @@ def test_workbench_page_picks_a_model_and_8bit_adam_shrinks_the_optimizer(warm_k
     next(s for s in at.selectbox if s.label == "Model").set_value("llama-3.1-8b").run()
     assert not at.exception
     assert any("32 layers, hidden 4,096" in c.value and "vocabulary 128.3k" in c.value for c in at.caption)
+    # the default preset's SFT stage pins TP 8: the page says why the fewest GPUs come in eights
+    assert at.session_state["scenario"]["stages"]["sft"]["tp"] == 8
+    assert any("pins tensor parallelism 8" in c.value for c in at.caption)
     assert at.session_state["scenario"]["model"]["name"] == "llama-3.1-8b"
     table = at.dataframe[0].value
     assert list(table["Method"]) == ["Full fine-tuning", "LoRA", "QLoRA"]
