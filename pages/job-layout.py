@@ -189,11 +189,11 @@ c[1].metric("MFU", _pct(plan["mfu"]), help=(
 c[2].metric("Memory per GPU", fmt.gb(plan["memory_per_gpu_gb"]),
             help=f"of {fmt.gb(res.stat(stage, 'usable_memory_gb'))} usable; "
                  f"{plan['plans_fitting']:,} plans fit")
-with c[3]:
+with c[3].container():  # one slot of the row: metric and its band stacked, not side by side
     st.metric("GPU-hours (billed)", fmt.gpu_hours(res.stat(stage, "gpu_hours")).replace(" GPU-h", ""),
               help=f"{res.stat(stage, 'gpu_hours'):,.0f} GPU-hours on {res.stat(stage, 'num_gpus'):,.0f} GPUs")
-    st.caption(f"P10–P90: {fmt.gpu_hours(band[0])} – {fmt.gpu_hours(band[1])}")
-with c[4]:
+    st.caption("P10–P90: " + " – ".join(fmt.gpu_hours(b).replace(" GPU-h", "") for b in band[:2]))  # as the metric
+with c[4].container():
     st.metric("Stage cost", fmt.usd(res.stat(stage, "usd_total")),
               help=f"{STAGE_LABELS[stage]}: {fmt.usd_exact(res.stat(stage, 'usd_total'))}")
     st.caption(f"P10–P90: {common.md_escape(fmt.usd(band[2]))} – {common.md_escape(fmt.usd(band[3]))}")

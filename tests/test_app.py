@@ -162,6 +162,8 @@ def test_job_layout_shows_the_plan_and_pinning_tp_changes_it():
     band = res.band[costcore.STAGES.index("pretrain")]
     captions = [c.value.replace("\\$", "$") for c in at.caption]
     assert f"P10–P90: {fmt.usd(band[2])} – {fmt.usd(band[3])}" in captions, captions
+    gh = [fmt.gpu_hours(b).replace(" GPU-h", "") for b in band[:2]]
+    assert f"P10–P90: {gh[0]} – {gh[1]}" in captions, captions
     top = at.dataframe[0].value
     assert 1 <= len(top) <= 10
     assert {"TP", "PP", "DP", "CP", "Micro-batch", "Recompute", "ZeRO", "Step time", "MFU",
