@@ -901,3 +901,23 @@ def test_app_survives_bad_url_values(_quiet_apptest, query):
     assert not at.exception, f"{query}: the app shows an exception: {[e.value[:200] for e in at.exception]}"
     key = next(iter(query))
     assert any(key in w.value.replace("\\", "") for w in at.warning), [w.value for w in at.warning]
+
+
+def test_a_size_column_beyond_the_shapes_depth_limit_names_the_size_not_the_layers():
+    """A size column on a stated shape moves its depth (80 layers at 70.6B); past the schema's 1,000 layers a
+    sweep evaluated 5,666 layers silently and an estimate at that size blamed model.layers, which the user never
+    set. Both now name model.params_b and the largest size the shape reaches; the solver stops there."""
+    import numpy as np
+
+    from costcore import api
+    from costcore.scenario import schema
+    scn = schema.validate(api.load_preset("pipeline-70b"))
+    top = schema.largest_size_for_depth(80, 70.6)
+    assert schema.layers_for_size(80, 70.6, top) == 1000
+    api.batch(scn, {"model.params_b": np.array([70.6, top])})  # at the edge: evaluated
+    for call in (lambda: api.batch(scn, {"model.params_b": np.array([70.6, 5000.0])}),
+                 lambda: schema.with_size(scn, 5000.0)):
+        with pytest.raises(ScenarioError) as e:
+            call()
+        assert e.value.field == "model.params_b" and f"{top:,.4g} billion" in str(e.value)
+    assert schema.largest_size_for_depth(0, 70.6) == schema.BY_PATH["model.params_b"].hi  # no shape stated

@@ -599,6 +599,9 @@ def solve_budget(scenario, budget_usd: float, mode: str = "compute_optimal",
 
     if mode == "compute_optimal":
         lo_b, hi_b = max(fp.lo, 0.01), min(fp.hi, ft.hi / tokens_per_param)
+        # a stated shape grows by its depth (schema.layers_for_size), up to the schema's most layers
+        hi_b = min(hi_b, schema.largest_size_for_depth(float(schema.effective_value(scn, "model.layers") or 0),
+                                                       float(schema.effective_value(scn, "model.params_b"))))
 
         def cost(ps):
             out, fits = api.batch(scn, {"model.params_b": ps, "stages.pretrain.tokens_b": ps * tokens_per_param},

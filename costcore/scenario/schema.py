@@ -761,7 +761,23 @@ def layers_for_size(layers: float, params_b: float, new_params_b):
     step time is counted from the shape). The size slider instead takes the family table's shape
     (:func:`resize_model`); by depth, the current size keeps the current shape exactly.
     """
-    return np.maximum(1.0, np.round(layers * np.asarray(new_params_b, dtype=np.float64) / params_b))
+    out = np.maximum(1.0, np.round(layers * np.asarray(new_params_b, dtype=np.float64) / params_b))
+    most = BY_PATH["model.layers"].hi
+    if np.any(out > most):  # else a sweep evaluated 5,666 layers silently and an estimate blamed model.layers
+        raise ScenarioError("model.params_b", f"the stated shape ({layers:,.0f} layers at {params_b:,.3g} billion "
+                            f"parameters) follows the size by its depth, so a size above "
+                            f"{largest_size_for_depth(layers, params_b):,.4g} billion parameters would need more "
+                            f"than {most:,.0f} layers; state a wider shape for a larger model")
+    return out
+
+
+def largest_size_for_depth(layers: float, params_b: float) -> float:
+    """The largest size (billion parameters) :func:`layers_for_size` can move a stated shape to: the one
+    whose depth rounds to the schema's most layers (model.layers' maximum); any size without a stated
+    shape (``layers`` 0) up to model.params_b's maximum."""
+    if layers <= 0:
+        return BY_PATH["model.params_b"].hi
+    return min(BY_PATH["model.params_b"].hi, params_b * (BY_PATH["model.layers"].hi + 0.5) / layers)
 
 
 def with_size(scn: dict, params_b: float) -> dict:
