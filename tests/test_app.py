@@ -432,3 +432,11 @@ def test_budgets_per_resource_are_drawn_when_opened():
     at.number_input(key=key).set_value(1_000_000.0)
     at.run()
     assert at.session_state["scenario"]["budget"]["compute_usd"] == 1_000_000.0
+
+
+@pytest.mark.parametrize("preset, says", [("pipeline-70b", True), ("qlora-single-gpu", False)])
+def test_workbench_says_when_a_pinned_parallel_degree_sets_the_gpu_counts(preset, says):
+    """The 70B preset's SFT stage pins TP 8, so its fewest GPUs come in eights and the page says why; a preset
+    that pins no parallel degree gets no such caption."""
+    at = _app("pages/fine-tuning.py", p=preset)
+    assert any("pins tensor parallelism" in c.value for c in at.caption) is says
