@@ -100,23 +100,28 @@ table = pd.DataFrame({
     "GPU cost": rows.compute_usd.map(fmt.usd),
     "Memory per GPU": rows.memory_per_gpu_gb.map(fmt.gb),
     "Fits": rows.fits.map(lambda f: "yes" if f else "no"),
-    "Fewest GPUs that fit": rows.min_gpus.map(lambda g: f"{g:,}" if g > 0 else "none"),
-    "Trainable parameters": rows.trainable_params_b.map(lambda b: f"{fmt.num(b)}B" if b >= 1 else f"{fmt.num(b * 1e3)}M"),
+    "Fewest GPUs that fit": rows.min_gpus_any_layout.map(lambda g: f"{g:,}" if g > 0 else "none"),
+    "Trainable": rows.trainable_params_b.map(lambda b: f"{fmt.num(b)}B" if b >= 1 else f"{fmt.num(b * 1e3)}M"),
 })
-if show_people:
-    table["Data cost"] = rows.data_usd.map(fmt.usd)
-    table["People and platform"] = rows.people_usd.map(fmt.usd)
-    table["Total"] = rows.usd_total.map(fmt.usd)
+money = None
+if show_people:  # a table of its own: three more columns pushed the first one's past the page's edge
+    money = pd.DataFrame({"Method": rows.label, "GPU cost": table.pop("GPU cost"),
+                          "Data cost": rows.data_usd.map(fmt.usd), "People and platform": rows.people_usd.map(fmt.usd),
+                          "Total": rows.usd_total.map(fmt.usd)})
+# the fewest GPUs over every layout (a 70B QLoRA: 1), and, when the stage pins part of its layout (the 70B
+# preset pins TP 8), the fewest on that layout too, side by side and said in words
+pins = rows.pinned_layout.iloc[0] if (rows.min_gpus != rows.min_gpus_any_layout).any() else {}
+if pins:
+    table.insert(table.columns.get_loc("Fewest GPUs that fit") + 1, "As pinned",
+                 rows.min_gpus.map(lambda g: f"{g:,}" if g > 0 else "none"))
 st.dataframe(table, hide_index=True, width="stretch")
-# a pinned parallel degree makes every GPU count its multiple: say so, or "8" for a 70B QLoRA reads as wrong
-PARALLEL_WORDS = {"tp": "tensor parallelism", "pp": "pipeline parallelism", "cp": "context parallelism",
-                  "ep": "expert parallelism"}
-pinned = {w: schema.effective_value(common.scenario(), f"stages.sft.{k}") for k, w in PARALLEL_WORDS.items()}
-pinned = {w: int(v) for w, v in pinned.items() if v and v > 1}
-if pinned:
-    st.caption("The fine-tuning stage pins " + " and ".join(f"{w} {v:,}" for w, v in pinned.items())
-               + ", so the GPU counts here are its multiples; choose Searched for it on the Job layout page "
-               "to let the fewest GPUs follow any layout.")
+if pins:
+    said = [f"{schema.BY_PATH['stages.sft.' + k].label.split(': ', 1)[1].lower()} {v}" for k, v in pins.items()]
+    st.caption("Fewest GPUs that fit: over every layout the planner can search. As pinned: the fewest with the "
+               "fine-tuning stage's pinned " + ", ".join(said) + " (choose Searched on the Job layout page to "
+               "unpin it).")
+if money is not None:
+    st.dataframe(money, hide_index=True, width="stretch")
 
 mem = rows.melt(id_vars=["label"], value_vars=[f"memory_{k}_gb" for k in finetune.MEMORY_KINDS],
                 var_name="kind", value_name="gb")
@@ -149,8 +154,9 @@ for r in rows.itertuples():
     if not r.fits:
         st.warning(f"{r.label}: needs {fmt.gb(r.memory_per_gpu_gb)} per GPU, more than the usable "
                    f"{fmt.gb(r.usable_memory_gb)} on {r.num_gpus:,} GPUs; "
-                   + (f"at least {r.min_gpus:,} GPUs would fit." if r.min_gpus > 0 else
-                      "no GPU count fits with this sharding."))
+                   + (f"at least {r.min_gpus:,} GPUs would fit with the layout as pinned"
+                      + (f", {r.min_gpus_any_layout:,} with any layout." if r.pinned_layout else ".")
+                      if r.min_gpus > 0 else "no GPU count fits with this sharding."))
     if r.optimizer_paged_out_gb > 0:
         st.info(f"{r.label}: {fmt.gb(r.optimizer_paged_out_gb)} of paged optimizer states live in CPU memory "
                 "and cross PCIe every step.")

@@ -439,4 +439,4 @@ def test_workbench_says_when_a_pinned_parallel_degree_sets_the_gpu_counts(preset
     """The 70B preset's SFT stage pins TP 8, so its fewest GPUs come in eights and the page says why; a preset
     that pins no parallel degree gets no such caption."""
     at = _app("pages/fine-tuning.py", p=preset)
-    assert any("pins tensor parallelism" in c.value for c in at.caption) is says
+    assert any("pinned tensor parallelism" in c.value for c in at.caption) is says

@@ -22,6 +22,7 @@ import json
 import pytest
 
 import costcore
+from costcore import fmt
 from costcore.analysis import finetune
 from costcore.engine import kernel, layout
 from costcore.scenario import schema, share
@@ -356,7 +357,7 @@ def test_workbench_page_picks_a_model_and_8bit_adam_shrinks_the_optimizer(warm_k
     assert any("32 layers, hidden 4,096" in c.value and "vocabulary 128.3k" in c.value for c in at.caption)
     # the default preset's SFT stage pins TP 8: the page says why the fewest GPUs come in eights
     assert at.session_state["scenario"]["stages"]["sft"]["tp"] == 8
-    assert any("pins tensor parallelism 8" in c.value for c in at.caption)
+    assert any("pinned tensor parallelism 8" in c.value for c in at.caption)
     assert at.session_state["scenario"]["model"]["name"] == "llama-3.1-8b"
     table = at.dataframe[0].value
     assert list(table["Method"]) == ["Full fine-tuning", "LoRA", "QLoRA"]
@@ -368,3 +369,45 @@ def test_workbench_page_picks_a_model_and_8bit_adam_shrinks_the_optimizer(warm_k
     old = finetune.compare_methods(schema.validate(before), ("full",))[0]
     new = finetune.compare_methods(schema.validate(after), ("full",))[0]
     assert new["memory_optimizer_gb"] < old["memory_optimizer_gb"]
+
+
+def test_workbench_shows_data_and_people_costs_in_a_table_of_their_own(warm_kernels):
+    """With the toggle on, the money columns go to a second table (added to the first, they pushed its
+    columns past the page's right edge); each method's total is the kernel's."""
+    from streamlit.testing.v1 import AppTest
+    from shared import APP
+    at = AppTest.from_file(str(APP), default_timeout=NEVER_S)
+    at.switch_page("pages/fine-tuning.py")
+    at.run()
+    assert "GPU cost" in at.dataframe[0].value.columns and len(at.dataframe) == 1
+    next(t for t in at.toggle if t.label == "Show data and people costs").set_value(True).run()
+    assert not at.exception
+    speed, money = at.dataframe[0].value, at.dataframe[1].value
+    assert "GPU cost" not in speed.columns and "Fewest GPUs that fit" in speed.columns
+    assert list(money.columns) == ["Method", "GPU cost", "Data cost", "People and platform", "Total"]
+    rows = finetune.compare_methods(schema.validate(at.session_state["scenario"]))
+    assert list(money["Total"]) == [fmt.usd(r["usd_total"]) for r in rows]
+
+
+def test_the_fewest_gpus_are_over_every_layout_and_the_pinned_ones_are_shown_apart(warm_kernels):
+    """Issue 14: the minimum GPU count is the true minimum over all plans (a 70B QLoRA fits one 80 GB GPU;
+    the 70B's BF16 weights never fit one). The 70B preset pins TP 8 on its SFT stage: as pinned, every
+    method needs a multiple of 8; over every layout QLoRA needs 1, and a full fine-tune more than 1. The
+    workbench shows both columns."""
+    scn = schema.validate(costcore.load_preset("pipeline-70b"))
+    rows = {r["name"]: r for r in finetune.compare_methods(scn)}
+    assert all(r["pinned_layout"] == {"tp": 8} and r["min_gpus"] % 8 == 0 for r in rows.values())
+    assert rows["qlora"]["min_gpus_any_layout"] == 1 and rows["qlora"]["min_gpus"] == 8
+    assert rows["full"]["min_gpus_any_layout"] > 1
+    unpinned = schema.without_layout_pins(scn, "sft")
+    assert "tp" not in unpinned["stages"]["sft"] and unpinned["stages"]["sft"]["zero_stage"] == 3  # ZeRO stays
+    assert {r["name"]: r["min_gpus"] for r in finetune.compare_methods(unpinned)} == \
+        {k: r["min_gpus_any_layout"] for k, r in rows.items()}
+    from streamlit.testing.v1 import AppTest
+    from shared import APP
+    at = AppTest.from_file(str(APP), default_timeout=NEVER_S)
+    at.switch_page("pages/fine-tuning.py")
+    at.run()
+    table = at.dataframe[0].value
+    assert list(table["Fewest GPUs that fit"]) == [f"{rows[k]['min_gpus_any_layout']:,}" for k in finetune.DEFAULT_METHODS]
+    assert list(table["As pinned"]) == [f"{rows[k]['min_gpus']:,}" for k in finetune.DEFAULT_METHODS]

@@ -7,7 +7,9 @@ micro-batch, GPUs, data stay). Every number in a row is the kernel's (``api.esti
 is re-derived here. The rows carry what a researcher compares first: tokens per second per GPU,
 time per epoch, GPU-hours, compute dollars apart from data and people, memory per GPU by kind
 against the usable capacity, the fewest GPUs that fit, and each method's quality caveat with its
-source.
+source. The fewest GPUs come twice: ``min_gpus`` with the stage's layout as pinned (a pinned TP 8 makes
+it a multiple of 8) and ``min_gpus_any_layout`` over every layout the search can take
+(:func:`costcore.scenario.schema.without_layout_pins`; ``pinned_layout`` names what was pinned).
 """
 from __future__ import annotations
 
@@ -87,7 +89,13 @@ def compare_methods(scn: dict, names=DEFAULT_METHODS, stage: str = "sft") -> lis
     for name in names:
         if name not in known:
             raise ScenarioError("method", f"unknown fine-tuning method {name!r}; allowed: " + ", ".join(known))
-        res = api.estimate(method_scenario(scn, name, stage))
+        method_scn = method_scenario(scn, name, stage)
+        res = api.estimate(method_scn)
+        row = _row(res, stage)
+        # the fewest GPUs over every layout: a pinned TP 8 would make a 70B QLoRA's minimum 8, not 1
+        pins = schema.pinned_layout(method_scn, stage)
+        row["min_gpus_any_layout"] = (int(api.estimate(schema.without_layout_pins(method_scn, stage)).stat(
+            stage, "min_gpus")) if pins else row["min_gpus"])
         rows.append(dict(name=name, label=known[name]["label"], caveat=known[name]["caveat"],
-                         source=known[name]["source"], **_row(res, stage)))
+                         source=known[name]["source"], pinned_layout=pins, **row))
     return rows

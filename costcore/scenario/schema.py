@@ -1017,6 +1017,25 @@ def set_path(scn: dict, path: str, value) -> dict:
     return out
 
 
+# The parallel layout of a stage: what the plan search decides unless pinned (recompute and ZeRO are memory
+# techniques the user chooses, so they are not in it).
+LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "interleave", "sequence_parallel")
+
+
+def pinned_layout(scn: dict, stage: str) -> dict:
+    """The stage's pinned layout settings: key -> value for each of LAYOUT_KEYS set to other than searched."""
+    sdata = (scn.get("stages") or {}).get(stage) or {}
+    return {k: sdata[k] for k in LAYOUT_KEYS if k in sdata and sdata[k] not in (0, "auto", None)}
+
+
+def without_layout_pins(scn: dict, stage: str) -> dict:
+    """A validated copy of ``scn`` whose stage searches every parallel layout (LAYOUT_KEYS unpinned), so its
+    ``min_gpus`` is the fewest GPUs over all plans rather than over the pinned ones."""
+    stages = dict(scn.get("stages") or {})
+    stages[stage] = {k: v for k, v in (stages.get(stage) or {}).items() if k not in LAYOUT_KEYS}
+    return validate(dict(scn, stages=stages))
+
+
 def get_path(scn: dict, path: str, default=None):
     d: Any = scn
     for p in path.split("."):
