@@ -154,8 +154,9 @@ for r in rows.itertuples():
     if not r.fits:
         st.warning(f"{r.label}: needs {fmt.gb(r.memory_per_gpu_gb)} per GPU, more than the usable "
                    f"{fmt.gb(r.usable_memory_gb)} on {r.num_gpus:,} GPUs; "
-                   + (f"at least {r.min_gpus:,} GPUs would fit with the layout as pinned"
-                      + (f", {r.min_gpus_any_layout:,} with any layout." if r.pinned_layout else ".")
+                   + ((f"at least {r.min_gpus:,} GPUs would fit with the layout as pinned, "
+                       f"{r.min_gpus_any_layout:,} with any layout." if r.min_gpus_any_layout != r.min_gpus
+                       else f"at least {r.min_gpus:,} GPUs would fit.")
                       if r.min_gpus > 0 else "no GPU count fits with this sharding."))
     if r.optimizer_paged_out_gb > 0:
         st.info(f"{r.label}: {fmt.gb(r.optimizer_paged_out_gb)} of paged optimizer states live in CPU memory "

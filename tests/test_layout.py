@@ -7,6 +7,8 @@ true minimum (checked against a brute force over GPU counts); pinned plan fields
 """
 import pytest
 
+import costcore
+
 from costcore import api
 
 
@@ -84,6 +86,27 @@ def test_qlora_70b_fits_one_80gb_gpu_and_bf16_70b_never_does():
         assert r.stat("sft", "min_gpus") > 1
         need = int(r.stat("sft", "min_gpus"))
         assert not r.feasible and f"{need:,}" in r.infeasible[0]
+
+
+def test_a_pinned_tp_that_sets_the_gpu_count_says_so_and_names_the_true_minimum():
+    """The issue's own case: the 70B pipeline preset pins TP 8 on SFT; with one SFT GPU and QLoRA the stage
+    cannot run as pinned (8 GPUs), yet a 70B QLoRA fits one 80 GB GPU. The sentence names the pin, the
+    pinned minimum and the minimum over every layout; a stage with nothing pinned keeps the short one."""
+    scn = costcore.load_preset("pipeline-70b")
+    scn["stages"]["sft"].update(method="qlora", num_gpus=1)
+    r = api.estimate(scn)
+    assert r.stat("sft", "min_gpus") == 8
+    [sentence] = [x for x in r.infeasible if x.startswith("Supervised fine-tuning")]
+    assert "pinned tensor parallelism 8 it needs at least 8 GPUs" in sentence
+    assert sentence.endswith("with the layout searched, 1 GPU is enough.")
+    scn["stages"]["sft"].update(method="full", num_gpus=4)
+    [sentence] = [x for x in api.estimate(scn).infeasible if x.startswith("Supervised fine-tuning")]
+    del scn["stages"]["sft"]["tp"]
+    searched = api.estimate(scn)  # the same stage with TP searched: its minimum is the one the sentence names
+    assert 4 < searched.stat("sft", "min_gpus") < 24
+    assert f"with the layout searched, {int(searched.stat('sft', 'min_gpus')):,} GPUs are enough." in sentence
+    [short] = [x for x in searched.infeasible if x.startswith("Supervised fine-tuning")]
+    assert "pinned" not in short and short.endswith("the plan gives it 4.")
 
 
 @pytest.mark.parametrize("params_b,method", [(13, "full"), (34, "full"), (70, "lora"), (7, "full")])

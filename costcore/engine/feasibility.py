@@ -26,7 +26,14 @@ def infeasible(res) -> list[str]:
         need = res.stat(s, "min_gpus")
         mem = res.stat(s, "memory_per_gpu_gb")
         name = STAGE_LABELS[s]
-        if need > 0 and need > have:
+        searched = _any_layout(res, s, need) if 0 < need and need > have else None
+        if need > 0 and need > have and searched:
+            pinned, fewest = searched
+            enough = f"{fewest:,.0f} GPU{'s' if fewest != 1 else ''} " + ("are" if fewest != 1 else "is")
+            out.append(f"{name} does not fit: with its pinned {pinned} it needs at least {need:,.0f} GPUs of this "
+                       f"type ({gpu_label}) and the plan gives it {have:,.0f}; with the layout searched, "
+                       f"{enough} enough.")
+        elif need > 0 and need > have:
             out.append(f"{name} does not fit: needs at least {need:,.0f} GPUs of this type ({gpu_label}); "
                        f"the plan gives it {have:,.0f}.")
         elif need > 0:
@@ -37,6 +44,23 @@ def infeasible(res) -> list[str]:
                        f"{mem:,.1f} GB on each {gpu_label}; use more tensor or pipeline parallelism, ZeRO-3, "
                        f"or LoRA/QLoRA.")
     return out
+
+
+def _any_layout(res, stage: str, need: float):
+    """(pinned layout in words, fewest GPUs over every layout) when the stage pins part of its layout and
+    another layout needs fewer GPUs than ``need``; else None. A pinned TP 8 made a 70B QLoRA that fits one
+    GPU read "needs at least 8 GPUs" (issue 14: the minimum is the true one over all plans)."""
+    from costcore import api
+    from costcore.scenario import schema
+    pins = schema.pinned_layout(res.scenario, stage)
+    if not pins:
+        return None
+    fewest = api.estimate(schema.without_layout_pins(res.scenario, stage)).stat(stage, "min_gpus")
+    if not 0 < fewest < need:
+        return None
+    said = " and ".join(f"{schema.BY_PATH[f'stages.{stage}.{k}'].label.split(': ', 1)[1].lower()} {v}"
+                        for k, v in pins.items())
+    return said, fewest
 
 
 def batch_warnings(res) -> list[str]:
