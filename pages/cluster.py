@@ -181,6 +181,19 @@ def _attribution(res) -> None:
     common.show_chart(bar, "Cost of each team by resource type", height=alt.Step(28))
 
 
+def deadline_sentence(missed: int, at_risk: int) -> str:
+    """The banner over the deadline table, each count under its own word: a missed deadline is not "at risk"
+    (the banner said "2 projects with a deadline at risk" over a table whose first row said Missed)."""
+    def n(k: int) -> str:
+        return f"{k} project{'s' if k != 1 else ''}"
+    parts = []
+    if missed:
+        parts.append(f"{n(missed)} miss{'es' if missed == 1 else ''} {'its' if missed == 1 else 'their'} deadline")
+    if at_risk:
+        parts.append(f"{n(at_risk)} {'is' if at_risk == 1 else 'are'} at risk (under 3 days of slack)")
+    return "; ".join(parts) + "."
+
+
 def _deadlines(res) -> None:
     pt = res.project_table
     risk = pt[~pt["deadline_met"] | pt["at_risk"]].copy()
@@ -191,7 +204,7 @@ def _deadlines(res) -> None:
     for c in ("finish_day", "deadline_day", "wait_days"):
         risk[c] = [fmt.days(v) if pd.notna(v) else "not finished" for v in risk[c]]
     shown = risk[["project", "team", "status", "finish_day", "deadline_day", "wait_days", "usd"]]
-    st.warning(f"{len(risk)} project{'s' if len(risk) > 1 else ''} with a deadline at risk")
+    st.warning(deadline_sentence(int((~risk["deadline_met"]).sum()), int(risk["deadline_met"].sum())))
     common.money_table(shown, ["usd"], {"project": "Project", "team": "Team", "status": "Status",
                                         "finish_day": "Finishes on day", "deadline_day": "Deadline day",
                                         "wait_days": "Waited", "usd": "Cost"})

@@ -63,7 +63,10 @@ def test_the_page_shows_the_quarter_as_the_core_computes_it(quarter):
     assert _metric(at, "Total cost") == fmt.usd(res.total_usd)
     assert _metric(at, "Utilization") == fmt.pct(res.utilization)
     assert _metric(at, "Deadlines missed") == str(res.summary["deadlines_missed"])
-    assert any("deadline at risk" in w.value for w in at.warning)
+    missed, met = res.summary["deadlines_missed"], res.project_table
+    risky = int((met["deadline_met"] & met["at_risk"]).sum())
+    assert [w.value for w in at.warning if "deadline" in w.value or "at risk" in w.value] == [
+        f"{missed} project misses its deadline; {risky} project is at risk (under 3 days of slack)."]
     assert len(at.get("vega_lite_chart")) >= 4
     assert not _charts_say_what_they_show(at)
     assert at.query_params["c.p"] in ("cluster-quarter", ["cluster-quarter"])
