@@ -59,8 +59,9 @@ for stage in ("pretrain", "cpt"):
     res = common.stage_results(stage, bar=False, explain=False)
     st.caption(f"MFU used: {res.stat(stage, 'mfu'):.1%} · recompute: "
                f"{['none', 'selective', 'full'][int(res.stat(stage, 'recompute_mode'))]} · "
-               f"{res.stat(stage, 'interruptions'):.1f} expected interruptions · "
-               f"checkpoint {fmt.gb(res.stat(stage, 'ckpt_gb'))} every {res.stat(stage, 'ckpt_interval_h'):.2f} h")
+               f"{fmt.num(res.stat(stage, 'interruptions'))} expected interruptions · "  # 3 digits, as everywhere
+               f"checkpoint {fmt.gb(res.stat(stage, 'ckpt_gb'))} every "
+               f"{fmt.duration_s(res.stat(stage, 'ckpt_interval_h') * 3600.0)}")
 
     # Cost against tokens: one batch call of the kernel, current value marked.
     cur = res.stat(stage, "tokens") / 1e9
