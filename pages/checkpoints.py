@@ -41,10 +41,12 @@ i = costcore.STAGES.index(stage)
 yd = res.stat(stage, "young_daly_h")
 tau = res.stat(stage, "ckpt_interval_h")
 m = common.metric_row(4)
-m[0].metric("Interval used", f"{tau:.2f} h")
-m[1].metric("Young/Daly optimum", f"{yd:.2f} h" if yd > 0 else "n/a", help="tau = sqrt(2 delta M)[...] - delta")
+# durations in words at 3 digits: "0.05 h" was a 3.02-minute optimum shown with one digit
+m[0].metric("Interval used", fmt.duration_s(tau * 3600.0), help=f"{tau:,.4g} h")
+m[1].metric("Young/Daly optimum", fmt.duration_s(yd * 3600.0) if yd > 0 else "n/a",
+            help=f"tau = sqrt(2 delta M) - delta = {yd:,.4g} h" if yd > 0 else "tau = sqrt(2 delta M) - delta")
 m[2].metric("Checkpoint size", fmt.gb(res.stat(stage, "ckpt_gb")),
-            help=f"written in {res.stat(stage, 'ckpt_write_s'):.1f} s")
+            help=f"written in {fmt.duration_s(res.stat(stage, 'ckpt_write_s'))}")
 m[3].metric("Expected interruptions", fmt.num(res.stat(stage, 'interruptions')))
 
 st.subheader("Cost against checkpoint interval")

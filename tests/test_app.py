@@ -230,6 +230,9 @@ def test_finetune_methods_table_and_samples():
 
 def test_checkpoints_keep_all_costs_more_storage():
     at = _app("pages/checkpoints.py", p="pipeline-70b")
+    res = costcore.estimate(at.session_state["scenario"])  # the intervals in words at 3 digits, not "0.05 h"
+    assert _metric(at, "Interval used") == fmt.duration_s(res.stat("pretrain", "ckpt_interval_h") * 3600.0)
+    assert _metric(at, "Young/Daly optimum") == fmt.duration_s(res.stat("pretrain", "young_daly_h") * 3600.0)
     s0 = costcore.estimate(at.session_state["scenario"]).stage_usd("pretrain")["storage"]
     _move(at, "stages.pretrain.keep_last", 0)
     s1 = costcore.estimate(at.session_state["scenario"]).stage_usd("pretrain")["storage"]
