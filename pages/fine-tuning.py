@@ -54,7 +54,10 @@ with left:
                + (f"{v(scn, 'model.kv_heads')} key/value heads, " if v(scn, "model.kv_heads") else
                   "a key/value head per head, ") +
                f"vocabulary {v(scn, 'model.vocab') / 1000:.1f}k tokens; {fmt.num(v(scn, 'model.params_b'))}B parameters"
-               + (f", {v(scn, 'model.experts')} routed experts" if v(scn, "model.experts") else "") + ".")
+               + (f", {v(scn, 'model.experts')} routed experts" if v(scn, "model.experts") else "")
+               + (f"; {fmt.share(float(v(scn, 'model.sliding_window_share')))} of the layers attend in a "
+                  f"{int(v(scn, 'model.sliding_window')):,}-token sliding window" if v(scn, "model.sliding_window") else "")
+               + ".")
 with right:
     st.markdown(f"**GPU:** {common.md_escape(common.gpu_label(common.scenario()))}, "
                 f"{fmt.gb(res.stat('sft', 'usable_memory_gb'))} usable. Choose it in the sidebar; "

@@ -244,6 +244,21 @@ if "storage.finished_weights_only" in BY_PATH:  # retained checkpoints shrink to
     FULL_FT_PPO_KEEP_ALL["storage"] = {"finished_weights_only": True}
     QLORA_PPO_MODEL["storage"] = {"finished_weights_only": True}
 
+SLIDING_WINDOW_LONG_CONTEXT = {
+    "name": "Olmo-3-style 7B, three of four layers in a 4,096-token window, 32K context: pre-training, SFT, DPO, "
+            "GRPO and eval with no recompute (the scores term of the activations follows the window too)",
+    "model": {"params_b": 7.3, "layers": 32, "hidden": 4096, "heads": 32, "ffn": 11008, "vocab": 100352,
+              "sliding_window": 4096, "sliding_window_share": 0.75},
+    "hardware": {"gpu": "h100-80gb", "num_gpus": 64},
+    "stages": {
+        "pretrain": {"tokens_b": 100, "seq_len": 32768, "recompute": "none", "tp": 4, "cp": 4},
+        "sft": {"samples": 20000, "tokens_per_sample": 32768, "seq_len": 32768, "recompute": "full"},
+        "dpo": {"pairs": 10000, "chosen_tokens": 6000, "rejected_tokens": 6000, "seq_len": 8192},
+        "rl": {"algorithm": "grpo", "reward": "rule", "steps": 50, "prompt_tokens": 2048, "response_tokens": 8192},
+        "eval": {"context_tokens": 16384},
+    },
+}
+
 HAND_BUILT = {
     "all_default": ALL_STAGES_DEFAULT,
     "full_ppo_keep_all": FULL_FT_PPO_KEEP_ALL,
@@ -262,4 +277,5 @@ HAND_BUILT = {
     "mm_video_trained_encoder": MM_VIDEO_TRAINED_ENCODER,
     "mm_audio_precomputed": MM_AUDIO_PRECOMPUTED,
     "mm_qformer_frozen_connector": MM_QFORMER_FROZEN_CONNECTOR,
+    "sliding_window_long_context": SLIDING_WINDOW_LONG_CONTEXT,
 }

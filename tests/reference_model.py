@@ -161,7 +161,19 @@ def lora_params(shape: dict, rank: float, targets: str, gated: bool = True) -> f
 # ---------------------------------------------------------------------------
 # FLOPs and utilization
 # ---------------------------------------------------------------------------
+def attended_context(window: float, share: float, ctx: float) -> float:
+    """The causal context whose attention costs what the model's does: a query at position i of a full layer
+    sees i keys (ctx / 2 on average), of a sliding-window layer min(i, w) (w - w^2 / (2 ctx) on average for
+    w < ctx); ``share`` of the layers are windowed. Scaled so that full attention gives ctx."""
+    if window <= 0 or window >= ctx or share <= 0:
+        return ctx
+    full_mean = ctx / 2.0
+    window_mean = (window * ctx - window * window / 2.0) / ctx
+    return ctx * ((1.0 - share) + share * window_mean / full_mean)
+
+
 def attention_flops_train(shape: dict, ctx: float) -> float:
+    ctx = attended_context(shape.get("window", 0.0), shape.get("window_share", 1.0), ctx)
     return 12.0 * shape["L"] * shape["d"] * ctx  # PaLM App. B: 12 L H Q T (H Q = d)
 
 
@@ -178,6 +190,7 @@ def train_flops_per_token(n: float, shape: dict, ctx: float, method: str = "full
 
 def forward_flops_per_token(n: float, shape: dict, ctx: float) -> float:
     """A third of training: 2N + 4Lds."""
+    ctx = attended_context(shape.get("window", 0.0), shape.get("window_share", 1.0), ctx)
     return 2.0 * n + 4.0 * shape["L"] * shape["d"] * ctx
 
 
@@ -341,8 +354,8 @@ def plan_memory(model: dict, hw: dict, job: dict, plan: dict) -> dict:
         layer = sbh * (34.0 - 19.0 + mlp_bytes - fp8_saving) / tp
     else:
         layer = sbh * 10.0 + sbh * (24.0 - 19.0 + mlp_bytes - fp8_saving) / tp
-    if plan["recompute"] == "none":
-        layer += 5.0 * model["heads"] * s * s * b / tp
+    if plan["recompute"] == "none":  # scores of the keys each query sees
+        layer += 5.0 * model["heads"] * s * (s * job["attn_ctx"] / job["seq"]) * b / tp
     stage_layers = math.ceil(model["L"] / pp)
     micro_batches = step_micro_batches(job, dp, plan["micro_batch"])
     in_flight = float(min(pp, micro_batches))
@@ -400,7 +413,7 @@ def layer_forward_s(model: dict, hw: dict, job: dict, plan: dict) -> dict:
     if job["method"] == "qlora" or job["int8_base"]:  # NF4 or LLM.int8 blocks dequantized for every matmul
         linear = linear * (1.0 + job["dequant"])
     # causal FlashAttention: 2 s d_head a FLOPs per token, BF16, at the attention efficiency
-    attention = 2.0 * tokens * job["seq"] * q_width / tp / (hw["peak"] * hw["attention"] * hw["gemm"])
+    attention = 2.0 * tokens * job["attn_ctx"] * q_width / tp / (hw["peak"] * hw["attention"] * hw["gemm"])
     norm_shard = tp if (plan["sp"] or tp <= 1) else 1.0
     memory_bound = hw["traffic"] * tokens * h * (24.0 / tp + 10.0 / norm_shard) / hw["hbm"]
     coll = hw["collective"]
@@ -521,7 +534,8 @@ def stage_job(v, stage: str, gpus: float, method: str, ctx: float, seqs_per_samp
             "flops_per_token": flops_per_token,
             "tokens_per_sample": ctx * seqs_per_sample, "optimizer": v(f"stages.{stage}.optimizer"),
             "offload": v(f"stages.{stage}.offload"), "grad_accum": float(v(f"stages.{stage}.grad_accum")),
-            "int8_base": int8_base, "media_act": media_act}
+            "int8_base": int8_base, "media_act": media_act,
+            "attn_ctx": attended_context(float(v("model.sliding_window")), float(v("model.sliding_window_share")), ctx)}
 
 
 def hours_at(flops: float, peak_tflops: float, utilization: float) -> float:
@@ -663,6 +677,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
                         f("model.ffn"), bool(v("model.gated")))
     if f("model.ffn") <= 0 and f("model.experts") <= 0 and n_total <= 1.05 * n_act:
         shape["ffn"] = ffn_for_size(n_total, shape, f("model.vocab"), bool(v("model.gated")))
+    shape["window"], shape["window_share"] = f("model.sliding_window"), f("model.sliding_window_share")
     hw = layout_hardware(f)
     kv_tok = kv_bytes_per_token(shape)
     peak = f("hardware.peak_tflops")

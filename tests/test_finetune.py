@@ -411,3 +411,20 @@ def test_the_fewest_gpus_are_over_every_layout_and_the_pinned_ones_are_shown_apa
     table = at.dataframe[0].value
     assert list(table["Fewest GPUs that fit"]) == [f"{rows[k]['min_gpus_any_layout']:,}" for k in finetune.DEFAULT_METHODS]
     assert list(table["As pinned"]) == [f"{rows[k]['min_gpus']:,}" for k in finetune.DEFAULT_METHODS]
+
+
+def test_picking_a_windowed_model_says_how_its_layers_attend(warm_kernels):
+    """Gemma 2 alternates 4,096-token sliding-window layers with global ones (its config.json, read through
+    hfconfig): the workbench's shape line says so, and the scenario carries the window."""
+    from streamlit.testing.v1 import AppTest
+    from shared import APP
+    at = AppTest.from_file(str(APP), default_timeout=NEVER_S)
+    at.switch_page("pages/fine-tuning.py")
+    at.run()
+    next(s for s in at.selectbox if s.label == "Model").set_value("gemma-2-9b").run()
+    assert not at.exception
+    assert any("50.0% of the layers attend in a 4,096-token sliding window" in c.value for c in at.caption)
+    scn = schema.validate(at.session_state["scenario"])
+    assert schema.effective_value(scn, "model.sliding_window") == 4096
+    next(s for s in at.selectbox if s.label == "Model").set_value("llama-3.1-8b").run()
+    assert not any("sliding window" in c.value for c in at.caption)

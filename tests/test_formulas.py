@@ -560,3 +560,18 @@ def test_sft_lora_tokens_per_gpu_s_by_hand():
     res = costcore.estimate(scn)
     # 1000 x 500 x 2 = 1e6 tokens at 2500 tokens/s/GPU = 400 GPU-s = 0.1111 GPU-h
     assert res.stat("sft", "productive_gpu_hours") == pytest.approx(1e6 / 2500 / 3600, rel=1e-12)
+
+
+@pytest.mark.parametrize("ctx,window,share", [(32768, 4096, 0.75), (8192, 4096, 1.0), (4096, 4096, 1.0),
+                                              (2048, 4096, 0.5), (10000, 1, 1.0), (16384, 1024, 5 / 6)])
+def test_attention_context_is_the_per_query_count_of_keys(ctx, window, share):
+    """formulas.attention_context against a literal count: a query at position i (1..ctx) sees i keys in a full
+    causal layer and min(i, w) in a sliding-window layer; the cost relative to full attention is the ratio of
+    the counts, layer share weighted (Beltagy et al. 2020; Mistral 7B Sec. 2)."""
+    import numpy as np
+    from costcore.engine.formulas import attention_context
+    i = np.arange(1, ctx + 1, dtype=np.float64)
+    full, local = i.sum(), np.minimum(i, window).sum()
+    want = ctx * ((1 - share) + share * local / full)
+    assert attention_context(float(ctx), float(window), share) == pytest.approx(want, rel=2e-4)
+    assert attention_context(float(ctx), 0.0, share) == ctx  # no window: the causal context

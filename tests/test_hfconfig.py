@@ -73,8 +73,8 @@ def test_data_files_read_the_same_with_pyyaml_and_with_the_stdlib_reader():
 @pytest.mark.parametrize("name", NAMES)
 def test_shipped_config_is_within_3_percent_of_its_published_size(name):
     model = parse_hf_config((CONFIGS / f"{name}.json").read_text(encoding="utf-8"))
-    assert list(model) == list(MODEL_KEYS)
-    assert all(type(model[k]) is int for k in MODEL_KEYS[2:])
+    assert list(model) == list(MODEL_KEYS + H.ATTENTION_KEYS)
+    assert all(type(model[k]) is int for k in MODEL_KEYS[2:]) and type(model["sliding_window_share"]) is float
     assert isinstance(model["params_b"], float) and isinstance(model["active_params_b"], float)
     row = SOURCES[name]
     assert _rel(model["params_b"], row["params_b"]) <= 0.03, (model["params_b"], row["params_b"])
@@ -424,7 +424,7 @@ if st is not None:
         except ScenarioError as err:
             assert str(err).startswith("model.hf_config: ") and str(err).isprintable(), str(err)
             return
-        assert list(out) == list(MODEL_KEYS)
+        assert list(out) == list(MODEL_KEYS + H.ATTENTION_KEYS)
         assert 0.01 <= out["params_b"] <= 5000 and 0 < out["active_params_b"] <= out["params_b"] * (1 + 1e-9)
         assert all(type(out[k]) is int and out[k] >= 0 for k in MODEL_KEYS[2:])
 
@@ -469,3 +469,35 @@ def test_module_imports_no_heavy_library():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=NEVER_S,
                          check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+_DENSE_7B = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "intermediate_size": 11008,
+             "vocab_size": 32000}
+
+
+@pytest.mark.parametrize("extra,want", [
+    ({"model_type": "mistral", "sliding_window": 4096}, (4096, 1.0)),  # Mistral 7B v0.1: every layer
+    ({"model_type": "mistral", "sliding_window": None}, None),  # Mistral v0.2+: no window
+    ({"model_type": "qwen2", "sliding_window": 131072, "use_sliding_window": False}, None),  # carried, unused
+    ({"model_type": "olmo3", "sliding_window": 4096,
+      "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"] * 8},
+     (4096, 0.75)),
+    ({"model_type": "gemma2", "sliding_window": 4096}, (4096, 0.5)),  # every other layer (modeling_gemma2)
+    ({"model_type": "gemma3_text", "sliding_window": 1024, "sliding_window_pattern": 6}, (1024, 0.8333)),
+    ({"model_type": "llama"}, None),
+])
+def test_sliding_window_and_its_share_of_layers_are_read(extra, want):
+    got = parse_hf_config(dict(_DENSE_7B, **extra))
+    if want is None:
+        assert got["sliding_window"] == 0 and got["sliding_window_share"] == 1.0
+    else:
+        assert (got["sliding_window"], got["sliding_window_share"]) == want
+
+
+@pytest.mark.parametrize("extra,key", [({"sliding_window": -5}, "sliding_window"),
+                                       ({"sliding_window": 4096, "layer_types": ["sliding_attention", 3]}, "layer_types"),
+                                       ({"sliding_window": 4096, "sliding_window_pattern": 0}, "sliding_window_pattern")])
+def test_a_bad_window_gets_one_sentence_naming_its_key(extra, key):
+    with pytest.raises(ScenarioError) as e:
+        parse_hf_config(dict(_DENSE_7B, model_type="mistral", **extra))
+    assert key in str(e.value) and "\n" not in str(e.value)

@@ -173,3 +173,30 @@ def test_the_plan_shown_when_none_fits_is_one_the_search_tries(gpus):
     best = max(t * p for t in lay.TP_CHOICES if t <= min(8, gpus) and heads % t == 0
                for p in range(1, min(layers, int(gpus // t)) + 1) if layers % p == 0 or p & (p - 1) == 0)
     assert plan["tp"] * plan["pp"] == best
+
+
+def test_sliding_window_layers_cost_their_window_not_the_sequence():
+    """Olmo 3's layout (three of four layers in a 4,096-token window) at 32K tokens: the FLOPs per token are
+    6N + 12 L d ctx_eff with ctx_eff counted by hand (a windowed query sees 4,096 keys, a full one i), the
+    attention time of the step falls with it, and at a context within the window nothing changes."""
+    shape = {"params_b": 7.3, "layers": 32, "hidden": 4096, "heads": 32, "ffn": 11008, "vocab": 100352}
+    def sft(window, seq):
+        model = dict(shape, sliding_window=window, sliding_window_share=0.75) if window else shape
+        return api.estimate({"model": model, "hardware": {"gpu": "h100-80gb", "num_gpus": 8},
+                             "stages": {"sft": {"samples": 2000, "tokens_per_sample": seq, "seq_len": seq}}})
+    full, local = sft(0, 32768), sft(4096, 32768)
+    n = full.stat("sft", "train_flops_per_token") - 12.0 * 32 * 4096 * 32768  # 6N (+ nothing else: full method)
+    ctx_eff = 32768 * (0.25 + 0.75 * (4096 * 32768 - 4096 ** 2 / 2) / (32768 ** 2 / 2))
+    assert local.stat("sft", "train_flops_per_token") == pytest.approx(n + 12.0 * 32 * 4096 * ctx_eff, rel=1e-9)
+    assert local.stat("sft", "gpu_hours") < 0.8 * full.stat("sft", "gpu_hours")
+    short_full, short_local = sft(0, 4096), sft(4096, 4096)
+    assert short_local.stat("sft", "gpu_hours") == short_full.stat("sft", "gpu_hours")
+
+
+def test_picking_another_model_drops_the_old_ones_window():
+    from costcore.scenario import schema
+    scn = schema.validate({"model": {"params_b": 7.24, "layers": 32, "hidden": 4096, "sliding_window": 4096,
+                                     "sliding_window_share": 1.0}})
+    new = schema.pick_model(scn, "llama-3.1-8b")
+    assert "sliding_window" not in new["model"] and "sliding_window_share" not in new["model"]
+    assert schema.effective_value(schema.validate(new), "model.sliding_window") == 0

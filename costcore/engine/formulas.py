@@ -191,6 +191,26 @@ def lora_trainable_params(L, d, kv_dim, ffn, rank, targets, mlp_matrices):
 
 
 @njit(cache=True)
+def attention_context(ctx, window, share):
+    """The full-causal context that costs what a model with sliding-window layers costs (tokens).
+
+    The attention FLOPs and time of a causal layer follow the keys each query sees: i for query i,
+    on average ctx / 2, which the formulas count as ``ctx`` (12 L d ctx, Kaplan et al. 2020 Table 1
+    with the causal half). A sliding-window layer sees min(i, w): on average w - w^2 / (2 ctx) for
+    w < ctx, i.e. the full-causal cost of a context of 2 w - w^2 / ctx. With a share ``share`` of the
+    layers windowed::
+
+        ctx_eff = (1 - share) ctx + share (2 w - w^2 / ctx)     (w < ctx; else ctx)
+
+    Sources: Beltagy et al. 2020 (Longformer) Sec. 3.1; Jiang et al. 2023 (Mistral 7B) Sec. 2.
+    ``window`` <= 0: no sliding window (ctx unchanged).
+    """
+    if window <= 0.0 or window >= ctx or share <= 0.0:
+        return ctx
+    return (1.0 - share) * ctx + share * (2.0 * window - window * window / ctx)
+
+
+@njit(cache=True)
 def train_flops_per_token(n_active, L, d, ctx, method, n_trainable, dequant_overhead):
     """Training FLOPs per token (model FLOPs, time-equivalent for QLoRA).
 

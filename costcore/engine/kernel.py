@@ -30,7 +30,7 @@ from costcore.engine.formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, METHOD_FU
                        INT8_BYTES_PER_PARAM, NF4_BYTES_PER_PARAM, data_stall_gpu_hours,
                        MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE, RECOMPUTE_MODE_FULL,
                        checkpoint_storage_usd, dataset_storage_usd,
-                       decode_gpu_seconds_per_token, forward_flops_per_token, gpu_hours_for_flops,
+                       attention_context, decode_gpu_seconds_per_token, forward_flops_per_token, gpu_hours_for_flops,
                        gpu_time_usd, held_checkpoint_sum, held_checkpoints, kv_cache_bytes_per_token, labeling_usd,
                        lora_trainable_params, model_shape, dense_ffn, moe_expert_ffn, monthly_usd, per_sample_usd,
                        per_token_usd, staff_usd_per_month, synthetic_usd, train_flops_per_token, transfer_usd,
@@ -44,7 +44,7 @@ from costcore.scenario.schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_
                      EV_GEN_M, EV_HUMAN, EV_RUNS, EV_USD_HUMAN, H_ATTN_EFF, H_BW_TBS, H_MEM_GB, H_FP8_TFLOPS,
                      H_GEMM_EFF, H_INTRA_GBS, H_INTER_GBS, H_GPUS_PER_NODE, H_PRECISION, PRECISION_FP8,
                      H_NUM_GPUS, H_PEAK_TFLOPS, H_USD_GPU_H, L_ROLES, M_ACTIVE_B, M_FFN, M_HEADS,
-                     M_GATED, M_EXPERTS, M_EXPERTS_ACTIVE, M_SHARED_EXPERTS, M_MOE_FFN,
+                     M_GATED, M_EXPERTS, M_EXPERTS_ACTIVE, M_SHARED_EXPERTS, M_MOE_FFN, M_WINDOW, M_WINDOW_SHARE,
                      M_HIDDEN, M_KV_HEADS, M_LAYERS, M_PARAMS_B, M_VOCAB, N_CKPT_REPLICAS,
                      N_DATASET_MOVES, N_EXPORTS, N_USD_PER_GB, NS, O_USD_PER_MONTH, PT_EPOCHS,
                      PT_TOKENS_B, R_FAIL_RATE, R_FAILED_RUNS, R_IDLE, R_RESTART_H, R_WRITE_GBPS,
@@ -310,6 +310,13 @@ def _fill_hw(x, w):
 
 
 @njit(cache=True)
+def _actx(x, ctx):
+    """The stage's attention context (tokens): ``ctx`` for causal attention in every layer, less when the model
+    has sliding-window layers (formulas.attention_context; model.sliding_window and its share of layers)."""
+    return attention_context(ctx, x[M_WINDOW], x[M_WINDOW_SHARE])
+
+
+@njit(cache=True)
 def _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, j, pins, media_act=0.0):
     """The layout's job array (layout.JOB_FIELDS) and the stage's pinned plan fields (0 / -1 = search)."""
     ctx = max(ctx, 1.0)
@@ -339,6 +346,7 @@ def _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, j, pins, media_
     j[lay.J_FPT] = fpt
     j[lay.J_TOKSEQ] = ctx * mbs_mult
     j[lay.J_MEDIA_ACT] = media_act
+    j[lay.J_ACTX] = _actx(x, ctx)
     pins[lay.P_TP] = x[b + S_TP]
     pins[lay.P_PP] = x[b + S_PP]
     pins[lay.P_DP] = x[b + S_DP]
@@ -526,7 +534,7 @@ def _pretrain_work(x, s, b, G, shape, st, sc, plans, reuse):
     epochs = x[PT_EPOCHS] if s == PRETRAIN else x[CPT_EPOCHS]
     tokens = tok_b * 1e9
     seq = x[b + S_SEQ_LEN]
-    fpt = train_flops_per_token(n_act, L, d, seq, METHOD_FULL, 0.0, 0.0)
+    fpt = train_flops_per_token(n_act, L, d, _actx(x, seq), METHOD_FULL, 0.0, 0.0)
     st[s, K_FPT] = fpt
     flops = fpt * tokens
     mem, min_g, mfu = _stage_layout(x, b, s, G, shape, METHOD_FULL, 0.0, seq, 1.0, 0.0, fpt, st, sc, plans, reuse)
@@ -542,7 +550,7 @@ def _sft_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     unique_tokens = x[SFT_SAMPLES] * tps_sample
     tokens = unique_tokens * x[SFT_EPOCHS]
     ctx = min(x[b + S_SEQ_LEN], tps_sample)
-    fpt = train_flops_per_token(n_act, L, d, ctx, method, n_lora, x[b + S_QLORA_DEQ])
+    fpt = train_flops_per_token(n_act, L, d, _actx(x, ctx), method, n_lora, x[b + S_QLORA_DEQ])
     st[s, K_FPT] = fpt
     flops = fpt * tokens
     mem, min_g, mfu = _stage_layout(x, b, s, G, shape, method, n_lora, ctx, 1.0, 0.0, fpt, st, sc, plans, reuse)
@@ -562,11 +570,11 @@ def _dpo_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     unique_tokens = x[DPO_PAIRS] * per_pair
     tokens = unique_tokens * x[DPO_EPOCHS]
     ctx = min(x[b + S_SEQ_LEN], max(x[DPO_CHOSEN], x[DPO_REJECTED]))
-    fpt = train_flops_per_token(n_act, L, d, ctx, method, n_lora, x[b + S_QLORA_DEQ])
+    fpt = train_flops_per_token(n_act, L, d, _actx(x, ctx), method, n_lora, x[b + S_QLORA_DEQ])
     st[s, K_FPT] = fpt
     train_flops = fpt * tokens
     ref_passes = 1.0 if x[DPO_REFERENCE] == DPO_REF_PRECOMPUTED else x[DPO_EPOCHS]
-    ref_flops = forward_flops_per_token(n_act, L, d, ctx) * unique_tokens * ref_passes
+    ref_flops = forward_flops_per_token(n_act, L, d, _actx(x, ctx)) * unique_tokens * ref_passes
     ref_w = n_total if x[DPO_REFERENCE] != DPO_REF_PRECOMPUTED and method == METHOD_FULL else 0.0
     mem, min_g, mfu = _stage_layout(x, b, s, G, shape, method, n_lora, ctx, 2.0, ref_w, fpt, st, sc, plans, reuse)
     prod_h = _train_hours(x, b, tokens, train_flops, mfu)
@@ -581,19 +589,19 @@ def _rl_scoring_flops(x, n_act, L, d, ctx, tokens, method, n_lora, deq, upd):
     Policy old log-probs, live reference, reward model (when the reward is a model) forward
     passes; policy updates over update_epochs; PPO adds a critic (forward + update).
     """
-    fwd = forward_flops_per_token(n_act, L, d, ctx)
+    fwd = forward_flops_per_token(n_act, L, d, _actx(x, ctx))
     infer_flops = fwd * tokens  # old log-probs of the policy
     if x[RL_REFERENCE] == RL_REFERENCE_LIVE:
         infer_flops += fwd * tokens
     if x[RL_REWARD] == RL_REWARD_MODEL:
         n_rm = x[RL_REWARD_B] * 1e9 if x[RL_REWARD_B] > 0.0 else n_act
-        infer_flops += forward_flops_per_token(n_rm, L, d, ctx) * tokens
-    fpt = train_flops_per_token(n_act, L, d, ctx, method, n_lora, deq)
+        infer_flops += forward_flops_per_token(n_rm, L, d, _actx(x, ctx)) * tokens
+    fpt = train_flops_per_token(n_act, L, d, _actx(x, ctx), method, n_lora, deq)
     train_flops = fpt * tokens * upd
     if x[RL_ALGO] == RL_PPO:
         n_c = x[RL_CRITIC_B] * 1e9 if x[RL_CRITIC_B] > 0.0 else n_act
-        infer_flops += forward_flops_per_token(n_c, L, d, ctx) * tokens
-        train_flops += train_flops_per_token(n_c, L, d, ctx, METHOD_FULL, 0.0, 0.0) * tokens * upd
+        infer_flops += forward_flops_per_token(n_c, L, d, _actx(x, ctx)) * tokens
+        train_flops += train_flops_per_token(n_c, L, d, _actx(x, ctx), METHOD_FULL, 0.0, 0.0) * tokens * upd
     return train_flops, infer_flops, fpt
 
 
@@ -629,7 +637,7 @@ def _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     dps, tp_inf, b_used = decode_gpu_seconds_per_token(
         n_total, n_act, kv_tok, lp + 0.5 * lr, ctx, x[RL_ROLLOUT_BATCH], peak,
         x[H_BW_TBS], x[H_MEM_GB], x[RL_ROLLOUT_EFF])
-    prefill_h = gpu_hours_for_flops(forward_flops_per_token(n_act, L, d, lp) * steps * q * lp, peak, x[E_INFER_MFU])
+    prefill_h = gpu_hours_for_flops(forward_flops_per_token(n_act, L, d, _actx(x, lp)) * steps * q * lp, peak, x[E_INFER_MFU])
     rollout_h = steps * q * lr * dps / 3600.0 + prefill_h
     if x[RL_REWARD] != RL_REWARD_MODEL:
         st[s, K_VERIFIER_SAMPLES] = steps * q
@@ -660,10 +668,10 @@ def _eval_work(x, G, shape, st, s):
     dps, tp_inf, b_used = decode_gpu_seconds_per_token(
         n_total, n_act, kv_tok, ctx, ctx, x[EV_DECODE_BATCH], x[H_PEAK_TFLOPS], x[H_BW_TBS], x[H_MEM_GB],
         x[EV_DECODE_EFF])
-    flops = runs * (forward_flops_per_token(n_act, L, d, ctx) * bench + 2.0 * n_act * gen)
+    flops = runs * (forward_flops_per_token(n_act, L, d, _actx(x, ctx)) * bench + 2.0 * n_act * gen)
     rollout_h = runs * gen * dps / 3600.0
     prod_h = rollout_h + gpu_hours_for_flops(
-        runs * forward_flops_per_token(n_act, L, d, ctx) * bench, x[H_PEAK_TFLOPS], x[E_INFER_MFU])
+        runs * forward_flops_per_token(n_act, L, d, _actx(x, ctx)) * bench, x[H_PEAK_TFLOPS], x[E_INFER_MFU])
     st[s, K_MFU] = x[E_INFER_MFU]
     st[s, K_HUMAN_SAMPLES] = runs * x[EV_HUMAN]
     mem = (2.0 * n_total + b_used * kv_tok * ctx) / tp_inf
@@ -746,7 +754,7 @@ def _mm_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     unique_tokens = samples * (text + share * items * tok_item)
     tokens = unique_tokens * epochs
     ctx = max(1.0, min(x[b + S_SEQ_LEN], text + items * tok_item))
-    fpt = train_flops_per_token(n_act, L, d, ctx, m_llm, adapters, x[b + S_QLORA_DEQ])
+    fpt = train_flops_per_token(n_act, L, d, _actx(x, ctx), m_llm, adapters, x[b + S_QLORA_DEQ])
     tr_enc = x[b + MS_TRAIN_ENC] > 0.5
     enc_runs = 3.0 * epochs if tr_enc else (1.0 if x[MM_PRECOMP] > 0.5 else epochs)
     conn_tok = passes * t_pass if (x[MM_CONNECTOR] == CONN_QFORMER or x[MM_CONNECTOR] == CONN_RESAMPLER) else tok_item

@@ -46,7 +46,8 @@ HW_FIELDS = ("peak_flops", "fp8_peak_flops", "memory_bytes", "hbm_bytes_s", "int
              "memory_traffic", "dp_overlap", "buffer_bytes", "fp8_efficiency", "grad_reduce_bytes", "overlap_contention",
              "pcie_bytes_s", "cpu_optimizer_bytes_s", "tp_overlap")
 JOB_FIELDS = ("seq", "global_batch", "gpus", "method", "deq", "mbs_mult", "extra_weights", "fp8",
-              "flops_per_token", "tokens_per_seq", "optimizer", "offload", "grad_accum", "base_bytes", "media_act")
+              "flops_per_token", "tokens_per_seq", "optimizer", "offload", "grad_accum", "base_bytes", "media_act",
+              "attn_ctx")
 PLAN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sp")
 # Terms of one evaluated plan (columns of a plan row after the PLAN_FIELDS).
 TERM_FIELDS = ("step_time_s", "compute_s", "communication_s", "bubble_s", "recompute_s", "optimizer_s",
@@ -61,7 +62,7 @@ NROW = NP + NT
 (W_PEAK, W_FP8, W_MEM, W_HBM, W_INTRA, W_INTER, W_GPN, W_GEMM, W_ATTN, W_COLL, W_HALF, W_TRAFFIC, W_OVERLAP,
  W_BUFFER, W_FP8_EFF, W_GRAD_BYTES, W_CONTENTION, W_PCIE, W_CPU_BW, W_TP_OVERLAP) = range(len(HW_FIELDS))
 (J_SEQ, J_GB, J_G, J_METHOD, J_DEQ, J_MBS, J_EXTRA, J_FP8, J_FPT, J_TOKSEQ, J_OPT, J_OFFLOAD, J_ACCUM,
- J_BASE_BYTES, J_MEDIA_ACT) = range(len(JOB_FIELDS))
+ J_BASE_BYTES, J_MEDIA_ACT, J_ACTX) = range(len(JOB_FIELDS))
 P_TP, P_PP, P_DP, P_CP, P_EP, P_MB, P_RC, P_ZERO, P_V, P_SP = range(NP)
 (T_STEP, T_COMPUTE, T_COMM, T_BUBBLE, T_RECOMP, T_OPT, T_TP, T_DP, T_ZERO, T_CP, T_EP, T_P2P, T_WEIGHTS,
  T_GRADS, T_OPTIM, T_ACT, T_BUF, T_MEM, T_MFU, T_MICRO, T_FITS, T_USED, T_TOKS, T_OFFLOAD, T_PAGED) = range(NP, NROW)
@@ -181,6 +182,12 @@ def layer_params(model):
 
 
 @njit(cache=True)
+def _attn_span(job):
+    """The attention context of the job (tokens): ``attn_ctx`` when set (sliding-window layers), else the sequence."""
+    return job[J_ACTX] if job[J_ACTX] > 0.0 else job[J_SEQ]
+
+
+@njit(cache=True)
 def _activation_bytes(model, job, plan):
     """Activation bytes the first pipeline stage holds (Korthikanti et al. 2022 Table 2; see _memory)."""
     tp, pp, dp, cp = plan[P_TP], plan[P_PP], plan[P_DP], plan[P_CP]
@@ -195,8 +202,8 @@ def _activation_bytes(model, job, plan):
         per_layer = sbh * (15.0 + mlp - fp8_save) / tp
     else:
         per_layer = sbh * (10.0 + (5.0 + mlp - fp8_save) / tp)
-    if rc == RC_NONE:
-        per_layer += 5.0 * model[M_A] * s * sbh / h / tp
+    if rc == RC_NONE:  # the scores of the keys each query sees: fewer in sliding-window layers
+        per_layer += 5.0 * model[M_A] * s * sbh / h / tp * (_attn_span(job) / job[J_SEQ])
     layers_local = math.ceil(model[M_L] / pp)
     m = micro_batches(job, dp, mb)
     in_flight = min(pp, m)
@@ -364,7 +371,8 @@ def _layer_forward(model, hw, job, plan):
         t_lin += 2.0 * tokens * mlp_p / tp / (peak_lin * e_mlp)
     if job[J_DEQ] > 0.0:  # QLoRA's NF4 (or an 8-bit base) dequantized for every matmul
         t_lin *= 1.0 + job[J_DEQ]
-    t_attn = 2.0 * tokens * job[J_SEQ] * q / tp / (hw[W_PEAK] * hw[W_ATTN] * hw[W_GEMM])
+    # keys per query: the causal context, or less where layers attend in a sliding window (formulas.attention_context)
+    t_attn = 2.0 * tokens * _attn_span(job) * q / tp / (hw[W_PEAK] * hw[W_ATTN] * hw[W_GEMM])
     sp_div = tp if (plan[P_SP] > 0.5 or tp <= 1.0) else 1.0
     t_mem = hw[W_TRAFFIC] * tokens * h * (24.0 / tp + 10.0 / sp_div) / hw[W_HBM]
     coll = hw[W_COLL]

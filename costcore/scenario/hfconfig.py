@@ -8,7 +8,9 @@ The planner describes a model by these keys (:data:`MODEL_KEYS`)::
 ``params_b`` and ``active_params_b`` are in billions of parameters (floats); the rest are
 whole numbers. ``gated`` is 1 for a three-matrix MLP (SwiGLU, GeGLU) and 0 for a two-matrix
 one (GELU, ReLU); ``experts`` is 0 for a dense model; ``moe_ffn`` is the inner size of one
-routed expert (0 for dense) and ``ffn`` the inner size of a dense layer's MLP.
+routed expert (0 for dense) and ``ffn`` the inner size of a dense layer's MLP. A parsed config also
+gives :data:`ATTENTION_KEYS`: ``sliding_window``, the keys a windowed layer attends to (0: none), and
+``sliding_window_share``, the fraction of layers windowed.
 
 Public functions:
 
@@ -47,6 +49,8 @@ FAMILIES_FILE = DATA / "model_families.yaml"
 
 MODEL_KEYS = ("params_b", "active_params_b", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab",
               "experts", "experts_active", "shared_experts", "moe_ffn", "gated")
+# How the layers attend, besides the shape: parse_hf_config returns these after MODEL_KEYS (0 and 1: no window).
+ATTENTION_KEYS = ("sliding_window", "sliding_window_share")
 
 MAX_TEXT = 1_000_000  # characters (text) or bytes (bytes, files); a real config.json is under 10 KB
 MAX_DEPTH = 20        # nesting levels; real configs nest 3-4 (rope_scaling, text_config, vision_config)
@@ -415,7 +419,41 @@ def _full_shape(cfg: dict, what: str) -> dict:
     shape.update(_moe(part, pre, what, shape))
     shape.update(_mla(part, pre, what))
     shape.update(_style(part, pre, what, typ))
+    shape.update(_window(part, pre, what, typ))
     return shape
+
+
+# Models whose config gives a sliding window but no per-layer list: the share of windowed layers by
+# model_type (Gemma 2 alternates local and global layers, transformers modeling_gemma2.py).
+WINDOW_SHARE_BY_TYPE = {"gemma2": 0.5}
+
+
+def _window(cfg: dict, pre: str, what: str, typ: str) -> dict:
+    """Sliding-window attention: ``sliding_window`` (keys per query) and the share of layers using it.
+
+    The share comes from ``layer_types`` (its "sliding_attention" entries; Olmo 3, GPT-OSS, newer
+    Gemma and Qwen configs), else ``sliding_window_pattern`` (Gemma 3: every n-th layer global), else the
+    model type (Gemma 2: every other layer), else every layer (Mistral 7B v0.1). ``use_sliding_window``
+    false (Qwen2/2.5, whose configs carry a window they do not use) or a null window: none.
+    """
+    w = cfg.get("sliding_window")
+    if w is None or cfg.get("use_sliding_window") is False:
+        return {}
+    w = _whole(w, pre + "sliding_window", what, 0, 10_000_000)
+    if w <= 0:
+        return {}
+    kinds = cfg.get("layer_types")
+    if isinstance(kinds, list) and kinds:
+        if not all(isinstance(k, str) for k in kinds) or len(kinds) > 100_000:
+            raise ScenarioError(what, f"{pre}layer_types must be a list of layer kinds such as "
+                                      "\"sliding_attention\" and \"full_attention\"", allowed="a list of strings")
+        share = sum(k == "sliding_attention" for k in kinds) / len(kinds)
+    elif cfg.get("sliding_window_pattern") is not None:
+        n = _whole(cfg["sliding_window_pattern"], pre + "sliding_window_pattern", what, 1, 1000)
+        share = (n - 1) / n
+    else:
+        share = WINDOW_SHARE_BY_TYPE.get(typ, 1.0)
+    return {"sliding_window": w, "sliding_window_share": round(share, 4)} if share > 0 else {}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -576,6 +614,8 @@ def _model_keys(full: dict, total_b: float, active_b: float) -> dict:
     out = {"params_b": round(total_b, 4), "active_params_b": round(active_b, 4)}
     for k in MODEL_KEYS[2:]:
         out[k] = int(full.get(k, 0))
+    out["sliding_window"] = int(full.get("sliding_window", 0))
+    out["sliding_window_share"] = float(full.get("sliding_window_share", 1.0))  # of layers; 1 when no window
     return out
 
 

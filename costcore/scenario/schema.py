@@ -241,6 +241,8 @@ M_KV_HEADS = IX["model.kv_heads"]
 M_FFN = IX["model.ffn"]
 M_VOCAB = IX["model.vocab"]
 M_GATED = IX["model.gated"]
+M_WINDOW = IX["model.sliding_window"]
+M_WINDOW_SHARE = IX["model.sliding_window_share"]
 M_EXPERTS = IX["model.experts"]
 M_EXPERTS_ACTIVE = IX["model.experts_active"]
 M_SHARED_EXPERTS = IX["model.shared_experts"]
@@ -821,7 +823,7 @@ def _family_shape(model: dict) -> dict:
     from costcore.scenario.hfconfig import family_shape
     size, active = model.get("params_b"), model.get("active_params_b") or 0.0
     moe = bool(model.get("experts")) or (_is_real(active) and _is_real(size) and 0 < active < size)
-    for k in ("experts", "experts_active", "shared_experts", "vocab", "gated"):
+    for k in ("experts", "experts_active", "shared_experts", "vocab", "gated", "sliding_window", "sliding_window_share"):
         model.pop(k, None)
     try:
         shape = family_shape(float(size), "moe" if moe else "dense", float(active) if moe else 0.0)
@@ -831,7 +833,7 @@ def _family_shape(model: dict) -> dict:
 
 
 MODEL_IDENTITY_KEYS = SHAPE_KEYS + ("params_b", "active_params_b", "vocab", "gated", "experts", "experts_active",
-                                   "shared_experts")
+                                   "shared_experts", "sliding_window", "sliding_window_share")
 
 
 def pick_model(scn: dict, name: str) -> dict:
