@@ -106,7 +106,14 @@ class Result:
     def infeasible(self) -> list[str]:
         """Sentences for stages that do not fit in GPU memory on their GPUs (empty: the plan is feasible)."""
         from costcore.engine.feasibility import infeasible
-        return infeasible(self)
+        return infeasible(self, self.fewest_gpus_any_layout)
+
+    def fewest_gpus_any_layout(self, stage: str) -> float:
+        """The fewest GPUs on which ``stage`` fits over every parallel layout (its pinned degrees, micro-batch
+        and interleaving unpinned: schema.without_layout_pins); its ``min_gpus`` when nothing is pinned."""
+        if not schema.pinned_layout(self.scenario, stage):
+            return self.stat(stage, "min_gpus")
+        return estimate(schema.without_layout_pins(self.scenario, stage)).stat(stage, "min_gpus")
 
     @property
     def feasible(self) -> bool:

@@ -94,8 +94,7 @@ def compare_methods(scn: dict, names=DEFAULT_METHODS, stage: str = "sft") -> lis
         row = _row(res, stage)
         # the fewest GPUs over every layout: a pinned TP 8 would make a 70B QLoRA's minimum 8, not 1
         pins = schema.pinned_layout(method_scn, stage)
-        row["min_gpus_any_layout"] = (int(api.estimate(schema.without_layout_pins(method_scn, stage)).stat(
-            stage, "min_gpus")) if pins else row["min_gpus"])
+        row["min_gpus_any_layout"] = int(res.fewest_gpus_any_layout(stage))
         rows.append(dict(name=name, label=known[name]["label"], caveat=known[name]["caveat"],
                          source=known[name]["source"], pinned_layout=pins, **row))
     return rows

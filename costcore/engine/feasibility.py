@@ -13,8 +13,11 @@ from costcore.scenario.schema import CATALOG, STAGE_LABELS, effective_value
 TRAINING_STAGES = ("pretrain", "cpt", "mm_align", "mm_cpt", "mm_tune", "sft", "dpo", "rl")
 
 
-def infeasible(res) -> list[str]:
-    """One sentence per stage that does not fit in memory on its GPUs (empty when the plan is feasible)."""
+def infeasible(res, fewest_any_layout=None) -> list[str]:
+    """One sentence per stage that does not fit in memory on its GPUs (empty when the plan is feasible).
+
+    ``fewest_any_layout(stage)``: the fewest GPUs over every layout (api.Result.fewest_gpus_any_layout), for
+    the sentence of a stage that a pinned layout keeps from fitting; None: not said."""
     scn = res.scenario
     gpu = effective_value(scn, "hardware.gpu")
     gpu_label = CATALOG[gpu].get("label", gpu)
@@ -26,7 +29,7 @@ def infeasible(res) -> list[str]:
         need = res.stat(s, "min_gpus")
         mem = res.stat(s, "memory_per_gpu_gb")
         name = STAGE_LABELS[s]
-        searched = _any_layout(res, s, need) if 0 < need and need > have else None
+        searched = _any_layout(res, s, need, fewest_any_layout) if 0 < need and need > have else None
         if need > 0 and need > have and searched:
             pinned, fewest = searched
             enough = f"{fewest:,.0f} GPU{'s' if fewest != 1 else ''} " + ("are" if fewest != 1 else "is")
@@ -46,16 +49,15 @@ def infeasible(res) -> list[str]:
     return out
 
 
-def _any_layout(res, stage: str, need: float):
+def _any_layout(res, stage: str, need: float, fewest_any_layout):
     """(pinned layout in words, fewest GPUs over every layout) when the stage pins part of its layout and
     another layout needs fewer GPUs than ``need``; else None. A pinned TP 8 made a 70B QLoRA that fits one
     GPU read "needs at least 8 GPUs" (issue 14: the minimum is the true one over all plans)."""
-    from costcore import api
     from costcore.scenario import schema
     pins = schema.pinned_layout(res.scenario, stage)
-    if not pins:
+    if not pins or fewest_any_layout is None:
         return None
-    fewest = api.estimate(schema.without_layout_pins(res.scenario, stage)).stat(stage, "min_gpus")
+    fewest = fewest_any_layout(stage)
     if not 0 < fewest < need:
         return None
     said = " and ".join(f"{schema.BY_PATH[f'stages.{stage}.{k}'].label.split(': ', 1)[1].lower()} {v}"
