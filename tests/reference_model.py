@@ -546,6 +546,15 @@ def hours_at(flops: float, peak_tflops: float, utilization: float) -> float:
 # ---------------------------------------------------------------------------
 # Decoding (roofline)
 # ---------------------------------------------------------------------------
+def kv_tokens_held(shape: dict, ctx: float) -> float:
+    """KV tokens a sequence of ctx tokens keeps, averaged over the layers: all in a full layer, the last w in a
+    sliding-window one."""
+    window, share = shape.get("window", 0.0), shape.get("window_share", 1.0)
+    if window <= 0 or share <= 0:
+        return ctx
+    return share * min(ctx, window) + (1.0 - share) * ctx
+
+
 def kv_bytes_per_token(shape: dict) -> float:
     return 2.0 * shape["L"] * shape["kv_heads"] * shape["head_dim"] * KV_BYTES_PER_VALUE  # K and V, bf16
 
@@ -795,7 +804,8 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             tokens = completions * ctx
             unique_tokens = steps * prompts * p_tok
             # rollouts: prefill (compute bound) + decode (roofline)
-            gpu_s_per_tok, replica, seqs = decode(n_total, n_act, kv_tok, p_tok + r_tok / 2.0, ctx,
+            gpu_s_per_tok, replica, seqs = decode(n_total, n_act, kv_tok, kv_tokens_held(shape, p_tok + r_tok / 2.0),
+                                                  kv_tokens_held(shape, ctx),
                                                   sf("rollout_batch"), peak, f("hardware.mem_bandwidth_tbs"),
                                                   hbm_gb, sf("rollout_efficiency"))
             prefill_flops = completions * p_tok * forward_flops_per_token(n_act, shape, p_tok)
@@ -834,7 +844,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             else:
                 learn_h = hours_at(learn_flops, peak, mfu)
             productive_h = rollout_h + learn_h + hours_at(scoring_flops, peak, infer_mfu)
-            rollout_mem = (2.0 * n_total + seqs * kv_tok * ctx) / replica
+            rollout_mem = (2.0 * n_total + seqs * kv_tok * kv_tokens_held(shape, ctx)) / replica
             mem = max(mem, rollout_mem)
             # the stage must also hold one inference replica for the rollouts
             replica_gpus = replica
@@ -883,7 +893,8 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             gen_tok = sf("generated_tokens_m") * 1e6
             unique_tokens = prompt_tok + gen_tok
             tokens = runs * unique_tokens
-            gpu_s_per_tok, replica, seqs = decode(n_total, n_act, kv_tok, ctx, ctx, sf("decode_batch"), peak,
+            gpu_s_per_tok, replica, seqs = decode(n_total, n_act, kv_tok, kv_tokens_held(shape, ctx),
+                                                  kv_tokens_held(shape, ctx), sf("decode_batch"), peak,
                                                   f("hardware.mem_bandwidth_tbs"), hbm_gb,
                                                   sf("decode_efficiency"))
             prefill_flops = runs * prompt_tok * forward_flops_per_token(n_act, shape, ctx)
@@ -891,7 +902,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             rollout_h = runs * gen_tok * gpu_s_per_tok / SECONDS_PER_HOUR
             productive_h = rollout_h + hours_at(prefill_flops, peak, infer_mfu)
             mfu = infer_mfu
-            mem = (2.0 * n_total + seqs * kv_tok * ctx) / replica
+            mem = (2.0 * n_total + seqs * kv_tok * kv_tokens_held(shape, ctx)) / replica
             fewest = replica
             replica_gpus = replica
             items["data.human_eval"] = runs * sf("human_samples") * sf("usd_per_human_sample")

@@ -575,3 +575,27 @@ def test_attention_context_is_the_per_query_count_of_keys(ctx, window, share):
     want = ctx * ((1 - share) + share * local / full)
     assert attention_context(float(ctx), float(window), share) == pytest.approx(want, rel=2e-4)
     assert attention_context(float(ctx), 0.0, share) == ctx  # no window: the causal context
+
+
+@pytest.mark.parametrize("ctx,window,share,want", [(32768, 4096, 0.75, 0.25 * 32768 + 0.75 * 4096),
+                                                   (2048, 4096, 0.5, 2048), (8192, 0, 1.0, 8192),
+                                                   (10240, 4096, 1.0, 4096)])
+def test_kv_context_keeps_only_the_window_in_windowed_layers(ctx, window, share, want):
+    """Mistral 7B Sec. 2's rolling buffer: a windowed layer holds the last w tokens of K and V, a full one all."""
+    from costcore.engine.formulas import kv_context
+    assert kv_context(float(ctx), float(window), share) == want
+
+
+def test_a_windowed_model_decodes_long_contexts_with_less_kv():
+    """GRPO rollouts of 2K-token prompts and 16K-token answers on a Gemma-2-style model (half the layers in a
+    4,096-token window): the rollouts read less KV cache per step than the same model with full attention,
+    so they take fewer GPU-hours."""
+    import costcore
+    base = {"model": {"params_b": 9.24, "layers": 42, "hidden": 3584, "heads": 16, "kv_heads": 8, "vocab": 256000},
+            "hardware": {"gpu": "h100-80gb", "num_gpus": 64},
+            "stages": {"rl": {"algorithm": "grpo", "reward": "rule", "steps": 20, "prompt_tokens": 2048,
+                              "response_tokens": 16384}}}
+    full = costcore.estimate(base)
+    base["model"].update(sliding_window=4096, sliding_window_share=0.5)
+    half = costcore.estimate(base)
+    assert half.stat("rl", "rollout_gpu_hours") < full.stat("rl", "rollout_gpu_hours")

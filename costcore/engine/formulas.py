@@ -211,6 +211,24 @@ def attention_context(ctx, window, share):
 
 
 @njit(cache=True)
+def kv_context(ctx, window, share):
+    """Tokens of K and V a decoding sequence holds per layer, averaged over the layers (tokens).
+
+    A full-attention layer keeps all ``ctx`` tokens of the sequence; a sliding-window layer only the last
+    ``window`` (the rest are never attended again and are evicted: transformers' sliding-window cache,
+    vLLM's hybrid KV manager), so with a share ``share`` of the layers windowed::
+
+        kv_ctx = (1 - share) ctx + share min(ctx, window)
+
+    It scales the KV bytes decoding reads per step and the KV room a batch needs (Beltagy et al. 2020;
+    Mistral 7B Sec. 2, "rolling buffer cache"). ``window`` <= 0: ctx.
+    """
+    if window <= 0.0 or share <= 0.0:
+        return ctx
+    return (1.0 - share) * ctx + share * min(ctx, window)
+
+
+@njit(cache=True)
 def train_flops_per_token(n_active, L, d, ctx, method, n_trainable, dequant_overhead):
     """Training FLOPs per token (model FLOPs, time-equivalent for QLoRA).
 

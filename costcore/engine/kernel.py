@@ -30,7 +30,7 @@ from costcore.engine.formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, METHOD_FU
                        INT8_BYTES_PER_PARAM, NF4_BYTES_PER_PARAM, data_stall_gpu_hours,
                        MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE, RECOMPUTE_MODE_FULL,
                        checkpoint_storage_usd, dataset_storage_usd,
-                       attention_context, decode_gpu_seconds_per_token, forward_flops_per_token, gpu_hours_for_flops,
+                       attention_context, decode_gpu_seconds_per_token, kv_context, forward_flops_per_token, gpu_hours_for_flops,
                        gpu_time_usd, held_checkpoint_sum, held_checkpoints, kv_cache_bytes_per_token, labeling_usd,
                        lora_trainable_params, model_shape, dense_ffn, moe_expert_ffn, monthly_usd, per_sample_usd,
                        per_token_usd, staff_usd_per_month, synthetic_usd, train_flops_per_token, transfer_usd,
@@ -314,6 +314,13 @@ def _actx(x, ctx):
     """The stage's attention context (tokens): ``ctx`` for causal attention in every layer, less when the model
     has sliding-window layers (formulas.attention_context; model.sliding_window and its share of layers)."""
     return attention_context(ctx, x[M_WINDOW], x[M_WINDOW_SHARE])
+
+
+@njit(cache=True)
+def _kvctx(x, ctx):
+    """Tokens of KV cache a sequence of ``ctx`` tokens holds per layer (formulas.kv_context): fewer in
+    sliding-window layers."""
+    return kv_context(ctx, x[M_WINDOW], x[M_WINDOW_SHARE])
 
 
 @njit(cache=True)
@@ -635,7 +642,7 @@ def _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     ctx = lp + lr
     tokens = steps * (q * ctx)
     dps, tp_inf, b_used = decode_gpu_seconds_per_token(
-        n_total, n_act, kv_tok, lp + 0.5 * lr, ctx, x[RL_ROLLOUT_BATCH], peak,
+        n_total, n_act, kv_tok, _kvctx(x, lp + 0.5 * lr), _kvctx(x, ctx), x[RL_ROLLOUT_BATCH], peak,
         x[H_BW_TBS], x[H_MEM_GB], x[RL_ROLLOUT_EFF])
     prefill_h = gpu_hours_for_flops(forward_flops_per_token(n_act, L, d, _actx(x, lp)) * steps * q * lp, peak, x[E_INFER_MFU])
     rollout_h = steps * q * lr * dps / 3600.0 + prefill_h
@@ -651,7 +658,7 @@ def _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     prod_h = rollout_h + train_h + infer_h
     st[s, K_FPT] = fpt
     st[s, K_PASSES_H] = train_h + infer_h
-    mem = max(mem, (2.0 * n_total + b_used * kv_tok * ctx) / tp_inf)  # an inference replica's weights + KV
+    mem = max(mem, (2.0 * n_total + b_used * kv_tok * _kvctx(x, ctx)) / tp_inf)  # an inference replica's weights + KV
     if min_g > 0.0 and tp_inf > min_g:
         min_g = tp_inf
     return _write_work(x, st, s, tokens, steps * x[RL_PROMPTS] * lp, ctx, train_flops + infer_flops, prod_h, rollout_h, mem, min_g, tp_inf > G)
@@ -666,7 +673,7 @@ def _eval_work(x, G, shape, st, s):
     bench = x[EV_BENCH_M] * 1e6
     gen = x[EV_GEN_M] * 1e6
     dps, tp_inf, b_used = decode_gpu_seconds_per_token(
-        n_total, n_act, kv_tok, ctx, ctx, x[EV_DECODE_BATCH], x[H_PEAK_TFLOPS], x[H_BW_TBS], x[H_MEM_GB],
+        n_total, n_act, kv_tok, _kvctx(x, ctx), _kvctx(x, ctx), x[EV_DECODE_BATCH], x[H_PEAK_TFLOPS], x[H_BW_TBS], x[H_MEM_GB],
         x[EV_DECODE_EFF])
     flops = runs * (forward_flops_per_token(n_act, L, d, _actx(x, ctx)) * bench + 2.0 * n_act * gen)
     rollout_h = runs * gen * dps / 3600.0
@@ -674,7 +681,7 @@ def _eval_work(x, G, shape, st, s):
         runs * forward_flops_per_token(n_act, L, d, _actx(x, ctx)) * bench, x[H_PEAK_TFLOPS], x[E_INFER_MFU])
     st[s, K_MFU] = x[E_INFER_MFU]
     st[s, K_HUMAN_SAMPLES] = runs * x[EV_HUMAN]
-    mem = (2.0 * n_total + b_used * kv_tok * ctx) / tp_inf
+    mem = (2.0 * n_total + b_used * kv_tok * _kvctx(x, ctx)) / tp_inf
     return _write_work(x, st, s, runs * (bench + gen), bench + gen, ctx, flops, prod_h, rollout_h, mem, tp_inf, tp_inf > G)
 
 
