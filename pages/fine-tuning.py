@@ -113,13 +113,13 @@ if show_people:  # a table of its own: three more columns pushed the first one's
                           "Total": rows.usd_total.map(fmt.usd)})
 # the fewest GPUs over every layout (a 70B QLoRA: 1), and, when the stage pins part of its layout (the 70B
 # preset pins TP 8), the fewest on that layout too, side by side and said in words
-pins = rows.pinned_layout.iloc[0] if (rows.min_gpus != rows.min_gpus_any_layout).any() else {}
-if pins:
+said = schema.pinned_layout_words(common.scenario(), "sft") if (rows.min_gpus != rows.min_gpus_any_layout).any() \
+    else []
+if said:
     table.insert(table.columns.get_loc("Fewest GPUs that fit") + 1, "As pinned",
                  rows.min_gpus.map(lambda g: f"{g:,}" if g > 0 else "none"))
 st.dataframe(table, hide_index=True, width="stretch")
-if pins:
-    said = [f"{schema.BY_PATH['stages.sft.' + k].label.split(': ', 1)[1].lower()} {v}" for k, v in pins.items()]
+if said:
     st.caption("Fewest GPUs that fit: over every layout the planner can search. As pinned: the fewest with the "
                "fine-tuning stage's pinned " + ", ".join(said) + " (choose Searched on the Job layout page to "
                "unpin it).")

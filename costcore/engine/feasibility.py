@@ -30,7 +30,7 @@ def infeasible(res, fewest_any_layout=None) -> list[str]:
         mem = res.stat(s, "memory_per_gpu_gb")
         name = STAGE_LABELS[s]
         searched = _any_layout(res, s, need, fewest_any_layout) if 0 < need and need > have else None
-        if need > 0 and need > have and searched:
+        if searched:
             pinned, fewest = searched
             enough = f"{fewest:,.0f} GPU{'s' if fewest != 1 else ''} " + ("are" if fewest != 1 else "is")
             out.append(f"{name} does not fit: with its pinned {pinned} it needs at least {need:,.0f} GPUs of this "
@@ -54,15 +54,13 @@ def _any_layout(res, stage: str, need: float, fewest_any_layout):
     another layout needs fewer GPUs than ``need``; else None. A pinned TP 8 made a 70B QLoRA that fits one
     GPU read "needs at least 8 GPUs" (issue 14: the minimum is the true one over all plans)."""
     from costcore.scenario import schema
-    pins = schema.pinned_layout(res.scenario, stage)
-    if not pins or fewest_any_layout is None:
+    said = schema.pinned_layout_words(res.scenario, stage)
+    if not said or fewest_any_layout is None:
         return None
     fewest = fewest_any_layout(stage)
     if not 0 < fewest < need:
         return None
-    said = " and ".join(f"{schema.BY_PATH[f'stages.{stage}.{k}'].label.split(': ', 1)[1].lower()} {v}"
-                        for k, v in pins.items())
-    return said, fewest
+    return " and ".join(said), fewest
 
 
 def batch_warnings(res) -> list[str]:

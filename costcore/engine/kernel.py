@@ -577,11 +577,12 @@ def _dpo_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     unique_tokens = x[DPO_PAIRS] * per_pair
     tokens = unique_tokens * x[DPO_EPOCHS]
     ctx = min(x[b + S_SEQ_LEN], max(x[DPO_CHOSEN], x[DPO_REJECTED]))
-    fpt = train_flops_per_token(n_act, L, d, _actx(x, ctx), method, n_lora, x[b + S_QLORA_DEQ])
+    actx = _actx(x, ctx)
+    fpt = train_flops_per_token(n_act, L, d, actx, method, n_lora, x[b + S_QLORA_DEQ])
     st[s, K_FPT] = fpt
     train_flops = fpt * tokens
     ref_passes = 1.0 if x[DPO_REFERENCE] == DPO_REF_PRECOMPUTED else x[DPO_EPOCHS]
-    ref_flops = forward_flops_per_token(n_act, L, d, _actx(x, ctx)) * unique_tokens * ref_passes
+    ref_flops = forward_flops_per_token(n_act, L, d, actx) * unique_tokens * ref_passes
     ref_w = n_total if x[DPO_REFERENCE] != DPO_REF_PRECOMPUTED and method == METHOD_FULL else 0.0
     mem, min_g, mfu = _stage_layout(x, b, s, G, shape, method, n_lora, ctx, 2.0, ref_w, fpt, st, sc, plans, reuse)
     prod_h = _train_hours(x, b, tokens, train_flops, mfu)
@@ -596,19 +597,20 @@ def _rl_scoring_flops(x, n_act, L, d, ctx, tokens, method, n_lora, deq, upd):
     Policy old log-probs, live reference, reward model (when the reward is a model) forward
     passes; policy updates over update_epochs; PPO adds a critic (forward + update).
     """
-    fwd = forward_flops_per_token(n_act, L, d, _actx(x, ctx))
+    actx = _actx(x, ctx)
+    fwd = forward_flops_per_token(n_act, L, d, actx)
     infer_flops = fwd * tokens  # old log-probs of the policy
     if x[RL_REFERENCE] == RL_REFERENCE_LIVE:
         infer_flops += fwd * tokens
     if x[RL_REWARD] == RL_REWARD_MODEL:
         n_rm = x[RL_REWARD_B] * 1e9 if x[RL_REWARD_B] > 0.0 else n_act
-        infer_flops += forward_flops_per_token(n_rm, L, d, _actx(x, ctx)) * tokens
-    fpt = train_flops_per_token(n_act, L, d, _actx(x, ctx), method, n_lora, deq)
+        infer_flops += forward_flops_per_token(n_rm, L, d, actx) * tokens
+    fpt = train_flops_per_token(n_act, L, d, actx, method, n_lora, deq)
     train_flops = fpt * tokens * upd
     if x[RL_ALGO] == RL_PPO:
         n_c = x[RL_CRITIC_B] * 1e9 if x[RL_CRITIC_B] > 0.0 else n_act
-        infer_flops += forward_flops_per_token(n_c, L, d, _actx(x, ctx)) * tokens
-        train_flops += train_flops_per_token(n_c, L, d, _actx(x, ctx), METHOD_FULL, 0.0, 0.0) * tokens * upd
+        infer_flops += forward_flops_per_token(n_c, L, d, actx) * tokens
+        train_flops += train_flops_per_token(n_c, L, d, actx, METHOD_FULL, 0.0, 0.0) * tokens * upd
     return train_flops, infer_flops, fpt
 
 
@@ -641,8 +643,9 @@ def _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     lr = x[RL_RESPONSE_TOK]
     ctx = lp + lr
     tokens = steps * (q * ctx)
+    kv_ctx = _kvctx(x, ctx)
     dps, tp_inf, b_used = decode_gpu_seconds_per_token(
-        n_total, n_act, kv_tok, _kvctx(x, lp + 0.5 * lr), _kvctx(x, ctx), x[RL_ROLLOUT_BATCH], peak,
+        n_total, n_act, kv_tok, _kvctx(x, lp + 0.5 * lr), kv_ctx, x[RL_ROLLOUT_BATCH], peak,
         x[H_BW_TBS], x[H_MEM_GB], x[RL_ROLLOUT_EFF])
     prefill_h = gpu_hours_for_flops(forward_flops_per_token(n_act, L, d, _actx(x, lp)) * steps * q * lp, peak, x[E_INFER_MFU])
     rollout_h = steps * q * lr * dps / 3600.0 + prefill_h
@@ -658,7 +661,7 @@ def _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     prod_h = rollout_h + train_h + infer_h
     st[s, K_FPT] = fpt
     st[s, K_PASSES_H] = train_h + infer_h
-    mem = max(mem, (2.0 * n_total + b_used * kv_tok * _kvctx(x, ctx)) / tp_inf)  # an inference replica's weights + KV
+    mem = max(mem, (2.0 * n_total + b_used * kv_tok * kv_ctx) / tp_inf)  # an inference replica's weights + KV
     if min_g > 0.0 and tp_inf > min_g:
         min_g = tp_inf
     return _write_work(x, st, s, tokens, steps * x[RL_PROMPTS] * lp, ctx, train_flops + infer_flops, prod_h, rollout_h, mem, min_g, tp_inf > G)
@@ -672,16 +675,17 @@ def _eval_work(x, G, shape, st, s):
     ctx = x[EV_CONTEXT]
     bench = x[EV_BENCH_M] * 1e6
     gen = x[EV_GEN_M] * 1e6
+    kv_ctx = _kvctx(x, ctx)
     dps, tp_inf, b_used = decode_gpu_seconds_per_token(
-        n_total, n_act, kv_tok, _kvctx(x, ctx), _kvctx(x, ctx), x[EV_DECODE_BATCH], x[H_PEAK_TFLOPS], x[H_BW_TBS], x[H_MEM_GB],
+        n_total, n_act, kv_tok, kv_ctx, kv_ctx, x[EV_DECODE_BATCH], x[H_PEAK_TFLOPS], x[H_BW_TBS], x[H_MEM_GB],
         x[EV_DECODE_EFF])
-    flops = runs * (forward_flops_per_token(n_act, L, d, _actx(x, ctx)) * bench + 2.0 * n_act * gen)
+    prefill = runs * forward_flops_per_token(n_act, L, d, _actx(x, ctx)) * bench
+    flops = prefill + runs * 2.0 * n_act * gen
     rollout_h = runs * gen * dps / 3600.0
-    prod_h = rollout_h + gpu_hours_for_flops(
-        runs * forward_flops_per_token(n_act, L, d, _actx(x, ctx)) * bench, x[H_PEAK_TFLOPS], x[E_INFER_MFU])
+    prod_h = rollout_h + gpu_hours_for_flops(prefill, x[H_PEAK_TFLOPS], x[E_INFER_MFU])
     st[s, K_MFU] = x[E_INFER_MFU]
     st[s, K_HUMAN_SAMPLES] = runs * x[EV_HUMAN]
-    mem = (2.0 * n_total + b_used * kv_tok * _kvctx(x, ctx)) / tp_inf
+    mem = (2.0 * n_total + b_used * kv_tok * kv_ctx) / tp_inf
     return _write_work(x, st, s, runs * (bench + gen), bench + gen, ctx, flops, prod_h, rollout_h, mem, tp_inf, tp_inf > G)
 
 

@@ -1019,15 +1019,21 @@ def set_path(scn: dict, path: str, value) -> dict:
     return out
 
 
-# The parallel layout of a stage: what the plan search decides unless pinned (recompute and ZeRO are memory
-# techniques the user chooses, so they are not in it).
-LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "interleave", "sequence_parallel")
+# The parallel layout of a stage: the plan keys the search decides unless pinned, less recompute and ZeRO
+# (memory techniques the user chooses).
+LAYOUT_KEYS = tuple(k for k in PLAN_ALIASES.values() if k not in ("recompute", "zero_stage"))
 
 
 def pinned_layout(scn: dict, stage: str) -> dict:
     """The stage's pinned layout settings: key -> value for each of LAYOUT_KEYS set to other than searched."""
     sdata = (scn.get("stages") or {}).get(stage) or {}
     return {k: sdata[k] for k in LAYOUT_KEYS if k in sdata and sdata[k] not in (0, "auto", None)}
+
+
+def pinned_layout_words(scn: dict, stage: str) -> list[str]:
+    """The stage's pinned layout in words, one phrase per setting: ["tensor parallelism 8"]."""
+    return [f"{BY_PATH[f'stages.{stage}.{k}'].label.split(': ', 1)[1].lower()} {v}"
+            for k, v in pinned_layout(scn, stage).items()]
 
 
 def without_layout_pins(scn: dict, stage: str) -> dict:
