@@ -35,7 +35,7 @@ def usd_exact(v: float) -> str:
 
 
 def gpu_hours(v: float) -> str:
-    """GPU-hours at three significant digits: 12.5 GPU-h, 612 GPU-h, 1.64k GPU-h, 10.9M GPU-h."""
+    """GPU-hours at three significant digits: 2.50 GPU-h, 12.5 GPU-h, 612 GPU-h, 1.64k GPU-h, 10.9M GPU-h."""
     if not math.isfinite(v):
         return "n/a"
     a = abs(v)
@@ -46,7 +46,7 @@ def gpu_hours(v: float) -> str:
             if shown is not None:
                 return f"{sign}{shown}{suf} GPU-h"
         return f"{sign}{a / 1e9:,.0f}B GPU-h"
-    return f"{v:,.1f} GPU-h" if a < 100 else f"{v:,.0f} GPU-h"
+    return f"{_three(v)} GPU-h"  # 2.50, 12.5, 612 (trailing zeros kept)
 
 
 def _three(x: float) -> str:
@@ -82,22 +82,33 @@ def duration_s(v: float) -> str:
 
 
 def gb(v: float) -> str:
-    """A size given in GB, in the unit that reads best: 96.5 MB (not 0.0965 GB), 63.5 GB, 1.2 TB, 3.4 PB."""
+    """A size given in GB, in the unit that reads best, at three significant digits with trailing zeros
+    kept: 96.5 MB (not 0.0965 GB), 63.5 GB, 72.0 GB, 1.20 TB, 3.40 PB."""
     if not math.isfinite(v):
         return "n/a"
     a = abs(v)  # the bounds are where 3 significant digits round up to the next unit (999.7 GB -> 1 TB)
     if a >= 999.5e3:
-        return f"{v / 1e6:.3g} PB"
+        return f"{_signed3(v / 1e6)} PB"
     if a >= 999.5:
-        return f"{v / 1e3:.3g} TB"
+        return f"{_signed3(v / 1e3)} TB"
     if 0 < a < 0.9995:
-        return f"{v * 1e3:.3g} MB"
-    return f"{v:.3g} GB"
+        return f"{_signed3(v * 1e3)} MB"
+    return f"{_signed3(v)} GB"
+
+
+def _signed3(x: float) -> str:
+    """x at three significant digits, trailing zeros kept (72.0, 1.20, 0.500); plain exponent-free."""
+    if x == 0:
+        return "0"
+    s = f"{abs(x):#.3g}"
+    if "e" in s:  # >= 1,000 (callers pick units that keep below) or tiny
+        s = f"{abs(x):.3g}"
+    return ("-" if x < 0 else "") + s.rstrip(".")
 
 
 def num(v: float) -> str:
     """A plain number rounded to three significant digits, with thousands separators (7, 0.25, 1,230),
-    millions and more with a letter (76.8M, 1.4B, 2.1T)."""
+    millions and more with a letter (76.8M, 1.40B, 2.10T)."""
     if v is None or not math.isfinite(v):
         return "n/a"
     if v == 0:
@@ -107,7 +118,7 @@ def num(v: float) -> str:
         return f"{r:.3g}"
     for scale, word in ((1e12, "T"), (1e9, "B"), (1e6, "M")):  # 76.8M, 1.4B: counts in words
         if abs(r) >= scale:
-            return f"{r / scale:.3g}{word}"
+            return f"{_signed3(r / scale)}{word}"
     return f"{r:,.0f}" if abs(r) >= 1000 else f"{r:g}"
 
 

@@ -279,9 +279,9 @@ def test_readme_tornado_count_is_the_benchmarks():
 
 @pytest.mark.parametrize("value, money, hours", [
     (31.8e6, "$31.8M", "31.8M GPU-h"), (1.9e6, "$1.90M", "1.90M GPU-h"), (48_000, "$48.0k", "48.0k GPU-h"),
-    (1_643.187, "$1.64k", "1.64k GPU-h"), (612.4, "$612", "612 GPU-h"), (4.567, "$4.57", "4.6 GPU-h"),
+    (1_643.187, "$1.64k", "1.64k GPU-h"), (612.4, "$612", "612 GPU-h"), (4.567, "$4.57", "4.57 GPU-h"),
     (999.7, "$1.00k", "1.00k GPU-h"), (999_960.0, "$1.00M", "1.00M GPU-h"), (30e6, "$30.0M", "30.0M GPU-h"),
-    (-2.5e6, "-$2.50M", "-2.50M GPU-h"), (15_969_781.06, "$16.0M", "16.0M GPU-h"), (0.0, "$0", "0.0 GPU-h")])
+    (-2.5e6, "-$2.50M", "-2.50M GPU-h"), (15_969_781.06, "$16.0M", "16.0M GPU-h"), (0.0, "$0", "0 GPU-h")])
 def test_money_and_gpu_hours_read_at_three_significant_digits(value, money, hours):
     """The card's rule ($31.8M, 1.64k GPU-h): three significant digits, trailing zeros kept ($1.90M says
     it is not $1.9M give or take 50k), a value that rounds up moves to the next unit, never 1.00e+03."""
@@ -322,10 +322,11 @@ def test_charts_are_schema_checked_in_tests_and_drawn_without_the_check_when_ser
     assert specs[0] == specs[1] and '"A chart"' in specs[0]
 
 
-@pytest.mark.parametrize("gb, shown", [(0.0965, "96.5 MB"), (0.9996, "1 GB"), (63.5, "63.5 GB"), (999.7, "1 TB"),
-                                       (1234.0, "1.23 TB"), (3.4e6, "3.4 PB")])
+@pytest.mark.parametrize("gb, shown", [(0.0965, "96.5 MB"), (0.9996, "1.00 GB"), (63.5, "63.5 GB"), (999.7, "1.00 TB"),
+                                       (1234.0, "1.23 TB"), (3.4e6, "3.40 PB"), (72.0, "72.0 GB"), (0.5, "500 MB")])
 def test_sizes_read_in_the_unit_that_fits(gb, shown):
-    """Issue 16: "0.0965 GB" reads as 96.5 MB; a size that rounds up moves to the next unit."""
+    """Issue 16: "0.0965 GB" reads as 96.5 MB; a size that rounds up moves to the next unit. Three significant
+    digits with their trailing zeros, as money and GPU-hours show them: 72.0 GB, not 72 GB."""
     from costcore import fmt
     assert fmt.gb(gb) == shown
 
