@@ -67,3 +67,22 @@ def test_bad_sources_raise_the_one_exception():
     for bad in (None, 3, [1, 2], "no-such-preset", {"model": {"params_b": "x"}}):
         with pytest.raises(ScenarioError):
             Scenario.of(bad)
+
+
+@pytest.mark.parametrize("data, path, hint", [
+    ({"stages": {"rl": {"prompts": 5}}}, "stages.rl.prompts", "did you mean prompts_per_step?"),
+    ({"stages": {"sft": {"lora_r": 8}}}, "stages.sft.lora_r", "did you mean lora_rank?"),
+    ({"stages": {"pretraining": {}}}, "stages.pretraining", "did you mean pretrain?"),
+    ({"hardware": {"gpus": 8}}, "hardware.gpus", "num_gpus"),
+    ({"stages": {"sft": {"zzz": 1}}}, "stages.sft.zzz", None),
+])
+def test_an_unknown_setting_names_the_near_one(data, path, hint):
+    """A misspelt key is refused with the field's path, the closest allowed names when one is near, and the list."""
+    with pytest.raises(ScenarioError) as e:
+        Scenario.of(data)
+    msg = str(e.value)
+    assert path in msg and "allowed" in msg
+    if hint is None:
+        assert "did you mean" not in msg
+    else:
+        assert hint in msg

@@ -15,6 +15,7 @@ Enums are stored as the index of their choice, booleans as 0/1.
 from __future__ import annotations
 
 import copy
+import difflib
 import math
 import numbers
 import re
@@ -528,6 +529,16 @@ def _path(*parts) -> str:
     return ".".join(_key(p) for p in parts)
 
 
+def _did_you_mean(key, known) -> str:
+    """ " did you mean x?" for a misspelt or shortened setting name (a known name that starts or ends with it, or
+    one difflib finds close: lora_r -> lora_rank, prompts -> prompts_per_step, gpus -> num_gpus), "" when none is near."""
+    if not isinstance(key, str) or not key:
+        return ""
+    near = [k for k in known if (k.startswith(key) or k.endswith("_" + key)) and k != key][:2]
+    near += [k for k in difflib.get_close_matches(key, list(known), n=2, cutoff=0.75) if k not in near]
+    return f" did you mean {' or '.join(near[:2])}?" if near else ""
+
+
 def _text_ok(v, multiline: bool = False) -> bool:
     """Text that can be written out safely: UTF-8 encodable and free of :data:`costcore.fmt.UNSAFE_TEXT`
     (controls, text-direction characters, line separators); a multi-line field (the description) may
@@ -580,8 +591,10 @@ def validate(data: Any) -> dict:
         for path, v in flat.items():
             f = BY_PATH.get(path)
             if f is None:
-                known = ", ".join(p.split(".", 1)[1] for p in BY_PATH if p.startswith(section + "."))
-                raise ScenarioError(_path(*path.split(".")), f"unknown setting; allowed in {section}: {known}")
+                names = [p.split(".", 1)[1] for p in BY_PATH if p.startswith(section + ".")]
+                hint = _did_you_mean(path.split(".", 1)[1], names)
+                raise ScenarioError(_path(*path.split(".")),
+                                    f"unknown setting;{hint} allowed in {section}: {', '.join(names)}")
             clean[path] = _check_value(f, v)
         if clean:
             out[section] = _unflatten({p.split(".", 1)[1]: v for p, v in clean.items()})
@@ -594,7 +607,8 @@ def validate(data: Any) -> dict:
     out["stages"] = {}
     for sname, sdata in stages.items():
         if sname not in STAGES:
-            raise ScenarioError(_path("stages", sname), "unknown stage; allowed: " + ", ".join(STAGES))
+            raise ScenarioError(_path("stages", sname), f"unknown stage;{_did_you_mean(sname, STAGES)} allowed: "
+                                + ", ".join(STAGES))
         if sdata is None:
             sdata = {}
         if not isinstance(sdata, dict):
@@ -603,8 +617,8 @@ def validate(data: Any) -> dict:
         for k, v in with_train_list(sname, _with_plan_keys(sname, sdata)).items():
             path = f"stages.{sname}.{k}"
             if not isinstance(k, str) or k not in STAGE_KEYS[sname]:
-                raise ScenarioError(_path("stages", sname, k), "unknown setting; allowed: "
-                                    + ", ".join(sorted(STAGE_KEYS[sname])))
+                raise ScenarioError(_path("stages", sname, k), f"unknown setting;{_did_you_mean(k, STAGE_KEYS[sname])}"
+                                    " allowed: " + ", ".join(sorted(STAGE_KEYS[sname])))
             clean[k] = _check_value(BY_PATH[path], v)
         _stage_rules(sname, clean)
         out["stages"][sname] = clean
