@@ -30,7 +30,7 @@ FULL_FT_PPO_KEEP_ALL = {
 }
 
 LORA_GRPO_RULE = {
-    "name": "LoRA everywhere, GRPO with rule reward, no reference, precomputed DPO reference",
+    "name": "LoRA everywhere, GRPO with rule reward, no reference, precomputed DPO reference, pinned inference replicas",
     "model": {"params_b": 8.0, "kv_heads": 8},
     "hardware": {"gpu": "h100-80gb", "num_gpus": 16},
     "stages": {
@@ -39,8 +39,8 @@ LORA_GRPO_RULE = {
                 "pairs": 30000},
         "rl": {"method": "lora", "lora_rank": 16, "algorithm": "grpo", "reward": "rule", "reference": "none",
                "steps": 800, "samples_per_prompt": 16, "rollout_batch": 1024, "verifier_usd_per_sample": 0.002,
-               "keep_last": 3, "milestone_every": 5, "ckpt_interval_h": 0.75},
-        "eval": {"runs": 12, "human_samples": 0},
+               "keep_last": 3, "milestone_every": 5, "ckpt_interval_h": 0.75, "rollout_tp": 2},
+        "eval": {"runs": 12, "human_samples": 0, "decode_tp": 4},
     },
 }
 

@@ -560,12 +560,14 @@ def kv_bytes_per_token(shape: dict) -> float:
 
 
 def decode(n_total, n_active, kv_per_token, ctx_avg, ctx_max, batch, peak_tflops, bandwidth_tbs, mem_gb,
-           efficiency):
+           efficiency, pinned_replica=0):
     """Return (GPU-seconds per generated token, GPUs per replica, sequences decoded at once)."""
     weight_bytes = 2.0 * n_total
     replica = 1
     while weight_bytes > replica * 0.5 * mem_gb * 1e9:  # fewest GPUs holding weights in half their HBM
         replica += 1
+    if pinned_replica > 0:  # the user's tensor-parallel size for the inference engine
+        replica = int(pinned_replica)
     kv_room = 0.9 * replica * mem_gb * 1e9 - weight_bytes
     fit = math.floor(kv_room / max(kv_per_token * ctx_max, 1.0))
     sequences = max(1.0, min(float(batch), max(1.0, fit)))
@@ -807,7 +809,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             gpu_s_per_tok, replica, seqs = decode(n_total, n_act, kv_tok, kv_tokens_held(shape, p_tok + r_tok / 2.0),
                                                   kv_tokens_held(shape, ctx),
                                                   sf("rollout_batch"), peak, f("hardware.mem_bandwidth_tbs"),
-                                                  hbm_gb, sf("rollout_efficiency"))
+                                                  hbm_gb, sf("rollout_efficiency"), sf("rollout_tp"))
             prefill_flops = completions * p_tok * forward_flops_per_token(n_act, shape, p_tok)
             rollout_h = completions * r_tok * gpu_s_per_tok / SECONDS_PER_HOUR + hours_at(prefill_flops, peak,
                                                                                            infer_mfu)
@@ -896,7 +898,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             gpu_s_per_tok, replica, seqs = decode(n_total, n_act, kv_tok, kv_tokens_held(shape, ctx),
                                                   kv_tokens_held(shape, ctx), sf("decode_batch"), peak,
                                                   f("hardware.mem_bandwidth_tbs"), hbm_gb,
-                                                  sf("decode_efficiency"))
+                                                  sf("decode_efficiency"), sf("decode_tp"))
             prefill_flops = runs * prompt_tok * forward_flops_per_token(n_act, shape, ctx)
             flops = prefill_flops + runs * gen_tok * 2.0 * n_act
             rollout_h = runs * gen_tok * gpu_s_per_tok / SECONDS_PER_HOUR

@@ -281,10 +281,10 @@ def inference_tp(weights_bytes, mem_gb):
 
 @njit(cache=True)
 def decode_gpu_seconds_per_token(n_total, n_active, kv_bytes_per_tok, ctx_avg, ctx_max,
-                                 batch, peak_tflops, bw_tbs, mem_gb, efficiency):
+                                 batch, peak_tflops, bw_tbs, mem_gb, efficiency, tp_pinned=0.0):
     """GPU-seconds per generated token of batched decoding (roofline).
 
-    Per replica of t GPUs (t = :func:`inference_tp`) decoding B sequences at
+    Per replica of t GPUs (``tp_pinned`` when > 0, else :func:`inference_tp`) decoding B sequences at
     once, one step takes
         max((weights + B * kv_bytes_per_tok * ctx_avg) / (t * bandwidth),
             2 N_active B / (t * peak)) / efficiency
@@ -296,7 +296,7 @@ def decode_gpu_seconds_per_token(n_total, n_active, kv_bytes_per_tok, ctx_avg, c
     Returns (gpu_seconds_per_token, tp, batch_used).
     """
     weights = 2.0 * n_total
-    t = inference_tp(weights, mem_gb)
+    t = tp_pinned if tp_pinned > 0.0 else inference_tp(weights, mem_gb)
     free = 0.9 * t * mem_gb * 1e9 - weights
     b_max = max(1.0, math.floor(free / max(kv_bytes_per_tok * ctx_max, 1.0)))
     b = max(1.0, min(batch, b_max))

@@ -40,7 +40,7 @@ from costcore.engine.formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, METHOD_FU
 from costcore.scenario.schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_REVIEW, D_SYNTH_USD_PER_M, DPO_CHOSEN,
                      DPO_EPOCHS, DPO_PAIRS, DPO_REF_PRECOMPUTED, DPO_REFERENCE, DPO_REJECTED,
                      E_BUFFER_GB, E_COLL_EFF, E_CONTENTION, E_TP_OVERLAP, E_SUSTAINED, E_DP_OVERLAP, E_FP8_EFF, E_GEMM_HALF, E_GRAD_BYTES, E_TRAFFIC,
-                     E_INFER_MFU, E_USABLE_MEM, EV_BENCH_M, EV_CONTEXT, EV_DECODE_BATCH, EV_DECODE_EFF,
+                     E_INFER_MFU, E_USABLE_MEM, EV_BENCH_M, EV_CONTEXT, EV_DECODE_BATCH, EV_DECODE_EFF, EV_DECODE_TP,
                      EV_GEN_M, EV_HUMAN, EV_RUNS, EV_USD_HUMAN, H_ATTN_EFF, H_BW_TBS, H_MEM_GB, H_FP8_TFLOPS,
                      H_GEMM_EFF, H_INTRA_GBS, H_INTER_GBS, H_GPUS_PER_NODE, H_PRECISION, PRECISION_FP8,
                      H_NUM_GPUS, H_PEAK_TFLOPS, H_USD_GPU_H, L_ROLES, M_ACTIVE_B, M_FFN, M_HEADS,
@@ -51,7 +51,7 @@ from costcore.scenario.schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_
                      RECOMPUTE_AUTO, RESOURCES, SEQ_PAR_ON, SEQ_PAR_OFF, S_DP, S_CP, S_EP, S_INTERLEAVE,
                      S_SEQ_PAR, S_GLOBAL_BATCH, S_GLOBAL_BATCH_TOKENS, RL_ALGO, RL_CRITIC_B, RL_PPO,
                      RL_PROMPT_TOK, RL_PROMPTS, RL_REFERENCE, RL_REFERENCE_LIVE, RL_RESPONSE_TOK,
-                     RL_REWARD, RL_REWARD_B, RL_REWARD_MODEL, RL_ROLLOUT_BATCH, RL_ROLLOUT_EFF,
+                     RL_REWARD, RL_REWARD_B, RL_REWARD_MODEL, RL_ROLLOUT_BATCH, RL_ROLLOUT_EFF, RL_ROLLOUT_TP,
                      RL_SAMPLES, RL_STEPS, RL_UPDATE_EPOCHS, RL_VERIFIER_USD, S_ACQ_USD_B,
                      S_CKPT_INTERVAL_H, S_CKPT_TYPE, S_CLEAN_USD_B, S_ENABLED, S_EXP_SIZE,
                      S_EXPERIMENTS, S_KEEP_LAST, S_LABELS, S_LORA_RANK, S_LORA_TARGETS, S_METHOD,
@@ -646,7 +646,7 @@ def _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     kv_ctx = _kvctx(x, ctx)
     dps, tp_inf, b_used = decode_gpu_seconds_per_token(
         n_total, n_act, kv_tok, _kvctx(x, lp + 0.5 * lr), kv_ctx, x[RL_ROLLOUT_BATCH], peak,
-        x[H_BW_TBS], x[H_MEM_GB], x[RL_ROLLOUT_EFF])
+        x[H_BW_TBS], x[H_MEM_GB], x[RL_ROLLOUT_EFF], x[RL_ROLLOUT_TP])
     prefill_h = gpu_hours_for_flops(forward_flops_per_token(n_act, L, d, _actx(x, lp)) * steps * q * lp, peak, x[E_INFER_MFU])
     rollout_h = steps * q * lr * dps / 3600.0 + prefill_h
     if x[RL_REWARD] != RL_REWARD_MODEL:
@@ -678,7 +678,7 @@ def _eval_work(x, G, shape, st, s):
     kv_ctx = _kvctx(x, ctx)
     dps, tp_inf, b_used = decode_gpu_seconds_per_token(
         n_total, n_act, kv_tok, kv_ctx, kv_ctx, x[EV_DECODE_BATCH], x[H_PEAK_TFLOPS], x[H_BW_TBS], x[H_MEM_GB],
-        x[EV_DECODE_EFF])
+        x[EV_DECODE_EFF], x[EV_DECODE_TP])
     prefill = runs * forward_flops_per_token(n_act, L, d, _actx(x, ctx)) * bench
     flops = prefill + runs * 2.0 * n_act * gen
     rollout_h = runs * gen * dps / 3600.0
