@@ -1,0 +1,62 @@
+"""Public measurements of batched generation scored against the planner (``data/decode_runs.yaml``).
+
+Each measurement is a fixed batch of prompts of a fixed length, decoded to a fixed number of new tokens
+on a tensor-parallel replica, with the whole batch's wall-clock latency published (vLLM's
+``benchmarks/benchmark_latency.py``). The planner scores it as an evaluation stage of one run: the
+prompts' prefill at ``efficiency.inference_mfu`` and the new tokens at the decoding roofline times
+``stages.eval.decode_efficiency`` (:func:`costcore.engine.formulas.decode_gpu_seconds_per_token`, the
+formula RL rollouts use with ``stages.rl.rollout_efficiency``, the same default), with the context
+while decoding the prompt plus half the answer, on a replica of the measured tensor-parallel size
+(``stages.eval.decode_tp``). Its figure is the stage's productive GPU-seconds over the replica's GPUs. Nothing is fitted on these measurements.
+"""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from costcore import api
+from costcore.validation.multimodal import summary  # noqa: F401  (median and worst error, runs within 25%)
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "decode_runs.yaml"
+
+
+@functools.lru_cache(maxsize=1)
+def _runs() -> dict:
+    with open(DATA, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)["runs"]
+
+
+def decode_runs() -> dict[str, dict]:
+    """name -> the measurement's record (fresh copies)."""
+    return {k: yaml.safe_load(yaml.safe_dump(v)) for k, v in _runs().items()}
+
+
+def run_scenario(run: dict) -> dict:
+    """The evaluation-stage scenario of one measurement: one run that prefills ``batch`` prompts and
+    generates ``output_tokens`` for each, ``batch`` sequences at once, on ``tp`` GPUs."""
+    batch, lp, lr = int(run["batch"]), float(run["input_tokens"]), float(run["output_tokens"])
+    return {"name": run["label"], "model": dict(run["model"]),
+            "hardware": {"gpu": run["gpu"], "num_gpus": int(run["tp"])},
+            "stages": {"eval": {"runs": 1, "benchmark_tokens_m": batch * lp / 1e6,
+                                "generated_tokens_m": batch * lr / 1e6,
+                                "context_tokens": int(round(lp + 0.5 * lr)), "decode_batch": batch,
+                                "decode_tp": int(run["tp"]), "human_samples": 0, "experiments": 0}}}
+
+
+def decode_table() -> pd.DataFrame:
+    """One row per measurement: predicted and published latency of the whole batch (in hours, as the other
+    validation tables; the app shows seconds), their ratio, the replica's GPUs and whether the planner fits it."""
+    rows = []
+    for name, run in decode_runs().items():
+        d = api.estimate(run_scenario(run)).to_dict()["stages"]["eval"]
+        hours = float(d["productive_gpu_hours"]) / float(run["tp"])  # the replica's GPU-hours over its GPUs
+        published = float(run["published_s"]) / 3600.0
+        rows.append({"run": name, "label": run["label"], "engine": run["engine"], "tp": int(run["tp"]),
+                     "fits": bool(d["fits"]), "predicted_hours": hours, "published_hours": published,
+                     "ratio": hours / published, "source": run["source"], "quote": run["quote"],
+                     "assumptions": run["assumptions"]})
+    return pd.DataFrame(rows)
+
