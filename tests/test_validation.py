@@ -287,7 +287,7 @@ def test_validation_page_shows_the_generation_benchmarks(warm_kernels):
     """The fifth set: batched-generation latencies, the decode scorer's own numbers, each source quoted."""
     from costcore.validation import decode
     text = _time_view_shows_the_scorers_numbers("decode", decode)
-    assert "Llama 2 70B, 4 x A100 80GB, batch 64" in text.replace("\\", "") and "In its table" in text and "2192" in text
+    assert "Llama 2 70B, 4 x A100 80GB, batch 64, 256 in, 256 out" in text.replace("\\", "") and "In its table" in text and "2192" in text
 
 
 # vLLM PR #2192's benchmark_latency rows (input 256, output 256): published latency (s) of the whole batch
