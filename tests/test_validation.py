@@ -338,3 +338,14 @@ def test_readme_quotes_the_checked_in_calibration():
     assert f"the model value × {p10:.2f} and × {p90:.2f}" in readme
     held = round(cal["holdout_band_coverage"] * cal["holdout_runs"])
     assert f"It holds {held} of the {cal['holdout_runs']} held-out runs ({cal['holdout_band_coverage']:.0%})" in readme
+
+
+def test_readme_quotes_the_generation_benchmarks():
+    """The README's line on the generation benchmarks is the decode scorer's summary, not hand-copied."""
+    from costcore.validation import decode
+    from shared import ROOT
+    s = decode.summary(decode.decode_table())
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert (f"against {s['runs']} published batch latencies" in readme and
+            f"median {s['median_error_x']:.2f}×, worst {s['worst_error_x']:.2f}×, {s['within_25pct']} within 25%"
+            in readme)
