@@ -413,9 +413,13 @@ def _expand_columns(columns: Mapping[str, Any]) -> tuple[list[int], list[np.ndar
     """Turn {path: values} into vector indices and float columns (GPU names expand to specs)."""
     if not isinstance(columns, Mapping):
         raise ScenarioError("columns", f"must be a mapping of setting to values (got {type(columns).__name__})")
+    try:  # a dict subclass is read with dict's own methods; another mapping's may raise anything
+        items = list(dict.items(columns)) if isinstance(columns, dict) else list(columns.items())
+    except Exception:  # noqa: BLE001
+        raise ScenarioError("columns", "could not be read as a mapping of setting to values") from None
     idx, cols = [], []
     n = None
-    for path, values in columns.items():
+    for path, values in items:
         if not isinstance(path, str) or path not in BY_PATH or BY_PATH[path].index < 0:
             shown = schema._key(path)
             raise ScenarioError(shown if isinstance(path, str) else "columns", f"unknown setting {shown}")

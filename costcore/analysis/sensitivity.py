@@ -490,7 +490,11 @@ def monte_carlo(scenario, n: int = 100_000, seed: int = 0, dists: Mapping[str, D
     scn, x, res = _base(scenario)
     if dists is not None and not isinstance(dists, Mapping):
         raise ScenarioError("dists", "must be a mapping of setting to Dist")
-    dists = dict(default_distributions(scn) if dists is None else dists)
+    try:  # a dict subclass is read with dict's own methods; another mapping's may raise anything
+        dists = (default_distributions(scn) if dists is None else
+                 dict(dict.items(dists)) if isinstance(dists, dict) else dict(dists.items()))
+    except Exception:  # noqa: BLE001
+        raise ScenarioError("dists", "must be a mapping of setting to Dist that can be read") from None
     for p, dist in dists.items():
         checks.setting("dists", p, _NUMERIC)
         if not isinstance(dist, Dist):
