@@ -673,7 +673,9 @@ def _stacked_bar(shown: tuple, usd: np.ndarray, single: bool, height: int) -> No
             x=alt.X("usd:Q", title=f"{STAGE_LABELS[shown[0]]}: cost by resource ($)", axis=usd_axis()),
             color=alt.Color("resource:N", legend=None, scale=resource_scale()),
             tooltip=[alt.Tooltip("resource:N", title="Resource"), alt.Tooltip("exact:N", title="Cost")])
-        show_chart(chart, f"{STAGE_LABELS[shown[0]]}: where the money goes", height=28 * max(len(df), 1) + 40)
+        # a step per bar: a pixel height is the whole chart's once Streamlit fits it to the page (title and axes
+        # included), and with 5-7 resources Vega then hid every other label (Operations, Compute unlabelled)
+        show_chart(chart, f"{STAGE_LABELS[shown[0]]}: where the money goes", height=alt.Step(28))
         return
     order = [STAGE_SHORT[s] for s in STAGES]
     chart = alt.Chart(df).mark_bar().encode(
