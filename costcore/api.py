@@ -405,7 +405,7 @@ def _numeric_column(path: str, values, booleans: bool = False) -> np.ndarray:
         raise ScenarioError(path, "needs numbers only")
     try:
         return arr.astype(np.float64)
-    except (ValueError, TypeError, OverflowError):
+    except Exception:  # noqa: BLE001 - an object column converts through each value's own __float__
         raise ScenarioError(path, "needs numbers only") from None
 
 

@@ -801,6 +801,17 @@ def test_a_mapping_argument_that_cannot_be_read_is_refused(make, call):
         check_refusal(err)
 
 
+@pytest.mark.parametrize("call", [
+    lambda v: costcore.heatmap("scratch-7b", "model.active_params_b", v, "model.ffn", [0]),
+    lambda v: costcore.sweep("scratch-7b", "model.params_b", v),
+    lambda v: costcore.batch("scratch-7b", {"model.params_b": v}),
+], ids=["heatmap", "sweep", "batch"])
+def test_a_column_of_mixed_objects_whose_conversion_raises_is_refused(call):
+    """Found by the unseeded random search: 2**64 beside a float whose __float__ raises makes an object
+    column, and converting it ran that __float__, whose exception escaped heatmap, sweep and batch."""
+    refused(call, (2**64, BadFloat()))
+
+
 def test_batch_takes_true_false_for_a_true_false_setting():
     """Found by test_batch_equals_estimate under a loaded CI run: [False] for a bool setting was refused."""
     by_bool = costcore.batch("llama3-8b", {"storage.finished_weights_only": [False, True]})
