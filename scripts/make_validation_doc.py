@@ -143,30 +143,30 @@ def render() -> str:
 
 
 def decode_text() -> str:
-    from costcore.validation.decode import decode_table, summary
+    from costcore.validation.decode import decode_table
     df = decode_table()
+    return _summary_table(df, "measurements", ["run", "engine", "GPUs", "published s", "predicted s", "predicted / published",
+                                               "assumptions"],
+                          lambda r: [r.label, r.engine, r.tp, f"{r.published_hours * 3600:.3g}",
+                                     f"{r.predicted_hours * 3600:.3g}", f"{r.ratio:.2f}", r.assumptions])
+
+
+def _summary_table(df, what: str, header: list, cells) -> str:
+    """The set's summary sentence (median and worst error, runs within 25%) and its table, a row a run."""
+    from costcore.validation.multimodal import summary
     s = summary(df)
-    lines = [f"{s['runs']} measurements: median error {s['median_error_x']:.2f}x, worst {s['worst_error_x']:.2f}x, "
-             f"{s['within_25pct']} within 25%.", "",
-             "| run | engine | GPUs | published s | predicted s | predicted / published | assumptions |",
-             "|---|---|---:|---:|---:|---:|---|"]
-    for r in df.itertuples():
-        lines.append(f"| {r.label} | {r.engine} | {r.tp} | {r.published_hours * 3600:.3g} | "
-                     f"{r.predicted_hours * 3600:.3g} | {r.ratio:.2f} | {r.assumptions} |")
+    lines = [f"{s['runs']} {what}: median error {s['median_error_x']:.2f}x, worst {s['worst_error_x']:.2f}x, "
+             f"{s['within_25pct']} within 25%.", "", "| " + " | ".join(header) + " |",
+             "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in cells(r)) + " |" for r in df.itertuples()]
     return "\n".join(lines)
 
 
 def multimodal_text(df) -> str:
-    from costcore.validation.multimodal import summary
-    s = summary(df)
-    lines = [f"{s['runs']} runs: median error {s['median_error_x']:.2f}x, worst {s['worst_error_x']:.2f}x, "
-             f"{s['within_25pct']} within 25%.", "",
-             "| run | phase | GPUs | published h | predicted h | predicted / published | memory/GPU GB | MFU |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in df.itertuples():
-        lines.append(f"| {r.label} | {r.phase} | {r.gpus} | {r.published_hours:.3g} | {r.predicted_hours:.3g} | "
-                     f"{r.ratio:.2f} | {r.memory_per_gpu_gb:.1f} | {r.mfu:.1%} |")
-    return "\n".join(lines)
+    return _summary_table(df, "runs", ["run", "phase", "GPUs", "published h", "predicted h", "predicted / published",
+                                       "memory/GPU GB", "MFU"],
+                          lambda r: [r.label, r.phase, r.gpus, f"{r.published_hours:.3g}", f"{r.predicted_hours:.3g}",
+                                     f"{r.ratio:.2f}", f"{r.memory_per_gpu_gb:.1f}", f"{r.mfu:.1%}"])
 
 
 def finetune_text() -> str:

@@ -11,27 +11,20 @@ while decoding the prompt plus half the answer, on a replica of the measured ten
 """
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from costcore import api
+from costcore.validation import runs_of
 from costcore.validation.multimodal import summary  # noqa: F401  (median and worst error, runs within 25%)
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "decode_runs.yaml"
 
 
-@functools.lru_cache(maxsize=1)
-def _runs() -> dict:
-    with open(DATA, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)["runs"]
-
-
 def decode_runs() -> dict[str, dict]:
     """name -> the measurement's record (fresh copies)."""
-    return {k: yaml.safe_load(yaml.safe_dump(v)) for k, v in _runs().items()}
+    return runs_of(DATA)
 
 
 def run_scenario(run: dict) -> dict:

@@ -8,28 +8,20 @@ pre-training calibration (docs/validation.md).
 """
 from __future__ import annotations
 
-import functools
 import math
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from costcore import api
-from costcore.validation import multimodal
+from costcore.validation import multimodal, runs_of
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "finetune_runs.yaml"
 
 
-@functools.lru_cache(maxsize=1)
-def _runs() -> dict:
-    with open(DATA, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)["runs"]
-
-
 def finetune_runs() -> dict[str, dict]:
     """name -> {label, published_hours, source, assumptions, split, scenario} (fresh copies)."""
-    return {k: dict(v, scenario=yaml.safe_load(yaml.safe_dump(v["scenario"]))) for k, v in _runs().items()}
+    return runs_of(DATA)
 
 
 def published_hours_figure(stage: str, stage_data: dict, stage_dict: dict) -> float:
