@@ -30,6 +30,11 @@ def _warm() -> bool:
     return True
 
 
+@st.cache_data(show_spinner=False)
+def _portfolio_titles() -> dict:
+    return portfolio.portfolio_titles()
+
+
 @st.cache_resource(show_spinner="Estimating every project once...", max_entries=8)
 def _model(key: str, text: str | None) -> results.ClusterModel:
     """One ClusterModel per shipped name or uploaded file content (estimates cached across reruns)."""
@@ -53,8 +58,9 @@ def _source(ss) -> results.ClusterModel:
     """The shipped portfolio or an uploaded file; a bad upload keeps the current portfolio and says why."""
     c1, c2 = st.columns([1, 2])
     names = portfolio.portfolio_names()
+    titles = _portfolio_titles()
     name = c1.selectbox("Shipped portfolio", names, index=names.index(ss.cluster_name)
-                        if ss.cluster_name in names else 0)
+                        if ss.cluster_name in names else 0, format_func=lambda n: titles.get(n, n))
     if name != ss.cluster_name:
         ss.cluster_name, ss.cluster_knobs, ss.cluster_upload = name, {}, None
     up = c2.file_uploader("Or upload a portfolio (YAML)", type=["yaml", "yml"], key="cluster_file")

@@ -69,7 +69,7 @@ def _default_preset() -> str:
 
 
 @st.cache_data(show_spinner=False)
-def _preset_titles() -> dict:
+def preset_titles() -> dict:
     return api.preset_titles()
 
 
@@ -462,7 +462,7 @@ def sidebar() -> None:
     ss = state()
     with st.sidebar:
         st.markdown("### Scenario")
-        titles = _preset_titles()
+        titles = preset_titles()
         names = list(titles)
         pkey = f"preset:{ss.rev}"
 

@@ -25,7 +25,9 @@ if c1.button("Save the current plan as B", width="stretch"):
 presets = costcore.preset_names()
 options = (["saved snapshot"] if "saved_b" in ss else []) + presets
 default_b = "saved snapshot" if "saved snapshot" in options else (ss.preset if ss.preset in options else options[0])
+titles = common.preset_titles()  # presets in words, as the sidebar's picker shows them
 choice = c2.selectbox("Compare with (B)", options, key="cmp_b", index=options.index(default_b),
+                      format_func=lambda n: "Saved snapshot" if n == "saved snapshot" else titles.get(n, n),
                       help="By default B is the preset the current plan started from: the diff shows your changes.")
 up = c3.file_uploader("or upload B (YAML)", type=["yaml", "yml"], key="cmp_upload")
 b_scn = None

@@ -108,6 +108,25 @@ def test_every_chart_has_a_title_axis_titles_and_legend_words(page, tab):
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.parametrize("page,tab", page_views(PAGES + ["pages/cluster.py", "pages/review.py"]))
+def test_every_picker_shows_words_not_keys(page, tab):
+    """Select boxes and radios show presets, portfolios, stages and settings in words: the Compare page's B
+    picker read "pipeline-70b" and the cluster's portfolio picker "cluster-quarter" beside the sidebar's
+    "70B full pipeline (...)"."""
+    import costcore
+    from costcore.cluster import portfolio
+    keys = RAW_KEYS | set(costcore.preset_names()) | set(portfolio.portfolio_names())
+    at = AppTest.from_file(APP, default_timeout=NEVER_S)
+    at.run()
+    at.switch_page(page)
+    at.run()
+    open_tab(at, page, tab)
+    shown = [(w.label, o) for kind in ("selectbox", "radio", "multiselect") for w in at.get(kind)
+             for o in (w.options or [])]
+    raw = [(label, o) for label, o in shown if o in keys]
+    assert not raw, raw
+
+
 # ---------------------------------------------------------------------------
 # Warnings a planner needs, and no warning that contradicts its own numbers
 # ---------------------------------------------------------------------------

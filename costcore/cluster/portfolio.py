@@ -110,6 +110,11 @@ def portfolio_names() -> list[str]:
     return sorted(p.stem for p in PORTFOLIO_DIR.glob("*.yaml")) if PORTFOLIO_DIR.is_dir() else []
 
 
+def portfolio_titles() -> dict[str, str]:
+    """Each shipped portfolio's file name -> its ``name`` in words (what a picker shows)."""
+    return {n: load(n).name for n in portfolio_names()}
+
+
 def load(source: "str | Path | dict") -> Portfolio:
     """A portfolio from a mapping, a YAML file path or a shipped portfolio's name; ScenarioError if bad."""
     if isinstance(source, dict):
