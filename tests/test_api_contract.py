@@ -812,6 +812,13 @@ def test_a_column_of_mixed_objects_whose_conversion_raises_is_refused(call):
     refused(call, (2**64, BadFloat()))
 
 
+@pytest.mark.parametrize("pair", [np.array(None, dtype=object), np.array(3.0), np.ones((2, 2))], ids=["0-d object",
+                                                                                                "0-d float", "2-d"])
+def test_a_tornado_range_that_is_not_a_flat_pair_is_refused(pair):
+    """Found by the unseeded random search: a 0-d array as a (low, high) pair let numpy's TypeError escape."""
+    refused(costcore.tornado, "scratch-7b", ranges={"model.params_b": pair}, field="ranges.model.params_b")
+
+
 def test_batch_takes_true_false_for_a_true_false_setting():
     """Found by test_batch_equals_estimate under a loaded CI run: [False] for a bool setting was refused."""
     by_bool = costcore.batch("llama3-8b", {"storage.finished_weights_only": [False, True]})

@@ -197,7 +197,8 @@ def _clean_ranges(ranges):
     clean = {}
     for p, lh in pairs:
         checks.setting("ranges", p, _NUMERIC)
-        if not isinstance(lh, (tuple, list, np.ndarray)) or len(lh) != 2:  # a set has no low and high
+        if (not isinstance(lh, (tuple, list, np.ndarray)) or isinstance(lh, np.ndarray) and lh.ndim != 1
+                or len(lh) != 2):  # a set has no low and high; a 0-d array no length
             raise ScenarioError(f"ranges.{p}", "must be a pair (low, high)")
         f = BY_PATH[p]
         clean[p] = (checks.number(f"ranges.{p}", lh[0], f.lo, f.hi), checks.number(f"ranges.{p}", lh[1], f.lo, f.hi))
