@@ -56,7 +56,10 @@ SOLVER_PRESET = "llama3-8b"  # the budget solver needs a pre-training stage
 BASE = costcore.load_preset(BASE_PRESET)
 SOLVER_BASE = costcore.load_preset(SOLVER_PRESET)
 
-CONTRACT = settings(max_examples=1000, deadline=None, derandomize=True, database=None,
+# Fixed draws under CI and random ones locally, as conftest's profiles set for every property test: this
+# module pinned derandomize=True, so no local run ever explored it, and three ways for a foreign object's
+# exception to escape batch, monte_carlo, heatmap, sweep and tornado waited for an unseeded run to find them.
+CONTRACT = settings(max_examples=1000, deadline=None, database=None,
                     report_multiple_bugs=False,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.filter_too_much, HealthCheck.large_base_example])
