@@ -15,7 +15,7 @@ from costcore.engine import kernel
 from costcore.scenario import schema
 from costcore.scenario.loaders import Scenario
 from costcore.engine import layout
-from costcore.engine.kernel import (ITEM_FIXED, K_CKPT_GB, K_ENABLED, K_FITS, K_GPU_H, K_GPUS, K_MEM_GB,
+from costcore.engine.kernel import (ITEM_FIXED, K_CKPT_GB, K_DEC_B, K_DEC_TP, K_ROLLOUT_H, K_ENABLED, K_FITS, K_GPU_H, K_GPUS, K_MEM_GB,
                      K_MIN_GPUS, K_PROD_H, K_USD, K_WALL_D, LINE_ITEMS, STATS)
 from costcore.scenario.schema import BY_PATH, CATALOG, CATALOG_KEYS, IX, MM_STAGES, RESOURCES, STAGES, ScenarioError
 from costcore.scenario.loaders import (PRESET_DIR, load_preset, load_scenario, load_yaml_text, preset_names,  # noqa: F401
@@ -238,6 +238,9 @@ class Result:
                 stages[s].update(self.fine_tuning_view(s))
             if s in MM_STAGES:
                 stages[s]["multimodal"] = self.multimodal_view(s)
+            if s in ("rl", "eval"):  # the decoding replica: its GPUs and the sequences it generates at once
+                stages[s]["decode"] = {"replica_gpus": int(st[K_DEC_TP]), "sequences_at_once": int(st[K_DEC_B]),
+                                       "rollout_gpu_hours": float(st[K_ROLLOUT_H])}
         out = {
             "name": self.scenario.get("name", ""),
             "feasible": self.feasible,

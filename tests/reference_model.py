@@ -726,6 +726,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
         fewest = 0.0
         rollout_h = 0.0
         replica_gpus = 0.0  # GPUs of one inference replica (RL rollouts, eval decoding)
+        decoding_at_once = 0.0  # the sequences that replica decodes at once
 
         layout = {}  # the plan's step terms and memory (training stages)
 
@@ -849,7 +850,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             rollout_mem = (2.0 * n_total + seqs * kv_tok * kv_tokens_held(shape, ctx)) / replica
             mem = max(mem, rollout_mem)
             # the stage must also hold one inference replica for the rollouts
-            replica_gpus = replica
+            replica_gpus, decoding_at_once = replica, seqs
             if fewest > 0:
                 fewest = max(fewest, replica)
 
@@ -906,7 +907,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             mfu = infer_mfu
             mem = (2.0 * n_total + seqs * kv_tok * kv_tokens_held(shape, ctx)) / replica
             fewest = replica
-            replica_gpus = replica
+            replica_gpus, decoding_at_once = replica, seqs
             items["data.human_eval"] = runs * sf("human_samples") * sf("usd_per_human_sample")
 
         # ---- the data pipeline: a loader slower than the GPUs' appetite stretches the training
@@ -1025,6 +1026,8 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             "usd_total": sum(items.values()),
             "fixed_usd": sum(items[k] for k in FIXED_ITEM_KEYS),
             "recompute_mode": float(RECOMPUTE_NAMES.index(mode)),
+            "decode_replica_gpus": float(replica_gpus),
+            "decode_batch_used": float(decoding_at_once),
         })
         row.update(layout_stats(layout))
         row.update(media_stats(v, stage, media_stored, productive_h, flops, side_flops if media_stored else 0.0))
@@ -1263,7 +1266,7 @@ FIXED_ITEM_KEYS = ("storage.dataset", "data.acquisition", "labor.team", "ops.pla
 STAT_KEYS = ("num_gpus", "productive_gpu_hours", "gpu_hours", "wall_days", "months", "flops", "mfu", "tokens",
              "interruptions", "ckpt_interval_h", "young_daly_h", "ckpt_count", "ckpt_gb", "ckpt_write_s",
              "dataset_gb", "storage_peak_gb", "memory_per_gpu_gb", "fits", "min_gpus", "rollout_gpu_hours",
-             "trainable_params_b", "usd_total", "fixed_usd", "recompute_mode")
+             "trainable_params_b", "usd_total", "fixed_usd", "recompute_mode", "decode_replica_gpus", "decode_batch_used")
 LAYOUT_STAT_KEYS = ("plan_tp", "plan_pp", "plan_dp", "plan_cp", "plan_ep", "plan_micro_batch", "plan_zero",
                     "plan_interleave", "plan_sp", "step_time_s", "step_compute_s", "step_communication_s",
                     "step_bubble_s", "step_recompute_s", "step_optimizer_s", "mem_weights_gb", "mem_grads_gb",

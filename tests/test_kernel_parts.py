@@ -588,3 +588,25 @@ def test_refit_plans_groups_rows_as_the_float_row_version_does():
     assert len(want_plans) > 2
     np.testing.assert_array_equal(plans, want_plans)
     np.testing.assert_array_equal(row_plan, want_row_plan)
+
+
+def test_a_pinned_rollout_replica_is_the_one_used_and_reported():
+    """stages.rl.rollout_tp / stages.eval.decode_tp pin the decoding replica's GPUs (0: the fewest that hold the
+    weights in half their memory). The JSON and the explanation name the replica and the sequences it decodes."""
+    import costcore
+    from costcore.analysis import explain
+    base = {"model": {"name": "qwen2.5-32b"}, "hardware": {"gpu": "h100-80gb", "num_gpus": 64},
+            "stages": {"rl": {"steps": 50, "response_tokens": 8192}, "eval": {"runs": 2}}}
+    auto = costcore.estimate(base).to_dict()["stages"]
+    assert auto["rl"]["decode"]["replica_gpus"] == 2 and auto["eval"]["decode"]["replica_gpus"] == 2  # 65.5 GB > 40
+    pinned_scn = {**base, "stages": {"rl": {"steps": 50, "response_tokens": 8192, "rollout_tp": 4},
+                                     "eval": {"runs": 2, "decode_tp": 8}}}
+    res = costcore.estimate(pinned_scn)
+    pinned = res.to_dict()["stages"]
+    assert pinned["rl"]["decode"]["replica_gpus"] == 4 and pinned["eval"]["decode"]["replica_gpus"] == 8
+    # four GPUs hold more KV cache: more sequences at once, fewer GPU-seconds per token (the weights are read
+    # once per step for more sequences)
+    assert pinned["rl"]["decode"]["sequences_at_once"] > auto["rl"]["decode"]["sequences_at_once"]
+    assert pinned["rl"]["decode"]["rollout_gpu_hours"] < auto["rl"]["decode"]["rollout_gpu_hours"]
+    shown = explain.stage_explanation(res, "rl")[0][1]
+    assert r"t = 4\ \text{GPUs}" in shown and f"B = {pinned['rl']['decode']['sequences_at_once']:,}" in shown

@@ -65,7 +65,8 @@ def _default_mfu_row(res: Result, stage: str):
 _STATS_SHOWN = ("productive_gpu_hours", "gpu_hours", "mfu", "tokens", "flops", "num_gpus", "wall_days",
                 "interruptions", "ckpt_interval_h", "young_daly_h", "ckpt_count", "ckpt_gb", "ckpt_write_s",
                 "memory_per_gpu_gb", "rollout_gpu_hours", "trainable_params_b", "ctx_tokens",
-                "trainable_params", "train_flops_per_token", "passes_gpu_hours", "gpu_usd")
+                "trainable_params", "train_flops_per_token", "passes_gpu_hours", "gpu_usd", "decode_replica_gpus",
+                "decode_batch_used")
 
 
 def _training_rows(res: Result, stage: str, st: dict) -> list[tuple[str, str, str]]:
@@ -131,18 +132,25 @@ def stage_explanation(res: Result, stage: str) -> list[tuple[str, str, str]]:
     price = float(effective_value(res.scenario, "hardware.usd_per_gpu_hour"))
     out = _training_rows(res, stage, st) if stage in ("pretrain", "cpt", "sft", "dpo") else []
     if stage == "rl":
+        eta = float(effective_value(res.scenario, "stages.rl.rollout_efficiency"))
         out.append(("Rollout generation (decode roofline)",
-                    rf"t_{{step}} = \max\left(\frac{{W + B\cdot kv\cdot ctx}}{{t\cdot BW}}, \frac{{2N B}}{{t\cdot peak}}\right)/\eta \Rightarrow {st['rollout_gpu_hours']:,.0f}\ \text{{GPU-h}}",
-                    "cost-model-notes: gpu_poor src/App.js, LLM-Viewer roofline; DeepSpeed-Chat: generation dominates RLHF wall time"))
+                    rf"t_{{step}} = \max\left(\frac{{W + B\cdot kv\cdot ctx}}{{t\cdot BW}}, \frac{{2N B}}{{t\cdot peak}}\right)/\eta,"
+                    rf"\ t = {st['decode_replica_gpus']:g}\ \text{{GPUs}},\ B = {st['decode_batch_used']:,.0f}\ \text{{sequences}},\ \eta = {eta:g}"
+                    rf" \Rightarrow {st['rollout_gpu_hours']:,.0f}\ \text{{GPU-h}}",
+                    "cost-model-notes: gpu_poor src/App.js, LLM-Viewer roofline; DeepSpeed-Chat: generation dominates RLHF "
+                    "wall time; eta checked on public batch latencies (docs/validation.md, section 6)"))
         out.append(("Training and scoring passes",
                     rf"\text{{policy}}\ 6N\cdot T\cdot epochs + \text{{ref/old/reward}}\ 2N\cdot T\ (+\text{{critic}}) \Rightarrow {st['passes_gpu_hours']:,.0f}\ \text{{GPU-h}}",
                     "PPO per trained token: 6N_actor + 6N_critic + 2N_ref + 2N_reward (cost-model-notes Sec. 1); GRPO drops the critic"))
     if stage in MM_STAGES:
         out.extend(_media_rows(res, stage, st))
     if stage == "eval":
+        eta = float(effective_value(res.scenario, "stages.eval.decode_efficiency"))
         out.append(("Evaluation inference",
-                    rf"\text{{runs}}\cdot(2N\cdot\text{{prompt tokens}}/\text{{(peak·util)}} + \text{{decode roofline}}) = {st['productive_gpu_hours']:,.1f}\ \text{{GPU-h}}",
-                    "prefill compute bound; decode bandwidth bound (LLM-Viewer)"))
+                    rf"\text{{runs}}\cdot(2N\cdot\text{{prompt tokens}}/\text{{(peak·util)}} + \text{{decode roofline}}) = {st['productive_gpu_hours']:,.1f}\ \text{{GPU-h}},"
+                    rf"\ t = {st['decode_replica_gpus']:g}\ \text{{GPUs}},\ B = {st['decode_batch_used']:,.0f}\ \text{{sequences}},\ \eta = {eta:g}",
+                    "prefill compute bound; decode bandwidth bound (LLM-Viewer); checked on public batch latencies "
+                    "(docs/validation.md, section 6)"))
     if stage != "eval":
         out.append(("Checkpoint interval and failures",
                     rf"\tau = \sqrt{{2\delta M}}[\ldots] - \delta:\ \delta = {st['ckpt_write_s']:.1f}\,s,\ \tau = {st['ckpt_interval_h']:.2f}\,h\ (\text{{Young/Daly}}\ {st['young_daly_h']:.2f}\,h),\ "

@@ -169,7 +169,9 @@ STATS = ("enabled", "num_gpus", "productive_gpu_hours", "gpu_hours", "wall_days"
          # CPU-hours, raw / feature storage, the connector's and encoder's parameters
          "media_items", "media_tokens_per_item", "encoder_passes_per_item", "encoder_gpu_hours",
          "media_token_share", "preprocess_cpu_hours", "media_raw_gb", "media_features_gb",
-         "connector_params", "encoder_params")
+         "connector_params", "encoder_params",
+         # ... RL rollouts and evaluation: GPUs of one decoding replica and the sequences it decodes at once
+         "decode_replica_gpus", "decode_batch_used")
 NK = len(STATS)
 (K_ENABLED, K_GPUS, K_PROD_H, K_GPU_H, K_WALL_D, K_MONTHS, K_FLOPS, K_MFU, K_TOKENS, K_INTERRUPT,
  K_CKPT_INT, K_YOUNG_DALY, K_CKPT_N, K_CKPT_GB, K_CKPT_WRITE_S, K_DATASET_GB, K_STORAGE_PEAK_GB,
@@ -184,7 +186,7 @@ NK = len(STATS)
  K_PLAN_TOKS, K_COMM_TP, K_COMM_DP, K_COMM_ZERO, K_COMM_CP, K_COMM_EP, K_COMM_P2P, K_PLAN_MEM,
  K_PLAN_USED, K_PLAN_OFFLOAD, K_MEM_PAGED, K_DATA_STALL_H, K_EPOCH_H, K_TOKS_RATE,
  K_MM_ITEMS, K_MM_TOK_ITEM, K_MM_PASSES, K_MM_ENC_H, K_MM_SHARE, K_MM_CPU_H, K_MM_RAW_GB, K_MM_FEAT_GB,
- K_MM_CONN, K_MM_ENC) = range(NK)
+ K_MM_CONN, K_MM_ENC, K_DEC_TP, K_DEC_B) = range(NK)
 # Scratch rows the callers allocate for _eval_one (it allocates nothing): model, hw, job, pins,
 # one plan row, the best plan; then one row per stage of plans to reuse (batch).
 SCRATCH_ROWS = 6
@@ -661,6 +663,8 @@ def _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     prod_h = rollout_h + train_h + infer_h
     st[s, K_FPT] = fpt
     st[s, K_PASSES_H] = train_h + infer_h
+    st[s, K_DEC_TP] = tp_inf
+    st[s, K_DEC_B] = b_used
     mem = max(mem, (2.0 * n_total + b_used * kv_tok * kv_ctx) / tp_inf)  # an inference replica's weights + KV
     if min_g > 0.0 and tp_inf > min_g:
         min_g = tp_inf
@@ -685,6 +689,8 @@ def _eval_work(x, G, shape, st, s):
     prod_h = rollout_h + gpu_hours_for_flops(prefill, x[H_PEAK_TFLOPS], x[E_INFER_MFU])
     st[s, K_MFU] = x[E_INFER_MFU]
     st[s, K_HUMAN_SAMPLES] = runs * x[EV_HUMAN]
+    st[s, K_DEC_TP] = tp_inf
+    st[s, K_DEC_B] = b_used
     mem = (2.0 * n_total + b_used * kv_tok * kv_ctx) / tp_inf
     return _write_work(x, st, s, runs * (bench + gen), bench + gen, ctx, flops, prod_h, rollout_h, mem, tp_inf, tp_inf > G)
 
