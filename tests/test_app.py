@@ -212,6 +212,23 @@ def test_post_training_lora_lowers_sft_gpu_hours():
     assert h1 < h0
 
 
+def test_post_training_names_the_rollout_replica_and_a_pin_moves_it():
+    """The RL caption says on how many GPUs a rollout replica decodes and how many answers at once (the
+    kernel's stats), and pinning the replica on the page changes both."""
+    at = _app("pages/post-training.py", p="reasoning-grpo-32b")
+
+    def caption() -> str:
+        return next(c.value for c in at.caption if "replicas of" in c.value)
+
+    res = costcore.estimate(at.session_state["scenario"])
+    t, b = res.stat("rl", "decode_replica_gpus"), res.stat("rl", "decode_batch_used")
+    assert f"replicas of {fmt.num(t)} GPUs generating {fmt.num(b)} answers at once" in caption()
+    _move(at, "stages.rl.rollout_tp", 8)
+    res = costcore.estimate(at.session_state["scenario"])
+    assert res.stat("rl", "decode_replica_gpus") == 8 and res.stat("rl", "decode_batch_used") > b
+    assert f"replicas of 8 GPUs generating {fmt.num(res.stat('rl', 'decode_batch_used'))} answers" in caption()
+
+
 def test_finetune_methods_table_and_samples():
     at = _app("pages/fine-tuning.py", p="vertical-7b-lora")
     df = at.dataframe[0].value
