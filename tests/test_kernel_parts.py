@@ -610,3 +610,16 @@ def test_a_pinned_rollout_replica_is_the_one_used_and_reported():
     assert pinned["rl"]["decode"]["rollout_gpu_hours"] < auto["rl"]["decode"]["rollout_gpu_hours"]
     shown = explain.stage_explanation(res, "rl")[0][1]
     assert r"t = 4\ \text{GPUs}" in shown and f"B = {pinned['rl']['decode']['sequences_at_once']:,}" in shown
+
+
+def test_a_pinned_replica_too_small_for_the_weights_is_named():
+    """A 70B rollout replica pinned at one 80 GB GPU cannot hold its 141 GB of weights: the sentence says the
+    replica is pinned and which setting to set back to 0; unpinned, the same stage fits."""
+    import costcore
+    sc = {"model": {"name": "llama-3.1-70b"}, "hardware": {"gpu": "h100-80gb", "num_gpus": 8},
+          "stages": {"rl": {"steps": 10, "method": "lora", "rollout_tp": 1}}}
+    (msg,) = costcore.estimate(sc).infeasible
+    assert msg.startswith("Reinforcement learning does not fit") and "pinned at 1 GPU" in msg
+    assert "\u201cGPUs per rollout replica\u201d to 0" in msg
+    sc["stages"]["rl"]["rollout_tp"] = 0
+    assert costcore.estimate(sc).infeasible == []

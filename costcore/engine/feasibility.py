@@ -8,7 +8,7 @@ the app shows the sentence in place of the total.
 """
 from __future__ import annotations
 
-from costcore.scenario.schema import CATALOG, STAGE_LABELS, effective_value
+from costcore.scenario.schema import BY_PATH, CATALOG, STAGE_LABELS, effective_value
 
 TRAINING_STAGES = ("pretrain", "cpt", "mm_align", "mm_cpt", "mm_tune", "sft", "dpo", "rl")
 
@@ -40,13 +40,25 @@ def infeasible(res, fewest_any_layout=None) -> list[str]:
             out.append(f"{name} does not fit: needs at least {need:,.0f} GPUs of this type ({gpu_label}); "
                        f"the plan gives it {have:,.0f}.")
         elif need > 0:
+            pin = _pinned_replica(scn, s)
+            setting = BY_PATH[PIN_KEYS[s]].label.split(": ", 1)[-1] if pin else ""  # without the stage's name
+            hint = (f" (its decoding replica is pinned at {pin:,.0f} GPU{'s' if pin != 1 else ''}: set \u201c{setting}"
+                    f"\u201d to 0 for the fewest that hold the weights)") if pin else ""
             out.append(f"{name} does not fit: an inference replica or the activations need "
-                       f"{mem:,.1f} GB per {gpu_label}; use more tensor parallelism or a larger GPU.")
+                       f"{mem:,.1f} GB per {gpu_label}; use more tensor parallelism or a larger GPU{hint}.")
         else:
             out.append(f"{name} does not fit at any GPU count with this parallelism: as planned it needs "
                        f"{mem:,.1f} GB on each {gpu_label}; use more tensor or pipeline parallelism, ZeRO-3, "
                        f"or LoRA/QLoRA.")
     return out
+
+
+PIN_KEYS = {"rl": "stages.rl.rollout_tp", "eval": "stages.eval.decode_tp"}
+
+
+def _pinned_replica(scn, stage: str) -> float:
+    """The GPUs a user pinned for the stage's decoding replica (0: not pinned, or not a decoding stage)."""
+    return float(effective_value(scn, PIN_KEYS[stage])) if stage in PIN_KEYS else 0.0
 
 
 def _any_layout(res, stage: str, need: float, fewest_any_layout):
