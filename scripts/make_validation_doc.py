@@ -138,8 +138,20 @@ def render() -> str:
              "than modelled in the tuned engines (TensorRT-LLM, LMDeploy), the 70B on 4 A100s generating 2,048 "
              "tokens a little slower, and a 2,048-token prompt prefills faster than 35% of peak: the single "
              "0.5 share is an average over engines and tensor-parallel sizes, not a per-engine figure.", "",
-             decode_text(), ""]
+             decode_text(), "", decode_refit_text(), ""]
     return "\n".join(parts)
+
+
+def decode_refit_text() -> str:
+    from costcore.validation.decode import decode_table, leave_one_out_refit, summary
+    s, r = summary(decode_table()), leave_one_out_refit()
+    worse = r["median_error_x"] >= s["median_error_x"]
+    verdict = "no better than" if worse else "better than"
+    return (f"Fitting the two defaults on these measurements instead (a grid over 0.2-1.0, scored leave-one-out) "
+            f"would give a median error of {r['median_error_x']:.2f}x and a worst of {r['worst_error_x']:.2f}x "
+            f"(fitted on all of them: inference utilization {r['inference_mfu']:.2f}, decoding share "
+            f"{r['decode_efficiency']:.2f}), {verdict} the defaults' {s['median_error_x']:.2f}x median"
+            + ("; the defaults stay." if worse else ": the defaults should move to the fit."))
 
 
 def decode_text() -> str:

@@ -349,3 +349,18 @@ def test_readme_quotes_the_generation_benchmarks():
     assert (f"against {s['runs']} published batch latencies" in readme and
             f"median {s['median_error_x']:.2f}×, worst {s['worst_error_x']:.2f}×, {s['within_25pct']} within 25%"
             in readme)
+
+
+def test_decode_refit_decomposition_is_the_planners_latency():
+    """leave_one_out_refit splits each measurement's latency into prefill / inference_mfu + decode /
+    decode_efficiency from two estimates; a third estimate at other values must land on that line, or the
+    refit the validation document reports would score a model the planner is not."""
+    from costcore import api
+    from costcore.validation import decode
+    run = decode.decode_runs()["trtllm-050-llama-70b-a100-tp4-bs64-2048-128"]  # prefill and decode both weigh
+    prefill_s, decode_s = decode._parts(run)
+    sc = decode.run_scenario(run)
+    sc["stages"]["eval"]["decode_efficiency"], sc["efficiency"] = 0.7, {"inference_mfu": 0.45}
+    got = api.estimate(sc).to_dict()["stages"]["eval"]["productive_gpu_hours"] * 3600.0 / run["tp"]
+    assert got == pytest.approx(prefill_s / 0.45 + decode_s / 0.7, rel=1e-9)
+    assert prefill_s > 0 and decode_s > 0

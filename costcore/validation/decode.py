@@ -53,3 +53,44 @@ def decode_table() -> pd.DataFrame:
                      "assumptions": run["assumptions"]})
     return pd.DataFrame(rows)
 
+
+
+def _parts(run: dict) -> tuple[float, float]:
+    """(prefill seconds at 100% utilization, decode seconds at the whole roofline) of one measurement: the
+    planner's latency is prefill / inference_mfu + decode / decode_efficiency, so two estimates give both."""
+    def latency(eff: float, mfu: float) -> float:
+        sc = run_scenario(run)
+        sc["stages"]["eval"]["decode_efficiency"] = eff
+        sc["efficiency"] = {"inference_mfu": mfu}
+        d = api.estimate(sc).to_dict()["stages"]["eval"]
+        return float(d["productive_gpu_hours"]) * 3600.0 / float(run["tp"])
+    at_one, at_half = latency(1.0, 1.0), latency(0.5, 1.0)
+    return at_one - (at_half - at_one), at_half - at_one
+
+
+def leave_one_out_refit(grid: int = 81) -> dict:
+    """What fitting the two defaults on these measurements would give, scored out of sample: for each one, the
+    (inference_mfu, decode_efficiency) pair on a grid over 0.2-1.0 that minimizes the squared log error on the
+    others, applied to it. Returns the median and worst error (x) of those predictions and the pair fitted on
+    all (docs/validation.md section 6 reports it beside the defaults')."""
+    import numpy as np
+    runs = list(decode_runs().values())
+    parts = np.array([_parts(r) for r in runs])
+    published = np.array([float(r["published_s"]) for r in runs])
+    values = np.linspace(0.2, 1.0, grid)
+    mfu, eff = np.meshgrid(values, values, indexing="ij")
+
+    def fit(idx):
+        pred = parts[idx, 0, None, None] / mfu + parts[idx, 1, None, None] / eff
+        loss = (np.log(pred / published[idx, None, None]) ** 2).sum(axis=0)
+        i, j = np.unravel_index(int(loss.argmin()), loss.shape)
+        return values[i], values[j]
+
+    ratios = []
+    for k in range(len(runs)):
+        m, e = fit(np.array([i for i in range(len(runs)) if i != k]))
+        ratios.append((parts[k, 0] / m + parts[k, 1] / e) / published[k])
+    err = np.exp(np.abs(np.log(np.array(ratios))))
+    m_all, e_all = fit(np.arange(len(runs)))
+    return {"median_error_x": float(np.median(err)), "worst_error_x": float(err.max()),
+            "inference_mfu": float(m_all), "decode_efficiency": float(e_all)}
