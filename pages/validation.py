@@ -1,4 +1,5 @@
-"""Validation: predicted vs published GPU-hours of public pre-training runs, and times of fine-tuning runs."""
+"""Validation: predicted vs published GPU-hours of public pre-training runs, times of fine-tuning and
+vision-language runs, and latencies of generation benchmarks."""
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -17,7 +18,8 @@ common.frame(
     "on **published throughput** to feed each run's measured tokens/s, MFU or TFLOP/s instead, which "
     "checks the rest of the arithmetic (attention FLOPs, recompute, goodput). Each fine-tuning and "
     "preference run, and each vision-language training phase, is the scenario its source describes, "
-    "compared with its published training time.")
+    "compared with its published training time; each generation benchmark, a batch of prompts decoded as "
+    "published, with its latency.")
 
 
 @st.cache_data(show_spinner=False)
