@@ -52,9 +52,8 @@ def gpu_hours(v: float) -> str:
 def _three(x: float) -> str:
     """Any number at three significant digits, trailing zeros kept between 1 and 999 (2.50, 48.0, 612),
     thousands separated above (1,230), plain below 1 (0.25)."""
-    a = abs(x)
-    if 0.9995 <= a < 999.5:  # 0.99996 rounds to 1.00 (num wrote a bare "1")
-        return ("-" if x < 0 else "") + _sig3(a)
+    if 0.9995 <= abs(x) < 999.5:  # 0.99996 rounds to 1.00 (num wrote a bare "1")
+        return _signed3(x)
     return num(x)
 
 
@@ -97,13 +96,11 @@ def gb(v: float) -> str:
 
 
 def _signed3(x: float) -> str:
-    """x at three significant digits, trailing zeros kept (72.0, 1.20, 0.500); plain exponent-free."""
+    """x at three significant digits, trailing zeros kept (72.0, 1.20, 0.500): :func:`_sig3` with a sign; where
+    that needs an exponent (1,000 and more, which callers' units keep below, or tiny) the plain ``.3g``."""
     if x == 0:
         return "0"
-    s = f"{abs(x):#.3g}"
-    if "e" in s:  # >= 1,000 (callers pick units that keep below) or tiny
-        s = f"{abs(x):.3g}"
-    return ("-" if x < 0 else "") + s.rstrip(".")
+    return ("-" if x < 0 else "") + (_sig3(abs(x)) or f"{abs(x):.3g}")
 
 
 def num(v: float) -> str:

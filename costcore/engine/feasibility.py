@@ -8,7 +8,7 @@ the app shows the sentence in place of the total.
 """
 from __future__ import annotations
 
-from costcore.scenario.schema import BY_PATH, CATALOG, STAGE_LABELS, effective_value
+from costcore.scenario.schema import BY_PATH, CATALOG, STAGE_LABELS, effective_value, pinned_layout_words
 
 TRAINING_STAGES = ("pretrain", "cpt", "mm_align", "mm_cpt", "mm_tune", "sft", "dpo", "rl")
 
@@ -65,8 +65,7 @@ def _any_layout(res, stage: str, need: float, fewest_any_layout):
     """(pinned layout in words, fewest GPUs over every layout) when the stage pins part of its layout and
     another layout needs fewer GPUs than ``need``; else None. A pinned TP 8 made a 70B QLoRA that fits one
     GPU read "needs at least 8 GPUs" (issue 14: the minimum is the true one over all plans)."""
-    from costcore.scenario import schema
-    said = schema.pinned_layout_words(res.scenario, stage)
+    said = pinned_layout_words(res.scenario, stage)
     if not said or fewest_any_layout is None:
         return None
     fewest = fewest_any_layout(stage)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from costcore import api
@@ -39,20 +40,30 @@ def run_scenario(run: dict) -> dict:
                                 "decode_tp": int(run["tp"]), "human_samples": 0, "experiments": 0}}}
 
 
+def _eval_stage(scenario: dict) -> dict:
+    """The evaluation stage of a measurement's scenario, as the JSON gives it."""
+    return api.estimate(scenario).to_dict()["stages"]["eval"]
+
+
+def _latency_s(stage: dict, run: dict) -> float:
+    """The planner's latency of one measurement's batch (s): the evaluation stage's productive GPU-seconds over
+    the replica's GPUs."""
+    return float(stage["productive_gpu_hours"]) * 3600.0 / float(run["tp"])
+
+
 def decode_table() -> pd.DataFrame:
     """One row per measurement: predicted and published latency of the whole batch (in hours, as the other
     validation tables; the app shows seconds), their ratio, the replica's GPUs and whether the planner fits it."""
     rows = []
     for name, run in decode_runs().items():
-        d = api.estimate(run_scenario(run)).to_dict()["stages"]["eval"]
-        hours = float(d["productive_gpu_hours"]) / float(run["tp"])  # the replica's GPU-hours over its GPUs
+        d = _eval_stage(run_scenario(run))
+        hours = _latency_s(d, run) / 3600.0
         published = float(run["published_s"]) / 3600.0
         rows.append({"run": name, "label": run["label"], "engine": run["engine"], "tp": int(run["tp"]),
                      "fits": bool(d["fits"]), "predicted_hours": hours, "published_hours": published,
                      "ratio": hours / published, "source": run["source"], "quote": run["quote"],
                      "assumptions": run["assumptions"]})
     return pd.DataFrame(rows)
-
 
 
 def _parts(run: dict) -> tuple[float, float]:
@@ -62,8 +73,7 @@ def _parts(run: dict) -> tuple[float, float]:
         sc = run_scenario(run)
         sc["stages"]["eval"]["decode_efficiency"] = eff
         sc["efficiency"] = {"inference_mfu": mfu}
-        d = api.estimate(sc).to_dict()["stages"]["eval"]
-        return float(d["productive_gpu_hours"]) * 3600.0 / float(run["tp"])
+        return _latency_s(_eval_stage(sc), run)
     at_one, at_half = latency(1.0, 1.0), latency(0.5, 1.0)
     return at_one - (at_half - at_one), at_half - at_one
 
@@ -73,7 +83,6 @@ def leave_one_out_refit(grid: int = 81) -> dict:
     (inference_mfu, decode_efficiency) pair on a grid over 0.2-1.0 that minimizes the squared log error on the
     others, applied to it. Returns the median and worst error (x) of those predictions and the pair fitted on
     all (docs/validation.md section 6 reports it beside the defaults')."""
-    import numpy as np
     runs = list(decode_runs().values())
     parts = np.array([_parts(r) for r in runs])
     published = np.array([float(r["published_s"]) for r in runs])
