@@ -24,7 +24,7 @@ from costcore.scenario.loaders import (PRESET_DIR, load_preset, load_scenario, l
 TRAINING_STAGES = ("pretrain", "cpt", "mm_align", "mm_cpt", "mm_tune", "sft", "dpo", "rl")
 RECOMPUTE_WORDS = ("none", "selective", "full")
 # Keys of a plan as the JSON and `costcore plan` print it (issue contract), then the breakdown.
-PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sequence_parallel",
+PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sequence_parallel", "schedule",
              "step_time_s", "mfu", "memory_per_gpu_gb")
 
 
@@ -147,6 +147,7 @@ class Result:
             row[r] = st[col] * div
         row[(layout.PLAN_FIELDS + layout.TERM_FIELDS).index("fits")] = st[K_FITS]  # the stage's, rollouts included
         out = plan_dict(row, 1.0)
+        out["schedule"] = _schedule(self.vector, stage)
         out["mfu"] = float(st[STATS.index("mfu")])
         out["plans_fitting"] = int(st[STATS.index("plans_fitting")])
         return out
@@ -340,7 +341,13 @@ def plans(scenario: "Scenario | Mapping | str | Path", stage: str | None = None,
     sustained = float(scn.vector[IX["efficiency.sustained_fraction"]])
     if not schema.uses_default_mfu(scn.data, stage):
         sustained = 1.0
-    return [plan_dict(r, sustained) for r in rows]
+    return [dict(plan_dict(r, sustained), schedule=_schedule(scn.vector, stage)) for r in rows]
+
+
+def _schedule(vector: np.ndarray, stage: str) -> str:
+    """The stage's pipeline schedule as the scenario says it: ``auto`` (1F1B, interleaved as searched) or ``dualpipe``."""
+    f = BY_PATH[f"stages.{stage}.schedule"]
+    return f.decode(vector[f.index])
 
 
 # ---------------------------------------------------------------------------

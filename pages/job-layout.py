@@ -59,7 +59,9 @@ def plan_words(plan: dict, precision: str) -> str:
         dims += f" (EP {plan['ep']})"
     parts = [dims, f"micro-batch {plan['micro_batch']}",
              f"ZeRO-{plan['zero']}" if plan["zero"] > 0 else "no ZeRO"]
-    if plan["interleave"] > 1:
+    if plan.get("schedule") == "dualpipe" and plan["pp"] > 1:
+        parts.append("DualPipe schedule")
+    elif plan["interleave"] > 1:
         parts.append(f"interleaved pipeline ({plan['interleave']} chunks per stage)")
     if plan["sequence_parallel"]:
         parts.append("sequence parallel")
@@ -166,6 +168,19 @@ with cols[4]:
 with cols[5]:
     pin("hardware.precision", "Precision", list(PRECISION_WORDS), PRECISION_WORDS.get,
         "Precision of the training matmuls; FP8 uses the GPU's FP8 peak where it has one.")
+cols = st.columns(6)
+with cols[0]:
+    pin(p + "schedule", "Pipeline schedule", list(common.CHOICE_WORDS["schedule"]), common.CHOICE_WORDS["schedule"].get,
+        "How the pipeline runs its micro-batches. DualPipe (DeepSeek-V3 report Sec. 3.2.1) hides the expert "
+        "all-to-all and the pipeline sends behind another micro-batch's compute and shrinks the bubble, at the "
+        "cost of the SMs its communication takes and a second copy of the weights; it needs an even pipeline "
+        "and its own implementation, so the search never picks it.")
+if res.stat(stage, "plan_ep") > 1 or schema.effective_value(res.scenario, "model.experts") > 0 or \
+        schema.effective_value(res.scenario, p + "ep") > 0:
+    with cols[1]:
+        pin(p + "ep", "Expert parallel (EP)", [0] + POWERS, _count,
+            "GPUs the routed experts are spread over (mixture of experts); each token's hidden state travels to "
+            "its experts and back (all-to-all), over the network once the group spans nodes.")
 
 scn = common.current()  # the pins above changed it (if they did) before this rerun began
 i = STAGES.index(stage)

@@ -240,7 +240,8 @@ def layout_model(v, shape: dict, n_total: float, n_act: float, method: str, n_lo
             "experts": experts, "top_k": top_k if moe else 0.0,
             "shared": float(v("model.shared_experts")) if moe else 0.0, "expert_ffn": expert_ffn,
             "n_total": n_total, "n_routed": routed_params, "n_dense": n_total - routed_params,
-            "n_trainable": n_total if method == "full" else n_lora}
+            "n_trainable": n_total if method == "full" else n_lora,
+            "node_limit": float(v("model.expert_node_limit")) if moe else 0.0}
 
 
 def layer_parameter_counts(model: dict) -> tuple[float, float, float]:
@@ -267,7 +268,7 @@ def layout_hardware(f) -> dict:
             "buffers": f("efficiency.comm_buffer_gb") * 1e9, "fp8_gemm": f("efficiency.fp8_gemm_efficiency"),
             "grad_bytes": f("efficiency.grad_reduce_bytes"), "contention": f("efficiency.overlap_contention"),
             "pcie": f("hardware.pcie_gbs") * 1e9, "cpu_bw": f("efficiency.cpu_optimizer_gbs") * 1e9,
-            "tp_overlap": f("efficiency.tp_overlap")}
+            "tp_overlap": f("efficiency.tp_overlap"), "dualpipe_sms": f("efficiency.dualpipe_comm_sm_share")}
 
 
 def gemm_efficiency(m: float, n: float, k: float, best: float, half_dim: float) -> float:
@@ -293,6 +294,11 @@ def exposed_s(comm_s: float, window_s: float, contention: float) -> float:
 def link_bytes_s(hw: dict, ranks: float, spacing: float) -> float:
     """NVLink when the group's ranks (spaced ``spacing`` GPUs apart) sit in one node, else the network."""
     return hw["intra"] if ranks * spacing <= hw["gpus_per_node"] else hw["inter"]
+
+
+def dualpipe(job: dict, plan: dict) -> bool:
+    """The stage runs DeepSeek's DualPipe schedule (stages.*.schedule) on a pipeline of 2 or more stages."""
+    return job["dualpipe"] and plan["pp"] > 1
 
 
 def plan_memory(model: dict, hw: dict, job: dict, plan: dict) -> dict:
@@ -340,6 +346,8 @@ def plan_memory(model: dict, hw: dict, job: dict, plan: dict) -> dict:
         weights += 2.0 * adapters  # the adapters' BF16 weights
         grads = 2.0 * adapters
         optimizer = per_trained_optimizer * adapters
+    if dualpipe(job, plan):  # a chunk of each direction per GPU: its weights twice (DeepSeek-V3 Table 2)
+        weights *= 2.0
     if job["extra_params"] > 0:
         frozen = 2.0 * job["extra_params"] / (tp * pp)
         weights += frozen / replicas if zero >= 3 else frozen
@@ -359,7 +367,9 @@ def plan_memory(model: dict, hw: dict, job: dict, plan: dict) -> dict:
     stage_layers = math.ceil(model["L"] / pp)
     micro_batches = step_micro_batches(job, dp, plan["micro_batch"])
     in_flight = float(min(pp, micro_batches))
-    if plan["interleave"] > 1:
+    if dualpipe(job, plan):  # PP + 1 micro-batches in flight (Table 2)
+        in_flight = float(min(pp + 1, micro_batches))
+    elif plan["interleave"] > 1:
         in_flight = in_flight * (1.0 + (pp - 1.0) / (pp * plan["interleave"]))
     if plan["recompute"] == "full":
         activations = in_flight * stage_layers * (2.0 * sbh / tp) + layer
@@ -425,7 +435,11 @@ def layer_forward_s(model: dict, hw: dict, job: dict, plan: dict) -> dict:
     tensor_parallel -= hidden * (1.0 - hw["contention"])
     expert_parallel = 0.0
     if model["moe"] and ep > 1:
-        dispatched = 2.0 * tokens * model["top_k"] * h / tp
+        copies = model["top_k"]
+        nodes = ep * tp / hw["gpus_per_node"]
+        if model["node_limit"] > 0 and nodes > 1:  # node-limited routing: one copy per node reached, over the network
+            copies = min(copies, model["node_limit"], nodes)
+        dispatched = 2.0 * tokens * copies * h / tp
         expert_parallel = 2.0 * dispatched * (ep - 1.0) / ep / (link_bytes_s(hw, ep, tp) * coll)
     context_parallel = 0.0
     if cp > 1:
@@ -460,9 +474,26 @@ def plan_step(model: dict, hw: dict, job: dict, plan: dict) -> dict:
     compute = layers * layer_compute + lm_head
     comm = layers * layer_comm + p2p
     recompute = layers * layer_recompute
-    micro_batch_s = compute + comm + recompute
+    ep_s, p2p_s = layers * 2.0 * fwd["ep"], p2p
     m = step_micro_batches(job, dp, plan["micro_batch"])
-    bubble = (pp - 1.0) / v * micro_batch_s
+    if dualpipe(job, plan):
+        # DeepSeek-V3 report Sec. 3.2.1-3.2.2, Table 2: the communication kernels take their own SMs (compute
+        # slower by 1/(1 - share)); the all-to-all and the sends hide behind the paired chunk's compute;
+        # bubble (PP/2 - 1)(F&B + B - 3W) with F&B = F + B
+        slow = 1.0 / (1.0 - hw["dualpipe_sms"])
+        compute, recompute = compute * slow, recompute * slow
+        hidden = ep_s + p2p_s
+        exposed = exposed_s(hidden, compute + recompute, hw["contention"])
+        ep_s, p2p_s = (ep_s * exposed / hidden, p2p_s * exposed / hidden) if hidden > 0 else (0.0, 0.0)
+        comm = layers * (2.0 * fwd["tp"] + 3.0 * fwd["cp"]) + ep_s + p2p_s
+        forward = (layers * (fwd["linear"] + fwd["attention"] + fwd["memory"]) + lm_head / 3.0) * slow
+        weight_grads = layers * fwd["linear"] * (linear_backward - 1.0) * slow
+        backward = compute + recompute - forward
+        micro_batch_s = compute + comm + recompute
+        bubble = max(pp / 2.0 - 1.0, 0.0) * max(forward + 2.0 * backward - 3.0 * weight_grads, 0.0)
+    else:
+        micro_batch_s = compute + comm + recompute
+        bubble = (pp - 1.0) / v * micro_batch_s
     if job["method"] == "full":
         held = model["n_dense"] / (tp * pp) + model["n_routed"] / (tp * pp * ep)
     else:
@@ -534,7 +565,7 @@ def stage_job(v, stage: str, gpus: float, method: str, ctx: float, seqs_per_samp
             "flops_per_token": flops_per_token,
             "tokens_per_sample": ctx * seqs_per_sample, "optimizer": v(f"stages.{stage}.optimizer"),
             "offload": v(f"stages.{stage}.offload"), "grad_accum": float(v(f"stages.{stage}.grad_accum")),
-            "int8_base": int8_base, "media_act": media_act,
+            "int8_base": int8_base, "media_act": media_act, "dualpipe": v(f"stages.{stage}.schedule") == "dualpipe",
             "attn_ctx": attended_context(float(v("model.sliding_window")), float(v("model.sliding_window_share")), ctx)}
 
 
@@ -1156,6 +1187,8 @@ def stage_pins(scenario: dict, stage: str) -> dict:
     def sv(key):
         return effective_value(scn, f"stages.{stage}.{key}")
     pins = {k: float(sv(k)) for k in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "interleave") if float(sv(k)) > 0}
+    if sv("schedule") == "dualpipe":  # DualPipe runs its own two chunks per GPU: no interleaving
+        pins["interleave"] = 1.0
     if sv("recompute") != "auto":
         pins["recompute"] = sv("recompute")
     if int(sv("zero_stage")) >= 0:
@@ -1183,6 +1216,8 @@ def candidate_plans(model: dict, job: dict, pins: dict, choices) -> list[dict]:
     out = []
     tps = options("tp", [t for t in choices.TP_CHOICES if model["heads"] % t == 0])
     pps = options("pp", [p for p in range(1, choices.PP_MAX + 1) if p <= L and (L % p == 0 or (p & (p - 1)) == 0)])
+    if job["dualpipe"]:  # an even pipeline of 2 or more stages
+        pps = [p for p in pps if p >= 2 and p % 2 == 0]
     cps = options("cp", [c for c in choices.CP_CHOICES if c == 1 or job["seq"] / c >= choices.MIN_CP_TOKENS])
     for tp in tps:
         if tp > G or tp > model["heads"]:

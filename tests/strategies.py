@@ -73,7 +73,8 @@ def _put(d: dict, dotted: str, value) -> None:
 
 def consistent_stage(sdata: dict) -> dict:
     """A stage's drawn settings made to obey schema._stage_rules: base bits 16, 8 or 4 (16 for a full
-    fine-tune, not 8 for QLoRA) and CPU offload only with a ZeRO stage that allows it."""
+    fine-tune, not 8 for QLoRA), CPU offload only with a ZeRO stage that allows it, and DualPipe only on
+    an even (or searched) pipeline without interleaving."""
     if "base_bits" in sdata:
         bits = min((16, 8, 4), key=lambda b: abs(b - sdata["base_bits"]))
         method = sdata.get("method", "full")
@@ -83,6 +84,9 @@ def consistent_stage(sdata: dict) -> dict:
     need = {"none": 0, "optimizer": 2, "optimizer_and_params": 3}[sdata.get("offload", "none")]
     if 0 <= sdata.get("zero_stage", -1) < need:
         sdata["offload"] = "none"
+    if sdata.get("schedule") == "dualpipe" and (sdata.get("pp", 0) % 2 or sdata.get("pp", 0) == 1
+                                                 or sdata.get("interleave", 0) > 1):
+        sdata["schedule"] = "auto"
     return sdata
 
 

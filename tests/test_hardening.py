@@ -215,8 +215,10 @@ def _in_range(f) -> st.SearchStrategy:
 
 
 # Fields whose in-range values are refused by a rule that reads other settings too (base bits of a
-# full fine-tune, ZeRO stage with CPU offload): tests/test_finetune.py checks those sentences.
+# full fine-tune, ZeRO stage with CPU offload): tests/test_finetune.py checks those sentences; the
+# pipeline degree and interleaving of a DualPipe stage (even, not interleaved): tests/test_dualpipe.py.
 CROSS_FIELD_RULES = ("base_bits", "zero_stage")
+DUALPIPE_RULED = ("pp", "interleave")
 MM_RULED = ("items_per_sample", "text_tokens_per_sample", "tokens_per_item", "seq_len")
 
 
@@ -231,6 +233,9 @@ def _settable_fields(scn: dict) -> list:
         if parts[0] == "stages" and (parts[1] not in enabled or parts[2] not in STAGE_KEYS[parts[1]]):
             continue
         if parts[-1] in CROSS_FIELD_RULES:  # allowed only with other settings (schema._stage_rules)
+            continue
+        if parts[0] == "stages" and parts[-1] in DUALPIPE_RULED and \
+                schema.effective_value(scn, f"stages.{parts[1]}.schedule") == "dualpipe":
             continue
         if parts[0] == "multimodal" or (parts[0] == "stages" and parts[1] in MM_STAGES and parts[-1] in MM_RULED):
             continue  # media tokens must fit the sequence, the resolution the encoder (scenario.media rules)

@@ -73,7 +73,7 @@ def test_data_files_read_the_same_with_pyyaml_and_with_the_stdlib_reader():
 @pytest.mark.parametrize("name", NAMES)
 def test_shipped_config_is_within_3_percent_of_its_published_size(name):
     model = parse_hf_config((CONFIGS / f"{name}.json").read_text(encoding="utf-8"))
-    assert list(model) == list(MODEL_KEYS + H.ATTENTION_KEYS)
+    assert list(model) == list(MODEL_KEYS + H.ATTENTION_KEYS + H.ROUTING_KEYS)
     assert all(type(model[k]) is int for k in MODEL_KEYS[2:]) and type(model["sliding_window_share"]) is float
     assert isinstance(model["params_b"], float) and isinstance(model["active_params_b"], float)
     row = SOURCES[name]
@@ -424,7 +424,7 @@ if st is not None:
         except ScenarioError as err:
             assert str(err).startswith("model.hf_config: ") and str(err).isprintable(), str(err)
             return
-        assert list(out) == list(MODEL_KEYS + H.ATTENTION_KEYS)
+        assert list(out) == list(MODEL_KEYS + H.ATTENTION_KEYS + H.ROUTING_KEYS)
         assert 0.01 <= out["params_b"] <= 5000 and 0 < out["active_params_b"] <= out["params_b"] * (1 + 1e-9)
         assert all(type(out[k]) is int and out[k] >= 0 for k in MODEL_KEYS[2:])
 

@@ -39,17 +39,17 @@ from costcore.engine.formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, METHOD_FU
                        cpu_hours_usd, CONN_QFORMER, CONN_RESAMPLER, MODALITY_VIDEO, MODALITY_AUDIO)
 from costcore.scenario.schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_REVIEW, D_SYNTH_USD_PER_M, DPO_CHOSEN,
                      DPO_EPOCHS, DPO_PAIRS, DPO_REF_PRECOMPUTED, DPO_REFERENCE, DPO_REJECTED,
-                     E_BUFFER_GB, E_COLL_EFF, E_CONTENTION, E_TP_OVERLAP, E_SUSTAINED, E_DP_OVERLAP, E_FP8_EFF, E_GEMM_HALF, E_GRAD_BYTES, E_TRAFFIC,
+                     E_BUFFER_GB, E_COLL_EFF, E_CONTENTION, E_TP_OVERLAP, E_DUAL_SMS, E_SUSTAINED, E_DP_OVERLAP, E_FP8_EFF, E_GEMM_HALF, E_GRAD_BYTES, E_TRAFFIC,
                      E_INFER_MFU, E_USABLE_MEM, EV_BENCH_M, EV_CONTEXT, EV_DECODE_BATCH, EV_DECODE_EFF, EV_DECODE_TP,
                      EV_GEN_M, EV_HUMAN, EV_RUNS, EV_USD_HUMAN, H_ATTN_EFF, H_BW_TBS, H_MEM_GB, H_FP8_TFLOPS,
                      H_GEMM_EFF, H_INTRA_GBS, H_INTER_GBS, H_GPUS_PER_NODE, H_PRECISION, PRECISION_FP8,
                      H_NUM_GPUS, H_PEAK_TFLOPS, H_USD_GPU_H, L_ROLES, M_ACTIVE_B, M_FFN, M_HEADS,
-                     M_GATED, M_EXPERTS, M_EXPERTS_ACTIVE, M_SHARED_EXPERTS, M_MOE_FFN, M_WINDOW, M_WINDOW_SHARE,
+                     M_GATED, M_EXPERTS, M_EXPERTS_ACTIVE, M_SHARED_EXPERTS, M_MOE_FFN, M_NODE_LIMIT, M_WINDOW, M_WINDOW_SHARE,
                      M_HIDDEN, M_KV_HEADS, M_LAYERS, M_PARAMS_B, M_VOCAB, N_CKPT_REPLICAS,
                      N_DATASET_MOVES, N_EXPORTS, N_USD_PER_GB, NS, O_USD_PER_MONTH, PT_EPOCHS,
                      PT_TOKENS_B, R_FAIL_RATE, R_FAILED_RUNS, R_IDLE, R_RESTART_H, R_WRITE_GBPS,
-                     RECOMPUTE_AUTO, RESOURCES, SEQ_PAR_ON, SEQ_PAR_OFF, S_DP, S_CP, S_EP, S_INTERLEAVE,
-                     S_SEQ_PAR, S_GLOBAL_BATCH, S_GLOBAL_BATCH_TOKENS, RL_ALGO, RL_CRITIC_B, RL_PPO,
+                     RECOMPUTE_AUTO, RESOURCES, SCHEDULE_DUALPIPE, SEQ_PAR_ON, SEQ_PAR_OFF, S_DP, S_CP, S_EP, S_INTERLEAVE,
+                     S_SCHEDULE, S_SEQ_PAR, S_GLOBAL_BATCH, S_GLOBAL_BATCH_TOKENS, RL_ALGO, RL_CRITIC_B, RL_PPO,
                      RL_PROMPT_TOK, RL_PROMPTS, RL_REFERENCE, RL_REFERENCE_LIVE, RL_RESPONSE_TOK,
                      RL_REWARD, RL_REWARD_B, RL_REWARD_MODEL, RL_ROLLOUT_BATCH, RL_ROLLOUT_EFF, RL_ROLLOUT_TP,
                      RL_SAMPLES, RL_STEPS, RL_UPDATE_EPOCHS, RL_VERIFIER_USD, S_ACQ_USD_B,
@@ -284,6 +284,7 @@ def _fill_model(x, shape, n_lora, method, m):
     m[lay.M_NACT] = n_act
     m[lay.M_NEXP] = n_exp
     m[lay.M_NTRAIN] = n_total if method == METHOD_FULL else n_lora
+    m[lay.M_NODES] = x[M_NODE_LIMIT] if E > 0.0 else 0.0
 
 
 @njit(cache=True)
@@ -309,6 +310,7 @@ def _fill_hw(x, w):
     w[lay.W_PCIE] = x[H_PCIE_GBS] * 1e9
     w[lay.W_CPU_BW] = x[E_CPU_OPT_GBS] * 1e9
     w[lay.W_TP_OVERLAP] = x[E_TP_OVERLAP]
+    w[lay.W_DUAL_SMS] = x[E_DUAL_SMS]
 
 
 @njit(cache=True)
@@ -356,6 +358,7 @@ def _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, j, pins, media_
     j[lay.J_TOKSEQ] = ctx * mbs_mult
     j[lay.J_MEDIA_ACT] = media_act
     j[lay.J_ACTX] = _actx(x, ctx)
+    j[lay.J_DUAL] = 1.0 if x[b + S_SCHEDULE] == SCHEDULE_DUALPIPE else 0.0
     pins[lay.P_TP] = x[b + S_TP]
     pins[lay.P_PP] = x[b + S_PP]
     pins[lay.P_DP] = x[b + S_DP]
@@ -364,7 +367,7 @@ def _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, j, pins, media_
     pins[lay.P_MB] = x[b + S_MICRO_BATCH]
     pins[lay.P_RC] = x[b + S_RECOMPUTE] - 1.0  # choices auto, none, selective, full -> -1, 0, 1, 2
     pins[lay.P_ZERO] = x[b + S_ZERO]
-    pins[lay.P_V] = x[b + S_INTERLEAVE]
+    pins[lay.P_V] = 1.0 if j[lay.J_DUAL] > 0.5 else x[b + S_INTERLEAVE]  # DualPipe has its own two chunks
     sp = -1.0
     if x[b + S_SEQ_PAR] == SEQ_PAR_ON:
         sp = 1.0
@@ -1289,7 +1292,7 @@ def _plan_free_mask() -> np.ndarray:
     from costcore.scenario import schema as _sc
     free = np.zeros(_sc.NF, dtype=np.bool_)
     read = {"num_gpus", "seq_len", "micro_batch", "global_batch", "global_batch_tokens", "recompute", "zero_stage",
-            "tp", "pp", "dp", "cp", "ep", "interleave", "sequence_parallel", "method", "lora_rank", "lora_targets",
+            "tp", "pp", "dp", "cp", "ep", "interleave", "sequence_parallel", "schedule", "method", "lora_rank", "lora_targets",
             "qlora_dequant_overhead", "enabled", "tokens_per_sample", "chosen_tokens", "rejected_tokens",
             "reference", "prompt_tokens", "response_tokens", "prompts_per_step", "samples_per_prompt",
             "base_bits", "optimizer", "offload", "grad_accum", "items_per_sample", "text_tokens_per_sample",

@@ -40,14 +40,14 @@ from costcore.engine.formulas import (CPU_ADAM_BYTES_PER_PARAM, MASTER_BYTES_PER
 
 MODEL_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "gated", "experts",
                 "experts_active", "shared_experts", "moe_ffn", "n_total", "n_active", "n_expert_params",
-                "n_trainable")
+                "n_trainable", "node_limit")
 HW_FIELDS = ("peak_flops", "fp8_peak_flops", "memory_bytes", "hbm_bytes_s", "intra_bytes_s", "inter_bytes_s",
              "gpus_per_node", "gemm_efficiency", "attn_efficiency", "collective_efficiency", "gemm_half_dim",
              "memory_traffic", "dp_overlap", "buffer_bytes", "fp8_efficiency", "grad_reduce_bytes", "overlap_contention",
-             "pcie_bytes_s", "cpu_optimizer_bytes_s", "tp_overlap")
+             "pcie_bytes_s", "cpu_optimizer_bytes_s", "tp_overlap", "dualpipe_comm_sm_share")
 JOB_FIELDS = ("seq", "global_batch", "gpus", "method", "deq", "mbs_mult", "extra_weights", "fp8",
               "flops_per_token", "tokens_per_seq", "optimizer", "offload", "grad_accum", "base_bytes", "media_act",
-              "attn_ctx")
+              "attn_ctx", "dualpipe")
 PLAN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sp")
 # Terms of one evaluated plan (columns of a plan row after the PLAN_FIELDS).
 TERM_FIELDS = ("step_time_s", "compute_s", "communication_s", "bubble_s", "recompute_s", "optimizer_s",
@@ -58,11 +58,11 @@ NP = len(PLAN_FIELDS)
 NT = len(TERM_FIELDS)
 NROW = NP + NT
 (M_L, M_H, M_A, M_KV, M_HD, M_FFN, M_V, M_GATED, M_E, M_K, M_SHARED, M_MOE_FFN, M_NTOT, M_NACT, M_NEXP,
- M_NTRAIN) = range(len(MODEL_FIELDS))
+ M_NTRAIN, M_NODES) = range(len(MODEL_FIELDS))
 (W_PEAK, W_FP8, W_MEM, W_HBM, W_INTRA, W_INTER, W_GPN, W_GEMM, W_ATTN, W_COLL, W_HALF, W_TRAFFIC, W_OVERLAP,
- W_BUFFER, W_FP8_EFF, W_GRAD_BYTES, W_CONTENTION, W_PCIE, W_CPU_BW, W_TP_OVERLAP) = range(len(HW_FIELDS))
+ W_BUFFER, W_FP8_EFF, W_GRAD_BYTES, W_CONTENTION, W_PCIE, W_CPU_BW, W_TP_OVERLAP, W_DUAL_SMS) = range(len(HW_FIELDS))
 (J_SEQ, J_GB, J_G, J_METHOD, J_DEQ, J_MBS, J_EXTRA, J_FP8, J_FPT, J_TOKSEQ, J_OPT, J_OFFLOAD, J_ACCUM,
- J_BASE_BYTES, J_MEDIA_ACT, J_ACTX) = range(len(JOB_FIELDS))
+ J_BASE_BYTES, J_MEDIA_ACT, J_ACTX, J_DUAL) = range(len(JOB_FIELDS))
 P_TP, P_PP, P_DP, P_CP, P_EP, P_MB, P_RC, P_ZERO, P_V, P_SP = range(NP)
 (T_STEP, T_COMPUTE, T_COMM, T_BUBBLE, T_RECOMP, T_OPT, T_TP, T_DP, T_ZERO, T_CP, T_EP, T_P2P, T_WEIGHTS,
  T_GRADS, T_OPTIM, T_ACT, T_BUF, T_MEM, T_MFU, T_MICRO, T_FITS, T_USED, T_TOKS, T_OFFLOAD, T_PAGED) = range(NP, NROW)
@@ -207,7 +207,9 @@ def _activation_bytes(model, job, plan):
     layers_local = math.ceil(model[M_L] / pp)
     m = micro_batches(job, dp, mb)
     in_flight = min(pp, m)
-    if v > 1.0:
+    if _dualpipe(job, pp):  # DualPipe holds PP + 1 micro-batches (DeepSeek-V3 report Table 2)
+        in_flight = min(pp + 1.0, m)
+    elif v > 1.0:
         in_flight *= 1.0 + (pp - 1.0) / (pp * v)
     if rc == RC_FULL:
         act = in_flight * layers_local * 2.0 * sbh / tp + per_layer
@@ -217,6 +219,12 @@ def _activation_bytes(model, job, plan):
         media = job[J_MEDIA_ACT] * mb * job[J_MBS] * in_flight
         act += media * (2.0 / 34.0) if rc == RC_FULL else media  # full recompute keeps layer inputs only
     return act
+
+
+@njit(cache=True, inline='always')
+def _dualpipe(job, pp):
+    """True when the stage runs DualPipe (``stages.*.schedule``: dualpipe) on a pipeline of 2+ stages."""
+    return job[J_DUAL] > 0.5 and pp > 1.0
 
 
 @njit(cache=True)
@@ -268,6 +276,8 @@ def model_state_bytes(model, job, plan):
         w_b += 2.0 * n_tr
         g_b = 2.0 * n_tr
         o_b = opt_bpp * n_tr
+    if _dualpipe(job, pp):  # each GPU holds a chunk of each direction: two copies of its weights (Table 2)
+        w_b *= 2.0
     if job[J_EXTRA] > 0.0:  # a frozen copy of another model (DPO live reference), bf16
         extra = 2.0 * job[J_EXTRA] / (tp * pp)
         w_b += extra / shard if zero >= 2.5 else extra
@@ -344,7 +354,7 @@ def _layer_forward(model, hw, job, plan):
     Sec. 4.2.2); the ``tp_overlap`` share of them runs behind the layer's own matmuls, at most their
     time, slowed by ``overlap_contention`` (chunked collective-matmul overlap: Wang et al. 2023,
     arXiv:2305.06942; Transformer Engine / Megatron-Core tp-comm-overlap; 0 for Megatron-LM 2021-22). Expert parallelism: dispatch and combine all-to-all of the top-k copies of each
-    token (Lepikhin et al. 2020, GShard). Context parallelism: ring attention passes K and V to
+    token (Lepikhin et al. 2020, GShard), fewer with node-limited routing (:func:`_a2a_copies`). Context parallelism: ring attention passes K and V to
     cp - 1 neighbours, hidden behind the attention compute (Liu et al. 2023, arXiv:2310.01889).
     """
     tp, cp, ep, mb = plan[P_TP], plan[P_CP], plan[P_EP], plan[P_MB]
@@ -382,13 +392,25 @@ def _layer_forward(model, hw, job, plan):
         t_tp -= hidden * (1.0 - hw[W_CONTENTION])
     t_ep = 0.0
     if model[M_E] > 0.0 and ep > 1.0:
-        a2a_bytes = 2.0 * tokens * model[M_K] * h / tp
+        a2a_bytes = 2.0 * tokens * _a2a_copies(model, hw, ep, tp) * h / tp
         t_ep = 2.0 * (ep - 1.0) / ep * a2a_bytes / (_link(ep, tp, hw) * coll)
     t_cp = 0.0
     if cp > 1.0:
         kv_bytes = 2.0 * 2.0 * tokens * model[M_KV] * model[M_HD] / tp
         t_cp = max(0.0, (cp - 1.0) * kv_bytes / (_link(cp, tp, hw) * coll) - t_attn)
     return t_lin, t_attn, t_mem, t_tp, t_ep, t_cp
+
+
+@njit(cache=True, inline='always')
+def _a2a_copies(model, hw, ep, tp):
+    """Copies of a token the expert all-to-all sends: one per routed expert (GShard), or, when the
+    expert-parallel group spans nodes and routing is node-limited (``model.expert_node_limit``), one
+    per node it reaches, at most that limit, forwarded inside the node over NVLink (DeepSeek-V3
+    report, arXiv:2412.19437 Sec. 2.1.2 and 3.2.2)."""
+    k = model[M_K]
+    if model[M_NODES] > 0.0 and ep * tp > hw[W_GPN]:
+        return min(k, model[M_NODES], ep * tp / hw[W_GPN])
+    return k
 
 
 @njit(cache=True)
@@ -465,9 +487,17 @@ def plan_terms(model, hw, job, plan, out):
     t_compute = _compute_seconds(model, hw, job, plan, t_lin, t_attn, t_mem)
     t_comm = nl * comm_l + p2p
     t_recomp = nl * recomp_l
-    t_mb = t_compute + t_comm + t_recomp
+    t_ep_mb, t_p2p_mb = nl * 2.0 * t_ep, p2p
     m = micro_batches(job, dp, mb)
-    bubble = (pp - 1.0) / v * t_mb
+    if _dualpipe(job, pp):
+        t_compute, t_recomp, t_ep_mb, t_p2p_mb, bubble_mb = _dualpipe_terms(hw, job, nl, pp, t_lin, t_attn, t_mem,
+                                                                            t_compute, t_recomp, t_ep_mb, p2p)
+        t_comm = nl * (2.0 * t_tp + 3.0 * t_cp) + t_ep_mb + t_p2p_mb
+        t_mb = t_compute + t_comm + t_recomp
+        bubble = bubble_mb
+    else:
+        t_mb = t_compute + t_comm + t_recomp
+        bubble = (pp - 1.0) / v * t_mb
     local = held_params(model, plan)
     if job[J_METHOD] != METHOD_FULL:
         local = model[M_NTRAIN] / (tp * pp)
@@ -493,8 +523,8 @@ def plan_terms(model, hw, job, plan, out):
     out[T_DP] = dp_exposed
     out[T_ZERO] = zero_exposed
     out[T_CP] = m * nl * 3.0 * t_cp
-    out[T_EP] = m * nl * 2.0 * t_ep
-    out[T_P2P] = m * p2p
+    out[T_EP] = m * t_ep_mb
+    out[T_P2P] = m * t_p2p_mb
     out[T_MICRO] = m
     used = tp * pp * dp * cp
     out[T_USED] = used
@@ -502,6 +532,36 @@ def plan_terms(model, hw, job, plan, out):
     out[T_MFU] = job[J_FPT] * step_tokens / (step * job[J_G] * hw[W_PEAK])
     out[T_TOKS] = step_tokens / (step * job[J_G])
     return step
+
+
+@njit(cache=True)
+def _dualpipe_terms(hw, job, nl, pp, t_lin, t_attn, t_mem, t_compute, t_recomp, t_ep, p2p):
+    """One micro-batch under DualPipe: (compute, recompute, exposed all-to-all, exposed sends, the step's bubble), s.
+
+    DualPipe (DeepSeek-V3 report, arXiv:2412.19437 Sec. 3.2.1, Table 2) pairs each forward chunk
+    with another micro-batch's backward chunk, so the expert all-to-all (dispatch and combine) and
+    the pipeline sends of one run behind the other's compute: they are exposed only where they
+    outlast it (:func:`overlapped_seconds`). The communication kernels run on their own SMs
+    (Sec. 3.2.2: 20 of 132), so the matmuls run on the rest: compute and recompute take
+    1 / (1 - ``dualpipe_comm_sm_share``) as long. Bubble: (PP/2 - 1)(F&B + B - 3W) micro-batch
+    chunk times (Table 2), with F the forward, B the backward (recompute included), W its
+    weight-gradient half (the linear layers' weight gradients of a full fine-tune; none for a frozen
+    base) and F&B = F + B, the paired chunk once its communication is hidden.
+    """
+    slow = 1.0 / (1.0 - hw[W_DUAL_SMS])
+    t_compute *= slow
+    t_recomp *= slow
+    comm = t_ep + p2p
+    exposed = overlapped_seconds(comm, t_compute + t_recomp, hw[W_CONTENTION])
+    share = exposed / comm if comm > 0.0 else 0.0
+    lin_bwd = 2.0 if job[J_METHOD] == METHOD_FULL else 1.0
+    layers_fwd = nl * (t_lin + t_attn + t_mem) * slow
+    per_layer = nl * (t_lin * (1.0 + lin_bwd) + 3.0 * (t_attn + t_mem)) * slow
+    fwd = layers_fwd + (t_compute - per_layer) / 3.0  # the LM head's forward is a third of its three passes
+    wgrad = nl * t_lin * (lin_bwd - 1.0) * slow
+    bwd = t_compute + t_recomp - fwd
+    bubble = max(pp / 2.0 - 1.0, 0.0) * max(fwd + 2.0 * bwd - 3.0 * wgrad, 0.0)
+    return t_compute, t_recomp, t_ep * share, p2p * share, bubble
 
 
 @njit(cache=True)
@@ -602,8 +662,11 @@ def _tp_ok(tp, model, pins):
 
 
 @njit(cache=True)
-def _pp_try(ipp, model, pins):
+def _pp_try(ipp, model, pins, job):
+    """A pipeline degree tried: see :func:`_pp_ok`; DualPipe runs only on an even pipeline of 2 or more stages."""
     pp = float(ipp)
+    if job[J_DUAL] > 0.5 and (ipp < 2 or ipp % 2 != 0):
+        return False
     return _degree_ok(pp, pins[P_PP]) and pp <= model[M_L] and (_pp_ok(ipp, model[M_L]) or pp == pins[P_PP])
 
 
@@ -682,7 +745,9 @@ def _rate_bound(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max):
     interleave v and the bubble (p - 1) / v shrinks with it, so the bound takes the smallest v for
     the one and the largest for the other. Expert parallelism only adds all-to-all time and raises
     a local expert's tokens (its GEMM efficiency), so the bound takes the largest ep and no
-    all-to-all. A 1e-9 margin keeps float rounding on the safe side.
+    all-to-all. Under DualPipe the sends can hide and the bubble is never negative, and its compute only
+    slows (:func:`_dualpipe_terms`), so the bound is the micro-batches' compute and collectives alone.
+    A 1e-9 margin keeps float rounding on the safe side.
     """
     ep = pins[P_EP] if pins[P_EP] > 0.0 else ep_max
     _fill_plan(row, tp, pp, dp, cp, ep, mb, 0.0, 0.0, 1.0, _sp_for(tp, pins))
@@ -693,9 +758,12 @@ def _rate_bound(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max):
     v_lo, v_hi = 1.0, V_CHOICES[V_CHOICES.shape[0] - 1]
     if pins[P_V] > 0.0:
         v_lo, v_hi = pins[P_V], pins[P_V]
-    t_mb += _p2p_seconds(model, hw, job, row, v_lo)
     m = micro_batches(job, dp, mb)
-    step_low = m * t_mb + (pp - 1.0) / v_hi * t_mb
+    if _dualpipe(job, pp):  # the sends can hide behind compute and the bubble is smaller: micro-batches alone
+        step_low = m * t_mb
+    else:
+        t_mb += _p2p_seconds(model, hw, job, row, v_lo)
+        step_low = m * t_mb + (pp - 1.0) / v_hi * t_mb
     step_tokens = m * dp * mb * job[J_TOKSEQ]
     return step_tokens / (step_low * (1.0 - 1e-9) * job[J_G])
 
@@ -721,7 +789,7 @@ def search(model, hw, job, pins, top, row, prune):
             continue
         for ipp in range(1, max(PP_MAX, int(pins[P_PP])) + 1):
             pp = float(ipp)
-            if not _pp_try(ipp, model, pins) or tp * pp > G:
+            if not _pp_try(ipp, model, pins, job) or tp * pp > G:
                 continue
             for icp in range(CP_CHOICES.shape[0] + 1):
                 cp = _cand(CP_CHOICES, icp, pins[P_CP])
@@ -865,7 +933,7 @@ def min_gpus(model, hw, job, pins, row, known):
             continue
         for ipp in range(1, max(PP_MAX, int(pins[P_PP])) + 1):
             pp = float(ipp)
-            if not _pp_try(ipp, model, pins) or tp * pp >= best:
+            if not _pp_try(ipp, model, pins, job) or tp * pp >= best:
                 continue
             for icp in range(CP_CHOICES.shape[0] + 1):
                 cp = _cand(CP_CHOICES, icp, pins[P_CP])

@@ -10,7 +10,8 @@ whole numbers. ``gated`` is 1 for a three-matrix MLP (SwiGLU, GeGLU) and 0 for a
 one (GELU, ReLU); ``experts`` is 0 for a dense model; ``moe_ffn`` is the inner size of one
 routed expert (0 for dense) and ``ffn`` the inner size of a dense layer's MLP. A parsed config also
 gives :data:`ATTENTION_KEYS`: ``sliding_window``, the keys a windowed layer attends to (0: none), and
-``sliding_window_share``, the fraction of layers windowed.
+``sliding_window_share``, the fraction of layers windowed, and :data:`ROUTING_KEYS`: ``expert_node_limit``,
+the most nodes a token's experts lie on (DeepSeek-V3's ``topk_group``; 0: no limit).
 
 Public functions:
 
@@ -51,6 +52,8 @@ MODEL_KEYS = ("params_b", "active_params_b", "layers", "hidden", "heads", "kv_he
               "experts", "experts_active", "shared_experts", "moe_ffn", "gated")
 # How the layers attend, besides the shape: parse_hf_config returns these after MODEL_KEYS (0 and 1: no window).
 ATTENTION_KEYS = ("sliding_window", "sliding_window_share")
+# How a MoE routes across nodes: parse_hf_config returns it too (0: no limit; DeepSeek-V3's topk_group).
+ROUTING_KEYS = ("expert_node_limit",)
 
 MAX_TEXT = 1_000_000  # characters (text) or bytes (bytes, files); a real config.json is under 10 KB
 MAX_DEPTH = 20        # nesting levels; real configs nest 3-4 (rope_scaling, text_config, vision_config)
@@ -341,6 +344,9 @@ def _moe(cfg: dict, pre: str, what: str, core: dict) -> dict:
         n_shared = max(1, round(shared_ffn / moe_ffn))
     out = {"experts": experts, "experts_active": top, "shared_experts": n_shared, "moe_ffn": moe_ffn,
            "shared_ffn": shared_ffn, "moe_layers": _moe_layer_count(cfg, pre, what, core["layers"])}
+    groups = _get(cfg, ("n_group",), pre, what, 0, 4096, default=0)
+    if groups > 1:  # group-limited routing (DeepSeek-V3: 8 groups, one per node, top-4 of them per token)
+        out["expert_node_limit"] = _get(cfg, ("topk_group",), pre, what, 1, groups, default=groups)
     if shared_ffn and "shared_expert_intermediate_size" in cfg:
         out["shared_gate"] = 1  # Qwen-MoE's sigmoid gate on the shared expert: hidden x 1
     return out
@@ -616,6 +622,7 @@ def _model_keys(full: dict, total_b: float, active_b: float) -> dict:
         out[k] = int(full.get(k, 0))
     out["sliding_window"] = int(full.get("sliding_window", 0))
     out["sliding_window_share"] = float(full.get("sliding_window_share", 1.0))  # of layers; 1 when no window
+    out["expert_node_limit"] = int(full.get("expert_node_limit", 0))
     return out
 
 

@@ -243,6 +243,7 @@ M_FFN = IX["model.ffn"]
 M_VOCAB = IX["model.vocab"]
 M_GATED = IX["model.gated"]
 M_WINDOW = IX["model.sliding_window"]
+M_NODE_LIMIT = IX["model.expert_node_limit"]
 M_WINDOW_SHARE = IX["model.sliding_window_share"]
 M_EXPERTS = IX["model.experts"]
 M_EXPERTS_ACTIVE = IX["model.experts_active"]
@@ -271,6 +272,7 @@ E_FP8_EFF = IX["efficiency.fp8_gemm_efficiency"]
 E_BUFFER_GB = IX["efficiency.comm_buffer_gb"]
 E_CONTENTION = IX["efficiency.overlap_contention"]
 E_TP_OVERLAP = IX["efficiency.tp_overlap"]
+E_DUAL_SMS = IX["efficiency.dualpipe_comm_sm_share"]
 E_SUSTAINED = IX["efficiency.sustained_fraction"]
 E_CPU_OPT_GBS = IX["efficiency.cpu_optimizer_gbs"]
 E_INFER_MFU = IX["efficiency.inference_mfu"]
@@ -319,6 +321,7 @@ S_CP = _stage_offset("cp")
 S_EP = _stage_offset("ep")
 S_INTERLEAVE = _stage_offset("interleave")
 S_SEQ_PAR = _stage_offset("sequence_parallel")
+S_SCHEDULE = _stage_offset("schedule")
 S_GLOBAL_BATCH = _stage_offset("global_batch")
 S_GLOBAL_BATCH_TOKENS = _stage_offset("global_batch_tokens")
 S_CKPT_INTERVAL_H = _stage_offset("ckpt_interval_h")
@@ -430,6 +433,7 @@ RECOMPUTE_FULL = BY_PATH["stages.sft.recompute"].choices.index("full")
 RECOMPUTE_SELECTIVE = BY_PATH["stages.sft.recompute"].choices.index("selective")
 SEQ_PAR_ON = BY_PATH["stages.sft.sequence_parallel"].choices.index("on")
 SEQ_PAR_OFF = BY_PATH["stages.sft.sequence_parallel"].choices.index("off")
+SCHEDULE_DUALPIPE = BY_PATH["stages.sft.schedule"].choices.index("dualpipe")
 PRECISION_FP8 = BY_PATH["hardware.precision"].choices.index("fp8")
 METHOD_QLORA = BY_PATH["stages.sft.method"].choices.index("qlora")
 CKPT_WEIGHTS = BY_PATH["stages.sft.ckpt_type"].choices.index("weights")
@@ -706,6 +710,14 @@ def _stage_rules(sname: str, clean: dict) -> None:
     if method == "qlora" and bits == 8:
         raise ScenarioError(where, "QLoRA stores its base in 4 bits; for an 8-bit base use method lora",
                             value=bits, allowed="4 or 16 with method qlora")
+    if clean.get("schedule") == "dualpipe":
+        pp, v = clean.get("pp", 0), clean.get("interleave", 0)
+        if pp == 1 or pp % 2:
+            raise ScenarioError(f"stages.{sname}.pp", f"DualPipe needs an even pipeline degree of 2 or more "
+                                f"(pp is {pp}); set pp to 0 to search it", value=pp, allowed="0 or an even number")
+        if v > 1:
+            raise ScenarioError(f"stages.{sname}.interleave", f"DualPipe runs its own two chunks per GPU and is not "
+                                f"interleaved (interleave is {v}); set it to 0 or 1", value=v, allowed="0 or 1")
     offload = clean.get("offload", "none")
     zero = clean.get("zero_stage", -1)
     need = {"optimizer": 2, "optimizer_and_params": 3}.get(offload, 0)
@@ -720,7 +732,7 @@ def _stage_rules(sname: str, clean: dict) -> None:
 # A stage's `plan:` block (issue contract) -> the stage's own keys; each key optional.
 PLAN_ALIASES = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep", "micro_batch": "micro_batch",
                 "recompute": "recompute", "zero": "zero_stage", "interleave": "interleave",
-                "sequence_parallel": "sequence_parallel"}
+                "sequence_parallel": "sequence_parallel", "schedule": "schedule"}
 
 
 def _with_plan_keys(sname: str, sdata: dict) -> dict:
@@ -839,7 +851,8 @@ def _family_shape(model: dict) -> dict:
     from costcore.scenario.hfconfig import family_shape
     size, active = model.get("params_b"), model.get("active_params_b") or 0.0
     moe = bool(model.get("experts")) or (_is_real(active) and _is_real(size) and 0 < active < size)
-    for k in ("experts", "experts_active", "shared_experts", "vocab", "gated", "sliding_window", "sliding_window_share"):
+    for k in ("experts", "experts_active", "shared_experts", "expert_node_limit", "vocab", "gated", "sliding_window",
+              "sliding_window_share"):
         model.pop(k, None)
     try:
         shape = family_shape(float(size), "moe" if moe else "dense", float(active) if moe else 0.0)
@@ -849,7 +862,7 @@ def _family_shape(model: dict) -> dict:
 
 
 MODEL_IDENTITY_KEYS = SHAPE_KEYS + ("params_b", "active_params_b", "vocab", "gated", "experts", "experts_active",
-                                   "shared_experts", "sliding_window", "sliding_window_share")
+                                   "shared_experts", "expert_node_limit", "sliding_window", "sliding_window_share")
 
 
 def pick_model(scn: dict, name: str) -> dict:

@@ -37,7 +37,7 @@ ASSUMED = {"seq_len": 2048, "num_gpus": 2048}
 REQUIRED_COLUMNS = ("name", "params_total_b", "tokens_b", "gpu")
 # Optional columns: the model's published shape / experts (model keys) and the training precision.
 MODEL_COLUMNS = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts", "experts_active",
-                 "shared_experts", "moe_ffn")
+                 "expert_node_limit", "shared_experts", "moe_ffn")
 MAX_CSV_BYTES = 1_000_000
 # Accelerator names as papers write them -> catalog keys (checked in order; first match wins).
 _GPU_PATTERNS = (("a10040", "a100-40gb"), ("a100", "a100-80gb"), ("h100", "h100-80gb"), ("h800", "h800"),

@@ -1,0 +1,142 @@
+"""DualPipe (stages.*.schedule: dualpipe) and node-limited expert routing (model.expert_node_limit).
+
+Sources: DeepSeek-V3 report (arXiv:2412.19437) Sec. 2.1.2 (node-limited routing: each token to at most
+4 nodes), Sec. 3.2.1 and Table 2 (DualPipe: bubble (PP/2 - 1)(F&B + B - 3W), parameters 2x, PP + 1
+micro-batches of activations, the all-to-all and the pipeline sends hidden behind the paired chunk),
+Sec. 3.2.2 (20 of the H800's 132 SMs run the communication). The step model's formulas are in
+costcore/engine/layout.py (``_dualpipe_terms``, ``_a2a_copies``); tests/reference_model.py mirrors
+them and tests/test_reference_parity.py compares the two on random scenarios.
+"""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from costcore import api
+from costcore.scenario import hfconfig
+from costcore.scenario.schema import ScenarioError
+
+SM_SHARE = 20.0 / 132.0  # DeepSeek-V3 report Sec. 3.2.2 (schema default 0.1515)
+
+
+def _dense(plan: dict) -> dict:
+    """A 13B dense pre-training on 64 H100s with a pinned plan (the schedule is the variable)."""
+    return {"model": {"params_b": 13}, "hardware": {"gpu": "h100-80gb", "num_gpus": 64},
+            "stages": {"pretrain": {"tokens_b": 100, "seq_len": 4096, "global_batch": 512,
+                                    "plan": dict({"tp": 2, "cp": 1, "ep": 1, "micro_batch": 1, "zero": 1,
+                                                  "recompute": "selective", "interleave": 1}, **plan)}}}
+
+
+def _plan(scn: dict) -> dict:
+    return api.estimate(scn).plan("pretrain")
+
+
+def test_the_search_never_picks_dualpipe_and_the_json_says_which_schedule_ran():
+    d = json.loads(json.dumps(api.estimate(_dense({"pp": 4})).to_dict()))
+    assert d["stages"]["pretrain"]["plan"]["schedule"] == "auto"
+    p = _plan(_dense({"pp": 4, "schedule": "dualpipe"}))
+    assert p["schedule"] == "dualpipe"
+
+
+def test_dualpipe_slows_compute_by_the_sms_its_communication_takes():
+    one = _plan(_dense({"pp": 4}))
+    dual = _plan(_dense({"pp": 4, "schedule": "dualpipe"}))
+    assert dual["time_s"]["compute"] == pytest.approx(one["time_s"]["compute"] / (1.0 - SM_SHARE), rel=1e-3)
+    assert dual["time_s"]["recompute"] == pytest.approx(one["time_s"]["recompute"] / (1.0 - SM_SHARE), rel=1e-3)
+
+
+def test_dualpipe_bubble_is_smaller_than_1f1b_and_none_on_two_stages():
+    for pp in (4, 8):
+        one = _plan(_dense({"pp": pp}))
+        dual = _plan(_dense({"pp": pp, "schedule": "dualpipe"}))
+        assert 0.0 < dual["time_s"]["bubble"] < one["time_s"]["bubble"], pp
+    assert _plan(_dense({"pp": 2, "schedule": "dualpipe"}))["time_s"]["bubble"] == 0.0  # PP/2 - 1 = 0
+    assert _plan(_dense({"pp": 2}))["time_s"]["bubble"] > 0.0
+
+
+def test_dualpipe_bubble_follows_table_2_by_hand():
+    """(PP/2 - 1)(F&B + B - 3W) with F&B = F + B, from the micro-batch's compute C (no recompute, TP 1).
+
+    Every part of a full fine-tune's step (linear layers, attention, memory-bound work, LM head) runs
+    its backward at twice its forward, so F = C/3 and B = 2C/3, and F + 2B - 3W = 5C/3 - 3W with the
+    weight gradients W between 0 (none) and the forward F: the bubble lies between (PP/2 - 1) 2C/3
+    and (PP/2 - 1) 5C/3. 1F1B's (PP - 1) C would be above that for PP = 8."""
+    for pp in (4, 8):
+        dual = _plan(_dense({"pp": pp, "tp": 1, "schedule": "dualpipe", "recompute": "none"}))
+        c = dual["time_s"]["compute"] / dual["micro_batches"]
+        assert (pp / 2 - 1) * 2 * c / 3 < dual["time_s"]["bubble"] < (pp / 2 - 1) * 5 * c / 3, pp
+    assert dual["time_s"]["bubble"] < (pp - 1) * c / 2
+
+
+def test_dualpipe_holds_the_weights_twice_and_one_more_micro_batch():
+    one = _plan(_dense({"pp": 4}))
+    dual = _plan(_dense({"pp": 4, "schedule": "dualpipe"}))
+    assert dual["memory_gb"]["weights"] == pytest.approx(2.0 * one["memory_gb"]["weights"], rel=1e-9)
+    assert dual["memory_gb"]["activations"] == pytest.approx(one["memory_gb"]["activations"] * 5.0 / 4.0, rel=1e-9)
+
+
+def test_dualpipe_hides_the_expert_all_to_all_behind_compute():
+    scn = api.load_preset("moe-deepseek-v3")
+    dual = api.estimate(scn).plan("pretrain")
+    assert (dual["schedule"], dual["pp"], dual["ep"], dual["interleave"]) == ("dualpipe", 16, 64, 1)
+    assert dual["communication_s"]["ep"] == 0.0  # smaller than the paired chunk's compute
+    one = copy.deepcopy(scn)
+    one["stages"]["pretrain"].update(schedule="auto", interleave=1)  # the preset's plan keys, unfolded
+    p = api.estimate(one).plan("pretrain")
+    assert p["communication_s"]["ep"] > 0.3 * p["step_time_s"]
+    assert dual["step_time_s"] < p["step_time_s"]
+
+
+@pytest.mark.parametrize("plan, field", [
+    ({"pp": 3}, "stages.pretrain.pp"), ({"pp": 1}, "stages.pretrain.pp"),
+    ({"pp": 4, "interleave": 2}, "stages.pretrain.interleave"),
+])
+def test_dualpipe_refuses_an_odd_pipeline_or_interleaving_in_one_sentence(plan, field):
+    with pytest.raises(ScenarioError) as err:
+        api.estimate(_dense(dict(plan, schedule="dualpipe")))
+    assert str(err.value).startswith(field + ": DualPipe ")
+    assert str(err.value).count(". ") == 0
+
+
+def test_a_searched_pipeline_under_dualpipe_is_even():
+    scn = _dense({"schedule": "dualpipe"})
+    del scn["stages"]["pretrain"]["plan"]["interleave"]
+    scn["stages"]["pretrain"]["plan"].pop("tp")
+    for p in api.plans(scn, "pretrain", top=10):
+        assert p["pp"] >= 2 and p["pp"] % 2 == 0 and p["interleave"] == 1 and p["schedule"] == "dualpipe"
+
+
+def _moe(limit: int, ep: int) -> dict:
+    return {"model": {"params_b": 100, "active_params_b": 12, "experts": 64, "experts_active": 8,
+                      "shared_experts": 1, "expert_node_limit": limit},
+            "hardware": {"gpu": "h100-80gb", "num_gpus": 256},
+            "stages": {"pretrain": {"tokens_b": 100, "seq_len": 4096, "global_batch": 1024,
+                                    "plan": {"tp": 1, "pp": 1, "cp": 1, "ep": ep, "micro_batch": 1, "zero": 1,
+                                             "recompute": "selective"}}}}
+
+
+def test_node_limited_routing_sends_a_copy_per_node_over_the_network():
+    """8 routed experts per token; with EP 32 over 4 nodes of 8 GPUs a token reaches at most 4 nodes, and at
+    most the limit: its all-to-all crosses InfiniBand min(8, limit, 4) times instead of 8."""
+    free = _plan(_moe(0, 32))["communication_s"]["ep"]
+    assert free > 0.0
+    assert _plan(_moe(2, 32))["communication_s"]["ep"] == pytest.approx(free * 2.0 / 8.0, rel=1e-9)
+    assert _plan(_moe(6, 32))["communication_s"]["ep"] == pytest.approx(free * 4.0 / 8.0, rel=1e-9)
+
+
+def test_node_limited_routing_changes_nothing_inside_one_node():
+    assert _plan(_moe(2, 8))["communication_s"]["ep"] == _plan(_moe(0, 8))["communication_s"]["ep"] > 0.0
+
+
+def test_config_json_group_limited_routing_is_read():
+    v3 = hfconfig.shipped_configs()["deepseek-v3"]["model"]
+    assert v3["expert_node_limit"] == 4  # config.json n_group 8, topk_group 4
+    assert hfconfig.shipped_configs()["mixtral-8x7b"]["model"]["expert_node_limit"] == 0
+    cfg = json.loads((hfconfig.CONFIG_DIR / "deepseek-v3.json").read_text())
+    del cfg["topk_group"]
+    assert hfconfig.parse_hf_config(cfg)["expert_node_limit"] == 8  # no limit given: every group
+    cfg["topk_group"] = 9
+    with pytest.raises(ScenarioError, match="topk_group"):
+        hfconfig.parse_hf_config(cfg)
