@@ -140,3 +140,19 @@ def test_config_json_group_limited_routing_is_read():
     cfg["topk_group"] = 9
     with pytest.raises(ScenarioError, match="topk_group"):
         hfconfig.parse_hf_config(cfg)
+
+
+def test_the_plan_command_names_the_schedule_and_reads_at_three_digits(capsys):
+    from shared import ROOT, run_cli
+    from costcore import fmt
+    rc, out, err = run_cli(capsys, ["plan", str(ROOT / "presets" / "moe-deepseek-v3.yaml"), "--top", "3"])
+    assert rc == 0 and not err
+    lines = out.splitlines()
+    assert lines[0] == "Pre-training: 3 fastest plans that fit (DualPipe schedule), best first"
+    best = api.plans(api.load_preset("moe-deepseek-v3"), "pretrain", top=1)[0]
+    row = lines[2].split()
+    assert row[:5] == [str(best[k]) for k in ("tp", "pp", "dp", "cp", "ep")]
+    assert " ".join(row[8:10]) == fmt.duration_s(best["step_time_s"])  # e.g. "5.30 s", never "5.3 s"
+    assert row[10] == fmt.share(best["mfu"]) and " ".join(row[11:]) == fmt.gb(best["memory_per_gpu_gb"])
+    rc, out, _ = run_cli(capsys, ["plan", "llama3-8b", "--top", "1"])
+    assert rc == 0 and "DualPipe" not in out

@@ -100,12 +100,13 @@ def cmd_estimate(args) -> int:
 
 
 def render_plans(stage: str, plans: list[dict]) -> str:
-    cols = ("TP", "PP", "DP", "CP", "EP", "micro-batch", "recompute", "ZeRO", "step", "MFU", "GB/GPU")
+    cols = ("TP", "PP", "DP", "CP", "EP", "micro-batch", "recompute", "ZeRO", "step", "MFU", "memory/GPU")
     rows = [[str(p["tp"]), str(p["pp"]), str(p["dp"]), str(p["cp"]), str(p["ep"]), str(p["micro_batch"]),
-             p["recompute"], str(p["zero"]), fmt.num(p["step_time_s"]) + " s", fmt.pct(p["mfu"]),
-             fmt.num(p["memory_per_gpu_gb"])] for p in plans]
+             p["recompute"], str(p["zero"]), fmt.duration_s(p["step_time_s"]), fmt.share(p["mfu"]),
+             fmt.gb(p["memory_per_gpu_gb"])] for p in plans]
     widths = [max(len(r[i]) for r in rows + [list(cols)]) for i in range(len(cols))]
-    lines = [f"{schema.STAGE_LABELS[stage]}: {len(plans)} fastest plans that fit, best first"]
+    dual = " (DualPipe schedule)" if plans and plans[0].get("schedule") == "dualpipe" else ""
+    lines = [f"{schema.STAGE_LABELS[stage]}: {len(plans)} fastest plans that fit{dual}, best first"]
     lines.append("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
     if not plans:
