@@ -102,7 +102,6 @@ def tornado_section():
 
 
 
-tornado_section()
 
 
 @st.fragment
@@ -154,7 +153,6 @@ def sweep_section():
 
 
 
-sweep_section()
 
 
 @st.fragment
@@ -236,7 +234,6 @@ def heatmap_section():
 
 
 
-heatmap_section()
 
 
 MC_SAMPLES, MC_DEFAULT_SAMPLES = (1_000, 5_000, 20_000, 50_000), 20_000
@@ -305,7 +302,6 @@ def monte_carlo_section():
 
 
 
-monte_carlo_section()
 
 
 @st.fragment
@@ -346,4 +342,7 @@ def solver_section():
             st.warning(common.md_escape(schema.error_in_words(err)))
 
 
-solver_section()
+# One analysis at a time: a change of the scenario (the sidebar) reruns the open one, not all five, which
+# took ~190 ms together on the 70B pipeline (AppTest; the open tab alone 55-120 ms).
+common.lazy_tabs({"Tornado": tornado_section, "Sweep one input": sweep_section, "Cost surface": heatmap_section,
+                  "Monte Carlo": monte_carlo_section, "Budget solver": solver_section}, "sensitivity:tab")

@@ -20,7 +20,9 @@ LAZY_TABS = {"pages/overview.py": ("overview:tab", ["Stages: cost, GPU-hours and
              "pages/budget.py": ("budget:tab", ["Budget and fixed cost", "Timeline", "GPUs and storage held",
                                                 "Iteration lifecycle", "Attribution export"]),
              "pages/multimodal.py": ("multimodal:tab", ["What each phase costs", "Preprocessing, storage and rights",
-                                                        "How the cost moves with the media"])}
+                                                        "How the cost moves with the media"]),
+             "pages/sensitivity.py": ("sensitivity:tab", ["Tornado", "Sweep one input", "Cost surface", "Monte Carlo",
+                                                          "Budget solver"])}
 
 
 def page_views(pages) -> list[tuple[str, str | None]]:

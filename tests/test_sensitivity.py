@@ -236,13 +236,14 @@ def test_budget_solver_on_the_page_says_what_one_step_larger_costs_over_the_budg
     significant digits both totals often read the same ($43.2M and $43.2M)."""
     from streamlit.testing.v1 import AppTest
     from costcore import fmt
-    from shared import APP
+    from shared import APP, open_tab
     from server_support import NEVER_S
     at = AppTest.from_file(APP, default_timeout=NEVER_S)
     at.query_params["p"] = "pipeline-70b"
     at.run()
     at.switch_page("pages/sensitivity.py")
     at.run()
+    open_tab(at, "pages/sensitivity.py", "Budget solver")
     assert not at.exception
     # at $100M, GPU memory stops the 70B pipeline's pinned layout (TP 8 x PP 4) first (at 275B)
     budget = 1.0e8
