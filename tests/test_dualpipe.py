@@ -156,3 +156,11 @@ def test_the_plan_command_names_the_schedule_and_reads_at_three_digits(capsys):
     assert row[10] == fmt.share(best["mfu"]) and " ".join(row[11:]) == fmt.gb(best["memory_per_gpu_gb"])
     rc, out, _ = run_cli(capsys, ["plan", "llama3-8b", "--top", "1"])
     assert rc == 0 and "DualPipe" not in out
+
+
+def test_the_explanation_names_the_schedule_and_its_source():
+    from costcore.analysis import explain
+    name, latex, source = explain._default_mfu_row(api.estimate("moe-deepseek-v3"), "pretrain")
+    assert "DualPipe" in latex and "DeepSeek-V3 report Sec. 3.2.1" in source
+    name, latex, source = explain._default_mfu_row(api.estimate("llama3-8b"), "pretrain")
+    assert "DualPipe" not in latex + source

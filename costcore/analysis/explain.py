@@ -48,9 +48,10 @@ def _default_mfu_row(res: Result, stage: str):
     if f is None:
         return None
     rc = ("none", "selective", "full")[int(round(f["recompute_mode"]))]
+    dual = effective_value(res.scenario, f"stages.{stage}.schedule") == "dualpipe" and f["plan_pp"] > 1
     plan = (rf"\text{{TP {f['plan_tp']:.0f} PP {f['plan_pp']:.0f} DP {f['plan_dp']:.0f} CP {f['plan_cp']:.0f}"
             rf" EP {f['plan_ep']:.0f}, micro-batch {f['plan_micro_batch']:.0f}, ZeRO-{f['plan_zero']:.0f}, "
-            rf"recompute {rc}}}")
+            rf"recompute {rc}{', DualPipe' if dual else ''}}}")
     latex = (plan + rf":\ t_{{step}} = \underbrace{{{f['step_compute_s']:.3g}}}_{{\text{{compute}}}}"
              rf" + \underbrace{{{f['step_communication_s']:.3g}}}_{{\text{{comm.}}}}"
              rf" + \underbrace{{{f['step_bubble_s']:.3g}}}_{{\text{{bubble}}}}"
@@ -58,7 +59,8 @@ def _default_mfu_row(res: Result, stage: str):
              rf" + {f['step_optimizer_s']:.2g} = {f['step_time_s']:.3g}\,s;\ "
              rf"\text{{MFU}} = {f['plan_mfu']:.3f} \times {f['sustained']:.2f}\ (\text{{sustained}}) = {f['mfu']:.3f}")
     return ("MFU from the job layout", latex,
-            "costcore/engine/layout.py (Megatron-LM / Korthikanti et al. 2022 step terms); the plan is the "
+            "costcore/engine/layout.py (Megatron-LM / Korthikanti et al. 2022 step terms"
+            + ("; DualPipe: DeepSeek-V3 report Sec. 3.2.1, Table 2" if dual else "") + "); the plan is the "
             "fastest that fits, searched per stage; knobs fitted on Megatron Selene and public runs (docs/validation.md)")
 
 
