@@ -466,7 +466,8 @@ def plan_terms(model, hw, job, plan, out):
     gradients only; 2x for attention) plus the LM head on the last stage (2 s b h V FLOPs, x3).
     Recompute: full reruns the forward, selective the attention core (Korthikanti et al. 2022
     Sec. 5). 1F1B pipeline with v interleaved chunks: step = (m + (p - 1)/v) micro-batch times
-    (Narayanan et al. 2021, arXiv:2104.04473 Sec. 2.2), plus point-to-point sends between stages.
+    (Narayanan et al. 2021, arXiv:2104.04473 Sec. 2.2), plus point-to-point sends between stages;
+    a stage pinned to DualPipe times its micro-batches, sends and bubble by :func:`_dualpipe_terms`.
     Data parallelism: the gradient reduce-scatter / all-reduce over dp x cp replicas (2 ring
     passes of 2 bytes per local trainable parameter) overlaps the last micro-batch's backward up to
     the ``dp_overlap`` share (PyTorch DDP / Megatron bucketing); ZeRO-3 also all-gathers the
