@@ -164,3 +164,14 @@ def test_the_explanation_names_the_schedule_and_its_source():
     assert "DualPipe" in latex and "DeepSeek-V3 report Sec. 3.2.1" in source
     name, latex, source = explain._default_mfu_row(api.estimate("llama3-8b"), "pretrain")
     assert "DualPipe" not in latex + source
+
+
+def test_a_pinned_dualpipe_on_one_gpu_says_it_needs_two_in_words():
+    scn = {"model": {"params_b": 1}, "hardware": {"num_gpus": 1},
+           "stages": {"pretrain": {"tokens_b": 10, "schedule": "dualpipe"}}}
+    d = api.estimate(scn).to_dict()
+    assert not d["feasible"] and len(d["infeasible"]) == 1
+    sentence = d["infeasible"][0]
+    assert "pipeline schedule DualPipe" in sentence and "at least 2 GPUs" in sentence, sentence
+    assert "with the layout searched, 1 GPU is enough" in sentence
+    assert "dualpipe" not in sentence

@@ -1059,10 +1059,13 @@ def pinned_layout(scn: dict, stage: str) -> dict:
     return {k: sdata[k] for k in LAYOUT_KEYS if k in sdata and sdata[k] not in (0, "auto", None)}
 
 
+_LAYOUT_VALUE_WORDS = {"schedule": {"dualpipe": "DualPipe"}}
+
+
 def pinned_layout_words(scn: dict, stage: str) -> list[str]:
     """The stage's pinned layout in words, one phrase per setting: ["tensor parallelism 8"]."""
-    return [f"{BY_PATH[f'stages.{stage}.{k}'].label.split(': ', 1)[1].lower()} {v}"
-            for k, v in pinned_layout(scn, stage).items()]
+    return [f"{BY_PATH[f'stages.{stage}.{k}'].label.split(': ', 1)[1].lower()} "
+            f"{_LAYOUT_VALUE_WORDS.get(k, {}).get(v, v)}" for k, v in pinned_layout(scn, stage).items()]
 
 
 def without_layout_pins(scn: dict, stage: str) -> dict:
