@@ -24,8 +24,8 @@ from costcore.scenario.loaders import (PRESET_DIR, load_preset, load_scenario, l
 TRAINING_STAGES = ("pretrain", "cpt", "mm_align", "mm_cpt", "mm_tune", "sft", "dpo", "rl")
 RECOMPUTE_WORDS = ("none", "selective", "full")
 # Keys of a plan as the JSON and `costcore plan` print it (issue contract), then the breakdown.
-PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sequence_parallel", "schedule",
-             "step_time_s", "mfu", "memory_per_gpu_gb")
+PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sequence_parallel",
+             "schedule", "step_time_s", "mfu", "memory_per_gpu_gb")
 
 
 def _calibration() -> dict:
