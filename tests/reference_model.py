@@ -319,17 +319,20 @@ def plan_memory(model: dict, hw: dict, job: dict, plan: dict) -> dict:
     zero = plan["zero"]
     replicas = dp * cp
     held_params = model["n_dense"] / (tp * pp) + model["n_routed"] / (tp * pp * ep)
+    # ZeRO shards what a GPU holds over the ranks holding the same: all dp x cp for the dense part,
+    # the dp x cp / ep that hold the same experts for the experts' part
+    zero_part = model["n_dense"] / (tp * pp) / replicas + model["n_routed"] / (tp * pp * ep) / max(replicas / ep, 1.0)
     per_trained_optimizer = MASTER_BYTES + state_bytes(job["optimizer"], model["h"])
     if job["method"] == "full":
         weights = 2.0 * held_params
         bf16_grads, fp32_grads = 2.0 * held_params, 4.0 * held_params
         optimizer = per_trained_optimizer * held_params
         if zero >= 1:
-            optimizer = optimizer / replicas
+            optimizer = per_trained_optimizer * zero_part
         if zero >= 2:
-            fp32_grads = fp32_grads / replicas
+            fp32_grads = 4.0 * zero_part
         if zero >= 3:
-            weights = weights / replicas
+            weights = 2.0 * zero_part
             bf16_grads = 0.0
         grads = bf16_grads + fp32_grads
     else:
@@ -341,7 +344,7 @@ def plan_memory(model: dict, hw: dict, job: dict, plan: dict) -> dict:
             base_bytes = 1.0 if job["fp8"] else 2.0
         weights = base_bytes * held_params
         if zero >= 3:
-            weights = weights / replicas
+            weights = base_bytes * zero_part
         adapters = model["n_trainable"] / (tp * pp)
         weights += 2.0 * adapters  # the adapters' BF16 weights
         grads = 2.0 * adapters
@@ -494,30 +497,36 @@ def plan_step(model: dict, hw: dict, job: dict, plan: dict) -> dict:
     else:
         micro_batch_s = compute + comm + recompute
         bubble = (pp - 1.0) / v * micro_batch_s
-    if job["method"] == "full":
-        held = model["n_dense"] / (tp * pp) + model["n_routed"] / (tp * pp * ep)
-    else:
-        held = model["n_trainable"] / (tp * pp)
     replicas = dp * cp
+    expert_replicas = max(replicas / ep, 1.0)  # the replicas holding the same experts
+    if job["method"] == "full":
+        dense, experts = model["n_dense"] / (tp * pp), model["n_routed"] / (tp * pp * ep)
+    else:
+        dense, experts = model["n_trainable"] / (tp * pp), 0.0
+    held = dense + experts
     dp_link = link_bytes_s(hw, replicas, tp * pp)
-    grad_reduce = 2.0 * ring_collective_s(hw["grad_bytes"] * held, replicas, dp_link, hw["collective"])
+    grad_reduce = 2.0 * (ring_collective_s(hw["grad_bytes"] * dense, replicas, dp_link, hw["collective"])
+                         + ring_collective_s(hw["grad_bytes"] * experts, expert_replicas, dp_link, hw["collective"]))
     last_backward = layers * (fwd["linear"] * linear_backward + 2.0 * fwd["attention"] + 2.0 * fwd["memory"])
     dp_exposed = exposed_s(grad_reduce, hw["dp_overlap"] * last_backward, hw["contention"])
     zero_exposed = 0.0
     if plan["zero"] >= 3 and job["method"] == "full":
-        gathers = 2.0 * ring_collective_s(2.0 * held, replicas, dp_link, hw["collective"])
+        gathers = 2.0 * (ring_collective_s(2.0 * dense, replicas, dp_link, hw["collective"])
+                         + ring_collective_s(2.0 * experts, expert_replicas, dp_link, hw["collective"]))
         zero_exposed = m * exposed_s(gathers, compute, hw["contention"])
-    shard_params = held / (replicas if plan["zero"] >= 1 else 1.0)
+    shard_params = held
+    if plan["zero"] >= 1:
+        shard_params = dense / replicas + experts / expert_replicas
     per_param = 2.0 + 2.0 + MASTER_BYTES + state_bytes(job["optimizer"], model["h"])
     optimizer, offload = 2.0 * per_param * shard_params / hw["hbm"], 0.0
     if job["offload"] != "none":  # gradients down, weights up over PCIe; the Adam step on the CPU
         optimizer = 0.0
         offload = 4.0 * shard_params / hw["pcie"] + CPU_ADAM_BYTES * shard_params / hw["cpu_bw"]
     if job["offload"] == "optimizer_and_params":  # each micro-batch fetches its weights, fwd + bwd
-        every = model["n_dense"] / (tp * pp) + model["n_routed"] / (tp * pp * ep)
+        every = model["n_dense"] / (tp * pp) / replicas + model["n_routed"] / (tp * pp * ep) / expert_replicas
         base = 2.0 if job["method"] == "full" else (NF4_BYTES_PER_PARAM if job["method"] == "qlora"
                                                    else (1.0 if job["int8_base"] or job["fp8"] else 2.0))
-        offload += m * exposed_s(2.0 * base * every / replicas / hw["pcie"], compute, hw["contention"])
+        offload += m * exposed_s(2.0 * base * every / hw["pcie"], compute, hw["contention"])
     offload += 2.0 * mem["paged"] / hw["pcie"]
     step = m * micro_batch_s + bubble + dp_exposed + zero_exposed + optimizer + offload
     step_tokens = m * dp * plan["micro_batch"] * job["tokens_per_sample"]

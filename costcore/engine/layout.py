@@ -236,6 +236,21 @@ def held_params(model, plan):
 
 
 @njit(cache=True)
+def sharded_params(model, plan):
+    """Parameters one GPU keeps of a state ZeRO shards over the dp x cp replicas (count).
+
+    The dense parameters a GPU holds are replicated on all dp x cp ranks, so ZeRO splits them dp x cp
+    ways; an expert shard is already split ep ways among those ranks, so only dp x cp / ep of them
+    hold it and ZeRO splits it that many ways (Megatron-Core's expert data-parallel group; DeepSpeed
+    MoE's expert-data-parallel ZeRO groups). Either way a GPU keeps 1/(tp pp dp cp) of the model.
+    """
+    tp, pp, ep = plan[P_TP], plan[P_PP], plan[P_EP]
+    shard = plan[P_DP] * plan[P_CP]
+    n_exp = model[M_NEXP]
+    return (model[M_NTOT] - n_exp) / (tp * pp * shard) + n_exp / (tp * pp * ep * max(shard / ep, 1.0))
+
+
+@njit(cache=True)
 def model_state_bytes(model, job, plan):
     """(weights, gradients, optimizer) bytes per GPU of the model states, before any paging.
 
@@ -246,7 +261,8 @@ def model_state_bytes(model, job, plan):
     16 + 4 = 20 in all), per parameter the GPU holds. ZeRO-1 shards the optimizer, ZeRO-2 the FP32
     gradients too (4 N + 16 N / G for AdamW), ZeRO-3 everything (18 N / G), over the dp x cp
     ranks that replicate the model. A GPU holds 1/(tp pp) of the dense parameters and
-    1/(tp pp ep) of the experts'. CPU offload of the optimizer (ZeRO-Offload) keeps only the BF16
+    1/(tp pp ep) of the experts'; ZeRO shards an expert shard over the dp x cp / ep ranks that
+    hold it (:func:`sharded_params`). CPU offload of the optimizer (ZeRO-Offload) keeps only the BF16
     weights on the GPU (the estimators' 2 N with ZeRO-2, 2 N / G with ZeRO-3; gradients stream to
     the CPU in buckets); of the weights too (ZeRO-Infinity) nothing but the working layers.
     LoRA / QLoRA: the frozen base at ``base_bytes`` per parameter (2 BF16, 1 FP8 or LLM.int8, 0.516
@@ -254,6 +270,7 @@ def model_state_bytes(model, job, plan):
     """
     tp, pp, dp, cp, zero = plan[P_TP], plan[P_PP], plan[P_DP], plan[P_CP], plan[P_ZERO]
     local = held_params(model, plan)
+    part = sharded_params(model, plan)  # what ZeRO leaves of ``local`` (experts shard over dp x cp / ep)
     shard = dp * cp
     off = job[J_OFFLOAD]
     opt_bpp = MASTER_BYTES_PER_PARAM + optimizer_state_bytes(job[J_OPT], model[M_H])
@@ -262,16 +279,16 @@ def model_state_bytes(model, job, plan):
         g_b = 2.0 * local + 4.0 * local
         o_b = opt_bpp * local
         if zero >= 0.5:
-            o_b /= shard
+            o_b = opt_bpp * part
         if zero >= 1.5:
-            g_b = 2.0 * local + 4.0 * local / shard
+            g_b = 2.0 * local + 4.0 * part
         if zero >= 2.5:
-            w_b /= shard
-            g_b = 4.0 * local / shard
+            w_b = 2.0 * part
+            g_b = 4.0 * part
     else:
         w_b = job[J_BASE_BYTES] * local
         if zero >= 2.5:
-            w_b /= shard
+            w_b = job[J_BASE_BYTES] * part
         n_tr = model[M_NTRAIN] / (tp * pp)
         w_b += 2.0 * n_tr
         g_b = 2.0 * n_tr
@@ -503,14 +520,8 @@ def plan_terms(model, hw, job, plan, out):
     if job[J_METHOD] != METHOD_FULL:
         local = model[M_NTRAIN] / (tp * pp)
     replicas = dp * cp
-    bw_dp = _link(replicas, tp * pp, hw)
-    t_dp = 2.0 * ring_seconds(hw[W_GRAD_BYTES] * local, replicas, bw_dp, hw[W_COLL])
     bwd_last = nl * (t_lin * lin_bwd + t_attn * 2.0 + t_mem * 2.0)
-    dp_exposed = overlapped_seconds(t_dp, hw[W_OVERLAP] * bwd_last, hw[W_CONTENTION])
-    zero_exposed = 0.0
-    if plan[P_ZERO] >= 2.5 and job[J_METHOD] == METHOD_FULL:
-        gather = 2.0 * ring_seconds(2.0 * local, replicas, bw_dp, hw[W_COLL])
-        zero_exposed = m * overlapped_seconds(gather, t_compute, hw[W_CONTENTION])
+    dp_exposed, zero_exposed = _replica_seconds(model, hw, job, plan, local, bwd_last, t_compute, m)
     t_opt, t_off = _optimizer_seconds(model, hw, job, plan, out, local, replicas, m, t_compute)
     step = m * t_mb + bubble + dp_exposed + zero_exposed + t_opt + t_off
     out[T_STEP] = step
@@ -533,6 +544,31 @@ def plan_terms(model, hw, job, plan, out):
     out[T_MFU] = job[J_FPT] * step_tokens / (step * job[J_G] * hw[W_PEAK])
     out[T_TOKS] = step_tokens / (step * job[J_G])
     return step
+
+
+@njit(cache=True)
+def _replica_seconds(model, hw, job, plan, local, bwd_last, t_compute, m):
+    """(exposed gradient reduction, exposed ZeRO-3 gathers) of one step, seconds (see :func:`plan_terms`).
+
+    The gradients of the ``local`` trained parameters reduce over the dp x cp replicas behind the last
+    micro-batch's backward, up to the ``dp_overlap`` share of it; ZeRO-3 gathers the weights twice per
+    micro-batch behind its compute. An expert shard is held by dp x cp / ep of the replicas only, so its
+    part reduces and gathers over those (:func:`sharded_params`).
+    """
+    tp, pp, ep = plan[P_TP], plan[P_PP], plan[P_EP]
+    replicas = plan[P_DP] * plan[P_CP]
+    bw = _link(replicas, tp * pp, hw)
+    e_local = model[M_NEXP] / (tp * pp * ep) if job[J_METHOD] == METHOD_FULL else 0.0
+    e_replicas = max(replicas / ep, 1.0)
+    t_dp = 2.0 * (ring_seconds(hw[W_GRAD_BYTES] * (local - e_local), replicas, bw, hw[W_COLL])
+                  + ring_seconds(hw[W_GRAD_BYTES] * e_local, e_replicas, bw, hw[W_COLL]))
+    dp_exposed = overlapped_seconds(t_dp, hw[W_OVERLAP] * bwd_last, hw[W_CONTENTION])
+    zero_exposed = 0.0
+    if plan[P_ZERO] >= 2.5 and job[J_METHOD] == METHOD_FULL:
+        gather = 2.0 * (ring_seconds(2.0 * (local - e_local), replicas, bw, hw[W_COLL])
+                        + ring_seconds(2.0 * e_local, e_replicas, bw, hw[W_COLL]))
+        zero_exposed = m * overlapped_seconds(gather, t_compute, hw[W_CONTENTION])
+    return dp_exposed, zero_exposed
 
 
 @njit(cache=True)
@@ -580,8 +616,9 @@ def _optimizer_seconds(model, hw, job, plan, out, local, replicas, m, t_compute)
     backward pass, prefetched behind that micro-batch's compute. Paged optimizer states that do
     not fit cross PCIe twice per step (paged out, paged back for the update).
     """
-    shard = replicas if plan[P_ZERO] >= 0.5 else 1.0
-    n = local / shard
+    n = local
+    if plan[P_ZERO] >= 0.5:
+        n = sharded_params(model, plan) if job[J_METHOD] == METHOD_FULL else local / replicas
     states = MASTER_BYTES_PER_PARAM + optimizer_state_bytes(job[J_OPT], model[M_H])
     t_opt = 0.0
     t_off = 0.0
@@ -590,9 +627,8 @@ def _optimizer_seconds(model, hw, job, plan, out, local, replicas, m, t_compute)
     else:
         t_opt = 2.0 * (4.0 + states) * n / hw[W_HBM]
     if job[J_OFFLOAD] >= OFFLOAD_OPTIMIZER_AND_PARAMS:
-        n_all = held_params(model, plan)
         bpp = 2.0 if job[J_METHOD] == METHOD_FULL else job[J_BASE_BYTES]
-        fetch = 2.0 * bpp * n_all / replicas / hw[W_PCIE]
+        fetch = 2.0 * bpp * sharded_params(model, plan) / hw[W_PCIE]
         t_off += m * overlapped_seconds(fetch, t_compute, hw[W_CONTENTION])
     t_off += 2.0 * out[T_PAGED] / hw[W_PCIE]
     return t_opt, t_off
