@@ -245,9 +245,15 @@ def sharded_params(model, plan):
     MoE's expert-data-parallel ZeRO groups). Either way a GPU keeps 1/(tp pp dp cp) of the model.
     """
     tp, pp, ep = plan[P_TP], plan[P_PP], plan[P_EP]
-    shard = plan[P_DP] * plan[P_CP]
     n_exp = model[M_NEXP]
-    return (model[M_NTOT] - n_exp) / (tp * pp * shard) + n_exp / (tp * pp * ep * max(shard / ep, 1.0))
+    dense = (model[M_NTOT] - n_exp) / (tp * pp * plan[P_DP] * plan[P_CP])
+    return dense + n_exp / (tp * pp * ep * _expert_replicas(plan))
+
+
+@njit(cache=True, inline='always')
+def _expert_replicas(plan):
+    """How many of the dp x cp replicas hold the same experts: dp x cp / ep (at least 1)."""
+    return max(plan[P_DP] * plan[P_CP] / plan[P_EP], 1.0)
 
 
 @njit(cache=True)
@@ -370,9 +376,11 @@ def _layer_forward(model, hw, job, plan):
     per layer with sequence parallelism (2 all-reduces without: the same bytes; Korthikanti et al.
     Sec. 4.2.2); the ``tp_overlap`` share of them runs behind the layer's own matmuls, at most their
     time, slowed by ``overlap_contention`` (chunked collective-matmul overlap: Wang et al. 2023,
-    arXiv:2305.06942; Transformer Engine / Megatron-Core tp-comm-overlap; 0 for Megatron-LM 2021-22). Expert parallelism: dispatch and combine all-to-all of the top-k copies of each
-    token (Lepikhin et al. 2020, GShard), fewer with node-limited routing (:func:`_a2a_copies`). Context parallelism: ring attention passes K and V to
-    cp - 1 neighbours, hidden behind the attention compute (Liu et al. 2023, arXiv:2310.01889).
+    arXiv:2305.06942; Transformer Engine / Megatron-Core tp-comm-overlap; 0 for Megatron-LM 2021-22).
+    Expert parallelism: dispatch and combine all-to-all of the top-k copies of each token (Lepikhin
+    et al. 2020, GShard), fewer with node-limited routing (:func:`_a2a_copies`). Context parallelism:
+    ring attention passes K and V to cp - 1 neighbours, hidden behind the attention compute (Liu et
+    al. 2023, arXiv:2310.01889).
     """
     tp, cp, ep, mb = plan[P_TP], plan[P_CP], plan[P_EP], plan[P_MB]
     h = model[M_H]
@@ -503,7 +511,6 @@ def plan_terms(model, hw, job, plan, out):
     nl = math.ceil(model[M_L] / pp)
     p2p = _p2p_seconds(model, hw, job, plan, v)
     t_compute = _compute_seconds(model, hw, job, plan, t_lin, t_attn, t_mem)
-    t_comm = nl * comm_l + p2p
     t_recomp = nl * recomp_l
     t_ep_mb, t_p2p_mb = nl * 2.0 * t_ep, p2p
     m = micro_batches(job, dp, mb)
@@ -514,6 +521,7 @@ def plan_terms(model, hw, job, plan, out):
         t_mb = t_compute + t_comm + t_recomp
         bubble = bubble_mb
     else:
+        t_comm = nl * comm_l + p2p
         t_mb = t_compute + t_comm + t_recomp
         bubble = (pp - 1.0) / v * t_mb
     local = held_params(model, plan)
@@ -559,7 +567,7 @@ def _replica_seconds(model, hw, job, plan, local, bwd_last, t_compute, m):
     replicas = plan[P_DP] * plan[P_CP]
     bw = _link(replicas, tp * pp, hw)
     e_local = model[M_NEXP] / (tp * pp * ep) if job[J_METHOD] == METHOD_FULL else 0.0
-    e_replicas = max(replicas / ep, 1.0)
+    e_replicas = _expert_replicas(plan)
     t_dp = 2.0 * (ring_seconds(hw[W_GRAD_BYTES] * (local - e_local), replicas, bw, hw[W_COLL])
                   + ring_seconds(hw[W_GRAD_BYTES] * e_local, e_replicas, bw, hw[W_COLL]))
     dp_exposed = overlapped_seconds(t_dp, hw[W_OVERLAP] * bwd_last, hw[W_CONTENTION])
