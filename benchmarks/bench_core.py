@@ -69,8 +69,8 @@ def run(n: int, pure: bool) -> dict:
     out = {"jit": not pure, "n": n, "threads": __import__("numba").get_num_threads()}
     # the kernel itself, not evaluate_vector's memo of an exact repeat: a fresh layout search, and an
     # evaluation on kept plans (what a change of price, epochs or data costs)
-    out["one_vector_s"] = timeit(lambda: kernel._single(x), number=20 if pure else 2000)
-    _, _, kept = kernel._single(x)
+    out["one_vector_s"] = timeit(lambda: kernel._single(x, 0.0), number=20 if pure else 2000)
+    _, _, kept = kernel._single(x, 0.0)
     out["one_reusing_s"] = timeit(lambda: kernel._single_reusing(x, kept.copy()), number=20 if pure else 2000)
     out["one_estimate_s"] = timeit(lambda: costcore.estimate(scn), number=5 if pure else 200)
     validated = costcore.Scenario.of(scn)

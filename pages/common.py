@@ -43,7 +43,8 @@ STAGE_COLORS = {"pretrain": "#1f77b4", "cpt": "#17becf", "mm_align": "#ff7f0e", 
                 "mm_tune": "#e377c2", "sft": "#2ca02c", "dpo": "#bcbd22", "rl": "#d62728", "eval": "#9467bd"}
 
 
-@st.cache_resource(show_spinner=False)
+@st.cache_resource(show_spinner="Loading the cost kernels. The first start after an install compiles them, about a "
+                                "minute on 2 cores; `python -m costcore warm` does it ahead.")
 def _warm_up() -> bool:
     """Compile or load the numba kernels once per server process, then move everything loaded so far
     (numba, pandas, Altair's schema classes: most of the heap) out of the garbage collector's sight,

@@ -1283,7 +1283,7 @@ def kernel_plans(scenario: dict) -> dict:
     from costcore.engine import kernel, layout
     from costcore.scenario.schema import to_vector
     x = to_vector(validate(scenario))
-    _, stats, rows = kernel._single(x)
+    _, stats, rows = kernel._single(x, 0.0)
     found = stats[:, kernel.STATS.index("plans_fitting")]
     out = {}
     for i, stage in enumerate(STAGES):

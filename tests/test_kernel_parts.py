@@ -432,7 +432,7 @@ def test_the_plan_memo_never_lends_a_plan_across_inputs_the_search_reads():
     for k in range(cols.shape[1]):
         x = other.copy()
         x[seq] = cols[0, k]
-        _, stats, plan = K._single(x)
+        _, stats, plan = K._single(x, 0.0)
         plans.add(plan[sft].tobytes())
         assert warm[k, sft, K.NR] == pytest.approx(stats[sft, K.K_GPU_H], rel=1e-9)
     assert len(plans) > 1  # the rows' own searches found different layouts: a blurred memo would show
@@ -467,7 +467,7 @@ def test_a_batch_row_searches_only_the_stages_whose_inputs_it_changed_and_matche
     for r in range(len(rows)):
         x = base.copy()
         x[idx] = cols[:, r]
-        _, stats, _ = K._single(x)
+        _, stats, _ = K._single(x, 0.0)
         for s in range(NS):
             assert got[r, s, K.NR] == pytest.approx(stats[s, K.K_GPU_H], rel=1e-9, abs=1e-9), \
                 (schema.FIELDS[rows[r][0]].path, rows[r][1], STAGES[s])
@@ -502,12 +502,12 @@ def test_a_scenario_on_kept_plans_equals_one_searched_afresh(preset):
         x[i] = x[i] * (1.3 + 0.1 * k) if x[i] > 0 else 0.5
         kept = K.evaluate_vector(x)
         assert not K._EVAL_MEMO.get(x.tobytes()) is None
-        items, stats, _ = K._single(x)  # a search of its own
+        items, stats, _ = K._single(x, 0.0)  # a search of its own
         np.testing.assert_array_equal(kept[0], items)
         np.testing.assert_array_equal(kept[1], stats)
     again = K.evaluate_vector(base)
     again[1][:] = -1.0  # callers get copies: the kept result stays as found
-    np.testing.assert_array_equal(K.evaluate_vector(base)[1], K._single(base)[1])
+    np.testing.assert_array_equal(K.evaluate_vector(base)[1], K._single(base, 0.0)[1])
 
 
 def test_a_stage_no_plan_fits_stays_unfit_on_its_kept_plan():
@@ -521,7 +521,7 @@ def test_a_stage_no_plan_fits_stays_unfit_on_its_kept_plan():
     y = x.copy()
     y[IX["hardware.usd_per_gpu_hour"]] *= 2.0
     _, kept = K.evaluate_vector(y)
-    np.testing.assert_array_equal(kept, K._single(y)[1])
+    np.testing.assert_array_equal(kept, K._single(y, 0.0)[1])
     assert kept[cpt, K.K_FITS] == 0.0
     out = K.evaluate_batch(x, np.array([IX["hardware.usd_per_gpu_hour"]]), np.array([[1.0, 5.0]]), fits=True)
     assert (out[:, cpt, 1] == 0.0).all()  # a batch on the base's plans says the same

@@ -276,7 +276,7 @@ def test_readme_lists_the_apps_pages_and_its_two_commands():
     assert listed == titles, (listed, titles)
     first_screen = readme.split("---")[0]
     assert re.findall(r"```bash\n(.+?)\n```", first_screen) == [
-        "pip install -r requirements.txt && streamlit run app.py", "bash scripts/test.sh"]
+        "pip install -r requirements.txt && python -m costcore warm && streamlit run app.py", "bash scripts/test.sh"]
     for path in ("requirements.txt", "scripts/test.sh", "app.py"):
         assert (ROOT / path).exists(), path
     assert "exec bash scripts/test.sh" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")

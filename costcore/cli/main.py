@@ -144,6 +144,38 @@ def cmd_models(args) -> int:
     return 0
 
 
+def cmd_warm(args) -> int:
+    """Compile every numba kernel the app runs into the on-disk cache (costcore/engine/config.py CACHE_DIR)
+    once after an install, so the app's first page does not wait for it (~50 s on 2 cores, Dec 2026);
+    later processes load the cache in a few seconds. Prints what it did and how long each part took."""
+    import time
+    t0 = time.perf_counter()
+    import costcore
+    from costcore.cluster import results
+    from costcore.cluster import portfolio
+    import numpy as np
+    from costcore.engine import formulas
+
+    def formulas_called_from_python():  # the pages' and the cluster results' direct calls, with their types
+        formulas.held_checkpoints(4.0, 2.0, 1.0)
+        formulas.gpu_time_usd(np.ones(2), np.ones(2))
+        formulas.gpu_time_usd(1.0, 1.0)
+
+    parts = [("the estimate, batch and plan-search kernels", costcore.warm_up),
+             ("every shipped preset", lambda: [costcore.estimate(n) for n in loaders.preset_names()]),
+             ("the formulas the pages call", formulas_called_from_python),
+             ("Monte Carlo", lambda: costcore.monte_carlo(costcore.load_preset(loaders.preset_names()[0]), n=64)),
+             ("the shared-cluster scheduler",
+              lambda: results.ClusterModel(portfolio.load(portfolio.portfolio_names()[0])).run())]
+    for what, run in parts:
+        t = time.perf_counter()
+        run()
+        print(f"compiled or loaded {what} in {time.perf_counter() - t:.1f} s")
+    from costcore.engine.config import CACHE_DIR
+    print(f"kernels ready in {time.perf_counter() - t0:.1f} s (cache: {fmt.one_line(CACHE_DIR, 200)})")
+    return 0
+
+
 def cmd_presets(args) -> int:
     for name, title in loaders.preset_titles().items():
         print(f"{name:28s} {fmt.one_line(title)}")
@@ -172,6 +204,8 @@ def main(argv=None) -> int:
     pl.set_defaults(func=cmd_plan)
     pr = sub.add_parser("presets", help="list the bundled presets")
     pr.set_defaults(func=cmd_presets)
+    wa = sub.add_parser("warm", help="compile the cost kernels once after an install (the app then starts at once)")
+    wa.set_defaults(func=cmd_warm)
     mo = sub.add_parser("models", help="list the shipped open models (model.name in a scenario)")
     mo.add_argument("--format", choices=("table", "json"), default="table")
     mo.set_defaults(func=cmd_models)

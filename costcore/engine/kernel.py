@@ -1154,8 +1154,9 @@ def _batch_serial(base, idx, cols, out, row_plans, row_plan, plan_free, field_st
 
 
 @njit(cache=True)
-def _single(x, reuse=0.0):
-    """One scenario: (items, stats, plans). reuse -1: a batch's plans only (no GPU minimum)."""
+def _single(x, reuse):
+    """One scenario: (items, stats, plans). reuse 0: searched with GPU minima; -1: a batch's plans only (no
+    GPU minimum). Always called with a float ``reuse``: one compiled signature, the one warm_up compiles."""
     items = np.empty((NS, NI))
     stats = np.empty((NS, NK))
     sc = np.zeros((SCRATCH_ROWS, NSCRATCH))
@@ -1197,10 +1198,18 @@ def _stage_top(x, s, top, prune):
     return lay.search(sc[R_MODEL], sc[R_HW], sc[R_JOB], sc[R_PINS], top, sc[R_ROW], prune)
 
 
+def _vec(x) -> np.ndarray:
+    """``x`` as the one array type the kernels are compiled for (and warm_up compiles): C-contiguous,
+    float64, writeable. A read-only vector (a frozen scenario's) would make numba compile every kernel
+    again for that type, ~15 s on 2 cores on a page's first use; a copy of a few thousand floats costs ~1 us."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    return x if x.flags.writeable else x.copy()
+
+
 def stage_plans(x: np.ndarray, stage_index: int, k: int = 10) -> tuple[np.ndarray, int]:
     """(top plans, number that fit) of one training stage: rows of layout.PLAN_FIELDS + layout.TERM_FIELDS."""
     top = np.zeros((max(1, int(k)), lay.NROW))
-    n = _stage_top(np.ascontiguousarray(x, dtype=np.float64), int(stage_index), top, True)
+    n = _stage_top(_vec(x), int(stage_index), top, True)
     return top[:min(int(n), top.shape[0])], int(n)
 
 
@@ -1247,7 +1256,7 @@ def _searched(x):
     known = _SEARCHED.get(pkey)
     if known is not None:
         return known, None
-    items, stats, plans = _single(x)
+    items, stats, plans = _single(x, 0.0)
     _keep(_SEARCHED, pkey, plans, _PLAN_MEMO_MAX)
     return plans, (items, stats)
 
@@ -1276,7 +1285,7 @@ def evaluate_vector(x: np.ndarray):
     takes that one's plans and GPU minima (``_single_reusing``; tests/test_kernel_parts.py checks
     every preset against a fresh search). An exact repeat returns the kept result (copies).
     """
-    x = np.ascontiguousarray(x, dtype=np.float64)
+    x = _vec(x)
     key = x.tobytes()
     got = _EVAL_MEMO.get(key)
     if got is None:
@@ -1473,9 +1482,9 @@ def evaluate_batch(base: np.ndarray, idx: np.ndarray, cols: np.ndarray, full: bo
     ``refit=True`` (with ``replan=False``): rows that do not fit on the base's plans are laid out again
     (``_refit_rows``) and the call returns ``(out, relaid)``, ``relaid`` (n,) True for those rows.
     """
-    base = np.ascontiguousarray(base, dtype=np.float64)
+    base = _vec(base)
     idx = np.ascontiguousarray(idx, dtype=np.int64)
-    cols = np.ascontiguousarray(cols, dtype=np.float64)
+    cols = _vec(cols)
     if cols.ndim != 2 or cols.shape[0] != idx.shape[0]:
         raise ValueError("cols must be (len(idx), n)")
     n = cols.shape[1]
