@@ -339,3 +339,41 @@ def test_batch_refit_rounds_each_bucket_up_so_its_layout_holds_every_draw_in_it(
     assert v[relaid].min() > v[~relaid].max(), "only the longer responses need another layout"
     with pytest.raises(ScenarioError, match="refit"):
         costcore.batch(scn, {"stages.rl.response_tokens": v}, refit="yes")
+
+
+# ---------------------------------------------------------------------------
+# The Monte Carlo's draws: inverse CDFs checked against slow, obvious references
+# ---------------------------------------------------------------------------
+def _triangular_cdf(x: float, lo: float, mode: float, hi: float) -> float:
+    """The triangular CDF written out (the textbook piecewise form)."""
+    if x <= mode:
+        return (x - lo) ** 2 / ((hi - lo) * (mode - lo)) if mode > lo else 0.0
+    return 1.0 - (hi - x) ** 2 / ((hi - lo) * (hi - mode))
+
+
+@pytest.mark.parametrize("lo, mode, hi", [(0.8, 1.0, 1.3), (0.5, 0.5, 2.0), (0.0, 1.0, 3.0), (0.7, 1.6, 1.6)])
+def test_triangular_inverse_cdf_inverts_the_cdf(lo, mode, hi):
+    u = np.linspace(0.001, 0.999, 101)
+    x = S.Dist("triangular", lo, mode, hi).ppf(u, 1.0)
+    assert np.all(np.diff(x) >= 0) and x.min() >= lo and x.max() <= hi
+    assert [_triangular_cdf(v, lo, mode, hi) for v in x] == pytest.approx(list(u), abs=1e-12)
+
+
+def test_normal_quantile_matches_the_standard_library():
+    import statistics
+    u = np.array([1e-12, 1e-6, 0.01, 0.02425, 0.2, 0.5, 0.8, 0.97575, 0.999, 1 - 1e-9])
+    ref = np.array([statistics.NormalDist().inv_cdf(float(v)) for v in u])
+    assert S._norm_ppf(u) == pytest.approx(ref, rel=2e-9, abs=1e-12)
+    d = S.Dist("lognormal", 0.5)
+    assert d.ppf(np.array([0.5]), 3.0)[0] == pytest.approx(3.0)  # the median is the current value
+
+
+def test_stratified_draws_put_one_sample_in_each_equal_probability_slice():
+    n = 1000
+    got = S.Dist("uniform", 0.0, 1.0, absolute=True).sample(np.random.default_rng(5), 1.0, n)
+    assert np.array_equal(np.sort(np.floor(got * n)), np.arange(n))
+    plain = S.Dist("uniform", 0.0, 1.0, absolute=True).sample(np.random.default_rng(5), 1.0, n, stratified=False)
+    assert not np.array_equal(np.sort(np.floor(plain * n)), np.arange(n))  # independent draws clump
+    # the order is random: two inputs' draws are not paired slice by slice
+    a, b = (S.Dist("uniform", 0.0, 1.0, absolute=True).sample(np.random.default_rng(k), 1.0, n) for k in (1, 2))
+    assert abs(np.corrcoef(a, b)[0, 1]) < 0.1

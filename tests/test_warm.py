@@ -35,7 +35,7 @@ from streamlit.testing.v1 import AppTest
 for page in sorted(glob.glob("pages/*.py")):
     if page.endswith(("common.py", "__init__.py")):
         continue
-    at = AppTest.from_file("app.py", default_timeout=600)
+    at = AppTest.from_file("app.py", default_timeout=float(sys.argv[1]))
     at.switch_page(page).run()
     assert not at.exception, (page, at.exception)
 after = signatures()
@@ -46,6 +46,6 @@ sys.exit(1 if new else 0)
 
 
 def test_after_warm_no_page_compiles_a_kernel():
-    got = subprocess.run([sys.executable, "-c", CHECK], cwd=ROOT, capture_output=True, text=True, timeout=NEVER_S)
+    got = subprocess.run([sys.executable, "-c", CHECK, str(NEVER_S)], cwd=ROOT, capture_output=True, text=True, timeout=NEVER_S)
     assert got.returncode == 0, f"kernels compiled after warm (name: new signatures): {got.stdout[-3000:]}" \
                                 f"{got.stderr[-3000:]}"
