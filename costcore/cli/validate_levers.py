@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+from costcore import fmt
+
 
 def cmd_validate_db(args) -> int:
     """``validate --db STORE``: the planner's defaults on the organisation's own runs, and the fitted factor."""
@@ -60,9 +62,9 @@ def cmd_validate(args) -> int:
     print(with_fmt.to_string(index=False, float_format=lambda v: f"{v:,.3g}"))
     s = validation.summary(df)
     print(f"\nmedian error {s['median_error']:.1%}; worst {s['worst_fold']:.2f}x ({s['worst_run']}); {s['runs']} runs")
-    skipped = [str(n) for n in validation.load_runs(args.runs)["name"] if n not in set(df["run"])]
+    skipped = validation.skipped_runs(validation.load_runs(args.runs))
     if skipped and not args.throughput:
-        print(f"skipped (no tokens, unknown GPU, or no GPU-hours / days with a GPU count): {', '.join(skipped)}")
+        print("not scored: " + "; ".join(f"{fmt.one_line(n, 80)}: {fmt.one_line(why, 200)}" for n, why in skipped.items()))
     if not args.throughput:
         b = validation.baseline_table(dataset=args.runs)
         print(f"baseline 6ND/(peak x 30%): median error {b['error'].median():.1%}; worst {b['fold'].max():.2f}x")

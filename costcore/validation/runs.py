@@ -39,20 +39,30 @@ REQUIRED_COLUMNS = ("name", "params_total_b", "tokens_b", "gpu")
 MODEL_COLUMNS = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts", "experts_active",
                  "expert_node_limit", "shared_experts", "moe_ffn")
 MAX_CSV_BYTES = 1_000_000
-# Accelerator names as papers write them -> catalog keys (checked in order; first match wins).
-_GPU_PATTERNS = (("a10040", "a100-40gb"), ("a100", "a100-80gb"), ("h100", "h100-80gb"), ("h800", "h800"),
-                 ("h200", "h200"), ("b200", "b200"), ("v100", "v100"), ("tpuv4", "tpu-v4"),
-                 ("tpuv3", "tpu-v3"), ("mi300x", "mi300x"), ("l40s", "l40s"), ("910b", "ascend-910b"))
+# Accelerator names as papers write them -> catalog keys (checked in order; first match wins): the more
+# specific names first ("GH200" before "H200" before "H20", "H100 PCIe" before "H100", "L40S" before "L4").
+_GPU_PATTERNS = (("a10040", "a100-40gb"), ("a800", "a800-80gb"), ("a100", "a100-80gb"),
+                 ("h100pcie", "h100-pcie"), ("h100", "h100-80gb"), ("h800", "h800"), ("gh200", "gh200"),
+                 ("h200", "h200"), ("h20", "h20"), ("gb200", "b200"), ("b200", "b200"), ("v100", "v100"),
+                 ("tpuv5e", "tpu-v5e"), ("tpuv5p", "tpu-v5p"), ("tpuv5litepod", "tpu-v5e"), ("tpuv6e", "tpu-v6e"),
+                 ("trillium", "tpu-v6e"), ("tpuv4", "tpu-v4"), ("tpuv3", "tpu-v3"), ("mi300x", "mi300x"),
+                 ("mi250", "mi250x"), ("l40s", "l40s"), ("910b", "ascend-910b"), ("rtx4090", "rtx-4090"),
+                 ("rtx3090", "rtx-3090"), ("a6000", "rtx-a6000"), ("a10g", "a10g"))
 
 
 def gpu_key(name) -> str | None:
-    """Catalog key for a GPU name as written in a paper ('A100-40GB', 'TPUv4', 'H100 SXM'), or None.
+    """Catalog key for a GPU name as written in a paper ('A100-40GB', 'TPUv4', 'H100 SXM', 'TPU v5e'), or None.
 
-    An A100 without a memory size counts as the 80 GB part.
+    A catalog key itself ('tpu-v5p', 'l4') is taken as it is; an A100 without a memory size counts as the
+    80 GB part; an MI250 counts as the MI250X module (362 against 383 TFLOP/s, the same memory).
     """
     if not isinstance(name, str):
         return None
+    if name.strip().lower() in CATALOG and name.strip().lower() != "custom":
+        return name.strip().lower()
     flat = "".join(ch for ch in name.lower() if ch.isalnum())
+    if flat in ("l4", "nvidial4"):
+        return "l4"
     for pattern, key in _GPU_PATTERNS:
         if pattern in flat:
             return key
@@ -117,6 +127,24 @@ def pretraining_rows(df: pd.DataFrame | None = None, dataset: str = "reference")
     published = (df["gpu_hours"] > 0) | ((df["days"] > 0) & (df["num_gpus"] > 0))
     keep = ok_number & df["gpu"].map(gpu_key).notna() & published
     return df[keep].reset_index(drop=True)
+
+
+def skipped_runs(df: pd.DataFrame) -> dict[str, str]:
+    """Runs ``pretraining_rows`` leaves out, each with the first reason in words (run name -> reason)."""
+    out = {}
+    for _, row in df.iterrows():
+        ok_p = pd.notna(row["params_total_b"]) and 0.001 <= float(row["params_total_b"]) <= 100_000
+        ok_t = pd.notna(row["tokens_b"]) and 0.001 <= float(row["tokens_b"]) <= 1e7
+        hours = row.get("gpu_hours")
+        days, gpus = row.get("days"), row.get("num_gpus")
+        published = (pd.notna(hours) and hours > 0) or (pd.notna(days) and days > 0 and pd.notna(gpus) and gpus > 0)
+        if not (ok_p and ok_t):
+            out[str(row["name"])] = "no parameter or token count in range"
+        elif gpu_key(row["gpu"]) is None:
+            out[str(row["name"])] = f"GPU {str(row['gpu'])!r} is not in the catalog (costcore/data/hardware.yaml)"
+        elif not published:
+            out[str(row["name"])] = "no GPU-hours, and no days with a GPU count"
+    return out
 
 
 def scenario_for(row, throughput: bool = False) -> tuple[dict, list[str]]:
