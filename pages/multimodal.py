@@ -1,4 +1,6 @@
 """Multimodal: media encoders, media tokens, alignment and joint tuning, preprocessing and media storage."""
+import math
+
 import altair as alt
 import streamlit as st
 
@@ -11,8 +13,21 @@ from pages import common
 ss = common.state()
 _switched_on = not set(ss.scenario.get("stages", {})) & set(MM_STAGES)
 if _switched_on:  # before the frame draws the totals, so they include the phases switched on
-    common.set_stage("mm_align", True)
-    common.set_stage("mm_tune", True)
+    # on one node of the sidebar's GPU (at most its count), as the LLaVA-style recipes run: a pre-training
+    # preset's thousands of GPUs would finish an alignment in minutes, a plan nobody makes
+    _one_node = int(min(schema.effective_value(ss.scenario, "hardware.num_gpus"),
+                        schema.effective_value(ss.scenario, "hardware.gpus_per_node")))
+    common.apply_scenario(dict(ss.scenario, stages=dict(ss.scenario.get("stages", {}),
+                                                        mm_align={"num_gpus": _one_node},
+                                                        mm_tune={"num_gpus": _one_node})))
+    # a phase that does not fit on one node (a large model tuned in full) gets the whole nodes that hold
+    # its fewest GPUs, as the kernel finds them over every layout
+    _fewest = common.result().fewest_gpus_any_layout
+    _gpus = {s: int(-(-max(_fewest(s), 1) // _one_node) * _one_node) if math.isfinite(_fewest(s)) else _one_node
+             for s in ("mm_align", "mm_tune")}
+    if any(n != _one_node for n in _gpus.values()):
+        common.apply_scenario(dict(ss.scenario, stages={**ss.scenario["stages"],
+                                                        **{s: {"num_gpus": n} for s, n in _gpus.items()}}))
 res = common.frame(
     "Multimodal",
     "Teaching a language model to see or hear adds an **encoder** (a vision or audio transformer) that "
@@ -24,8 +39,12 @@ res = common.frame(
     "are costs of their own. Load the *LLaVA-1.5* presets for the published recipe.")
 
 if _switched_on:
-    st.info("No multimodal phase was in this scenario; alignment and instruction tuning are switched on with "
-            "their default settings below (switch them off again, or load a LLaVA-1.5 preset in the sidebar).")
+    _words = (f"one node ({_one_node:,} GPUs)" if set(_gpus.values()) == {_one_node} else
+              " and ".join(f"{n:,} GPUs for {STAGE_LABELS[s].lower()}" for s, n in _gpus.items())
+              + f" (whole nodes of {_one_node:,} holding the fewest GPUs on which each fits)")
+    st.info(f"No multimodal phase was in this scenario; alignment and instruction tuning are switched on with "
+            f"their default settings below, on {_words}: change it in the phase's GPUs field. Switch them off "
+            f"again, or load a LLaVA-1.5 preset in the sidebar.")
 scn = common.scenario()
 ev = schema.effective_value
 
@@ -81,7 +100,8 @@ for stage in MM_STAGES:
          (p + "media_share", "Share of samples with media", 0.0, 1.0, 0.01)],
         [(p + "train_connector", "Train the connector"), (p + "train_llm", "Train the language model"),
          (p + "train_encoder", "Train the encoder")],
-        [(p + "method", "Method for the language model"), (p + "epochs", "Epochs", 0.5, 10.0, 0.5)])
+        [(p + "method", "Method for the language model"), (p + "epochs", "Epochs", 0.5, 10.0, 0.5),
+         (p + "num_gpus", "GPUs (0 = the sidebar's count)", None, None, 1, "number")])
 
 res = common.result()
 if not mm.phases(res):
