@@ -65,3 +65,16 @@ def test_runs_not_scored_are_named_with_their_reason(tmp_path):
     assert "'Gaudi2' is not in the catalog" in why["gaudi"]
     assert "days with a GPU count" in why["no-hours"] and "token" in why["no-tokens"]
     assert list(runs.pretraining_rows(df)["name"]) == ["ok"]
+
+
+def test_a_run_that_does_not_fit_as_modelled_says_so(tmp_path):
+    """A published run the model cannot lay out in memory (here a 2T dense model on 64 H100s) is still
+    scored, and its notes say the priced layout cannot run, with the fewest GPUs that fit."""
+    path = tmp_path / "runs.csv"
+    pd.DataFrame({"name": ["too-big", "fits"], "params_total_b": [2000, 7], "tokens_b": [100, 100],
+                  "gpu": ["H100", "H100"], "num_gpus": [64, 64], "days": [100, 10],
+                  "source": ["test", "test"]}).to_csv(path, index=False)
+    table = runs.validation_table(dataset=str(path)).set_index("run")
+    assert "does not fit in memory as modelled" in table.loc["too-big", "notes"]
+    assert "needs at least" in table.loc["too-big", "notes"]
+    assert "fit" not in table.loc["fits", "notes"]

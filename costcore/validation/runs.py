@@ -214,6 +214,8 @@ def validation_table(throughput: bool = False, dataset: str = "reference") -> pd
             res = api.estimate(scn)
         except ScenarioError as err:
             raise ScenarioError("runs", f"run {row['name']!s}: {err}") from None
+        if not res.feasible:  # scored all the same, but a reader must know the layout it prices cannot run
+            notes.append("does not fit in memory as modelled: " + "; ".join(res.infeasible))
         pred_days = predicted_figure(res, "days")
         main_h = predicted_figure(res, "GPU-hours")
         basis, published = published_figure(row)
