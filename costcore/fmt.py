@@ -184,6 +184,12 @@ def one_line(text: str, limit: int = 200) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
+def gpus(n: float) -> str:
+    """A GPU count as a person writes it: "1 GPU", "8 GPUs", "8,192 GPUs"."""
+    n = float(n)
+    return f"{n:,.0f} GPU" + ("" if n == 1 else "s")
+
+
 def words_list(items) -> str:
     """Words joined as a sentence reads them: "a", "a and b", "a, b and c"."""
     items = [str(x) for x in items]

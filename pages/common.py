@@ -921,6 +921,6 @@ def stage_metrics(res: api.Result, stage: str) -> None:
     c[1].metric("GPU-hours (billed)", fmt.gpu_hours(res.stat(stage, "gpu_hours")),
                 help=f"productive {res.stat(stage, 'productive_gpu_hours'):,.0f} GPU-h")
     c[2].metric("Wall-clock", fmt.days(res.stat(stage, "wall_days")),
-                help=f"on {res.stat(stage, 'num_gpus'):,.0f} GPUs")
+                help=f"on {fmt.gpus(res.stat(stage, 'num_gpus'))}")
     c[3].metric("Memory per GPU", fmt.gb(res.stat(stage, "memory_per_gpu_gb")),
                 help="fits" if res.stat(stage, "fits") > 0.5 else "does not fit")

@@ -144,10 +144,11 @@ line = alt.Chart(pd.DataFrame({"gb": [cap], "what": [f"Usable memory {fmt.gb(cap
                                                        tooltip=[alt.Tooltip("what:N", title="Line")])
 common.show_chart(common.layer(bars, line),
                   f"Memory per GPU by kind against the usable {fmt.gb(cap)} (red line)", height=320)
-speed = alt.Chart(rows).mark_bar().encode(
+# one colour: the method is on the axis, and the memory chart above gives blue, light blue and red to weights,
+# gradients and optimizer states, which per-method colours here repeated with another meaning
+speed = alt.Chart(rows).mark_bar(color="#4C78A8").encode(
     x=alt.X("label:N", title="Method", sort=list(rows.label), axis=alt.Axis(labelAngle=0, labelLimit=160)),
     y=alt.Y("tokens_per_s_per_gpu:Q", title="Tokens/s per GPU"),  # a longer upright title pushed the chart's out
-    color=alt.Color("label:N", title="Method", legend=None),
     tooltip=[alt.Tooltip("label:N", title="Method"),
              alt.Tooltip("tokens_per_s_per_gpu:Q", title="Tokens/s per GPU", format=",.0f")],
 )
@@ -156,10 +157,10 @@ common.show_chart(speed, "Training speed: tokens per second per GPU", height=240
 for r in rows.itertuples():
     if not r.fits:
         st.warning(f"{r.label}: needs {fmt.gb(r.memory_per_gpu_gb)} per GPU, more than the usable "
-                   f"{fmt.gb(r.usable_memory_gb)} on {r.num_gpus:,} GPUs; "
-                   + ((f"at least {r.min_gpus:,} GPUs would fit with the layout as pinned, "
+                   f"{fmt.gb(r.usable_memory_gb)} on {fmt.gpus(r.num_gpus)}; "
+                   + ((f"at least {fmt.gpus(r.min_gpus)} would fit with the layout as pinned, "
                        f"{r.min_gpus_any_layout:,} with any layout." if r.min_gpus_any_layout != r.min_gpus
-                       else f"at least {r.min_gpus:,} GPUs would fit.")
+                       else f"at least {fmt.gpus(r.min_gpus)} would fit.")
                       if r.min_gpus > 0 else "no GPU count fits with this sharding."))
     if r.optimizer_paged_out_gb > 0:
         st.info(f"{r.label}: {fmt.gb(r.optimizer_paged_out_gb)} of paged optimizer states live in CPU memory "

@@ -206,7 +206,7 @@ c[2].metric("Memory per GPU", fmt.gb(plan["memory_per_gpu_gb"]),
                  f"{plan['plans_fitting']:,} plans fit")
 with c[3].container():  # one slot of the row: metric and its band stacked, not side by side
     st.metric("GPU-hours (billed)", fmt.gpu_hours(res.stat(stage, "gpu_hours")).replace(" GPU-h", ""),
-              help=f"{res.stat(stage, 'gpu_hours'):,.0f} GPU-hours on {res.stat(stage, 'num_gpus'):,.0f} GPUs")
+              help=f"{res.stat(stage, 'gpu_hours'):,.0f} GPU-hours on {fmt.gpus(res.stat(stage, 'num_gpus'))}")
     st.caption("P10–P90: " + " – ".join(fmt.gpu_hours(b).replace(" GPU-h", "") for b in band[:2]))  # as the metric
 with c[4].container():
     st.metric("Stage cost", fmt.usd(res.stat(stage, "usd_total")),

@@ -39,8 +39,8 @@ res = common.frame(
     "are costs of their own. Load the *LLaVA-1.5* presets for the published recipe.")
 
 if _switched_on:
-    _words = (f"one node ({_one_node:,} GPUs)" if set(_gpus.values()) == {_one_node} else
-              " and ".join(f"{n:,} GPUs for {STAGE_LABELS[s].lower()}" for s, n in _gpus.items())
+    _words = (f"one node ({fmt.gpus(_one_node)})" if set(_gpus.values()) == {_one_node} else
+              " and ".join(f"{fmt.gpus(n)} for {STAGE_LABELS[s].lower()}" for s, n in _gpus.items())
               + f" (whole nodes of {_one_node:,} holding the fewest GPUs on which each fits)")
     st.info(f"No multimodal phase was in this scenario; alignment and instruction tuning are switched on with "
             f"their default settings below, on {_words}: change it in the phase's GPUs field. Switch them off "

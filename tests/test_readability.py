@@ -390,3 +390,23 @@ def test_durations_read_in_the_unit_that_fits_and_never_60_of_one():
     assert fmt.days(0.99999 / 24) == "1.00 h" and fmt.days(0.9994 / 24) == "0.999 h"
     assert fmt.duration_s(59.9999) == "1.00 min" and fmt.duration_s(59.9) == "59.9 s"
     assert fmt.duration_s(3599.9) == "1.00 h"
+
+
+def test_a_gpu_count_reads_as_a_person_writes_it():
+    from costcore import fmt
+    assert [fmt.gpus(n) for n in (1, 1.0, 8, 8192)] == ["1 GPU", "1 GPU", "8 GPUs", "8,192 GPUs"]
+
+
+def test_the_fine_tuning_warning_on_one_gpu_says_one_gpu():
+    """'needs 262 GB per GPU, more than the usable 72.0 GB on 1 GPUs' read on the QLoRA preset's full
+    fine-tuning row (one A100): the count is now written in the singular."""
+    from streamlit.testing.v1 import AppTest
+    from shared import ROOT
+    from server_support import NEVER_S
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=NEVER_S)
+    at.query_params["p"] = "qlora-single-gpu"
+    at.switch_page("pages/fine-tuning.py")
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    warnings = " ".join(w.value for w in at.warning)
+    assert "on 1 GPU;" in warnings and "1 GPUs" not in warnings, warnings
