@@ -101,9 +101,6 @@ def tornado_section():
                "of that shape: the layers follow the size, the parameter count follows the layers and widths.")
 
 
-
-
-
 @st.fragment
 def sweep_section():
     st.header("Sweep one input")
@@ -150,9 +147,6 @@ def sweep_section():
             st.caption(f"Red ticks: {len(bad)} of {sw.value.nunique()} values give a plan that does not fit in GPU "
                        f"memory ({fmt.num(bad.value.min())} to {fmt.num(bad.value.max())}); their cost is drawn "
                        "but such a plan cannot run as set.")
-
-
-
 
 
 @st.fragment
@@ -233,9 +227,6 @@ def heatmap_section():
                    + (f" Faded cells ({n_bad:,} of {fits.size:,}): plans that do not fit in GPU memory." if n_bad else ""))
 
 
-
-
-
 MC_SAMPLES, MC_DEFAULT_SAMPLES = (1_000, 5_000, 10_000, 20_000, 50_000), 10_000
 
 
@@ -302,9 +293,6 @@ def monte_carlo_section():
                                                    else f"x{d.a:g} .. x{d.b:g}" + (f" .. x{d.c:g}" if d.kind == "triangular" else "")),
                                     "Why": d.why or "assumption"}
                                    for k, d in dists.items()]), hide_index=True, width="stretch")
-
-
-
 
 
 @st.fragment

@@ -120,31 +120,29 @@ def _published_throughput(row, peak_tflops: float):
     return None
 
 
+def _skip_reasons(df: pd.DataFrame) -> pd.Series:
+    """Per run, why it cannot be scored (the first reason, in words), or missing (NaN) when it can: parameters and
+    tokens in range, a GPU the catalog knows, and GPU-hours or days with a GPU count."""
+    ok_number = df["params_total_b"].between(0.001, 100_000) & df["tokens_b"].between(0.001, 1e7)
+    published = (df["gpu_hours"] > 0) | ((df["days"] > 0) & (df["num_gpus"] > 0))
+    why = pd.Series(None, index=df.index, dtype=object)
+    why[~published] = "no GPU-hours, and no days with a GPU count"
+    unknown = df["gpu"].map(gpu_key).isna()
+    why[unknown] = [f"GPU {str(g)!r} is not in the catalog (costcore/data/hardware.yaml)" for g in df["gpu"][unknown]]
+    why[~ok_number] = "no parameter or token count in range"
+    return why
+
+
 def pretraining_rows(df: pd.DataFrame | None = None, dataset: str = "reference") -> pd.DataFrame:
     """Runs with tokens, a known GPU and a published GPU-hours or days figure."""
     df = load_runs(dataset) if df is None else df
-    ok_number = df["params_total_b"].between(0.001, 100_000) & df["tokens_b"].between(0.001, 1e7)
-    published = (df["gpu_hours"] > 0) | ((df["days"] > 0) & (df["num_gpus"] > 0))
-    keep = ok_number & df["gpu"].map(gpu_key).notna() & published
-    return df[keep].reset_index(drop=True)
+    return df[_skip_reasons(df).isna()].reset_index(drop=True)
 
 
 def skipped_runs(df: pd.DataFrame) -> dict[str, str]:
     """Runs ``pretraining_rows`` leaves out, each with the first reason in words (run name -> reason)."""
-    out = {}
-    for _, row in df.iterrows():
-        ok_p = pd.notna(row["params_total_b"]) and 0.001 <= float(row["params_total_b"]) <= 100_000
-        ok_t = pd.notna(row["tokens_b"]) and 0.001 <= float(row["tokens_b"]) <= 1e7
-        hours = row.get("gpu_hours")
-        days, gpus = row.get("days"), row.get("num_gpus")
-        published = (pd.notna(hours) and hours > 0) or (pd.notna(days) and days > 0 and pd.notna(gpus) and gpus > 0)
-        if not (ok_p and ok_t):
-            out[str(row["name"])] = "no parameter or token count in range"
-        elif gpu_key(row["gpu"]) is None:
-            out[str(row["name"])] = f"GPU {str(row['gpu'])!r} is not in the catalog (costcore/data/hardware.yaml)"
-        elif not published:
-            out[str(row["name"])] = "no GPU-hours, and no days with a GPU count"
-    return out
+    why = _skip_reasons(df)
+    return {str(n): w for n, w in zip(df["name"], why) if isinstance(w, str)}
 
 
 def scenario_for(row, throughput: bool = False) -> tuple[dict, list[str]]:
