@@ -22,12 +22,21 @@ if _switched_on:  # before the frame draws the totals, so they include the phase
                                                         mm_tune={"num_gpus": _one_node})))
     # a phase that does not fit on one node (a large model tuned in full) gets the whole nodes that hold
     # its fewest GPUs, as the kernel finds them over every layout
-    _fewest = common.result().fewest_gpus_any_layout
-    _gpus = {s: int(-(-max(_fewest(s), 1) // _one_node) * _one_node) if math.isfinite(_fewest(s)) else _one_node
-             for s in ("mm_align", "mm_tune")}
+    _fewest = {s: common.result().fewest_gpus_any_layout(s) for s in ("mm_align", "mm_tune")}
+    _gpus = {s: int(-(-max(f, 1) // _one_node) * _one_node) if math.isfinite(f) else _one_node
+             for s, f in _fewest.items()}
     if any(n != _one_node for n in _gpus.values()):
         common.apply_scenario(dict(ss.scenario, stages={**ss.scenario["stages"],
                                                         **{s: {"num_gpus": n} for s, n in _gpus.items()}}))
+    _words = (f"one node ({fmt.gpus(_one_node)})" if set(_gpus.values()) == {_one_node} else
+              " and ".join(f"{fmt.gpus(n)} for {STAGE_LABELS[s].lower()}" for s, n in _gpus.items())
+              + f" (whole nodes of {_one_node:,} holding the fewest GPUs on which each fits)")
+    # kept in the session, not shown from this run only: a rerun right after (the share link's sync, a deep
+    # link's hand-over to the navigation) would otherwise draw the page without it
+    ss["mm:switched_on"] = (_gpus, f"No multimodal phase was in this scenario; alignment and instruction tuning "
+                                   f"are switched on with their default settings below, on {_words}: change it in "
+                                   f"the phase's GPUs field. Switch them off again, or load a LLaVA-1.5 preset in "
+                                   f"the sidebar.")
 res = common.frame(
     "Multimodal",
     "Teaching a language model to see or hear adds an **encoder** (a vision or audio transformer) that "
@@ -38,13 +47,9 @@ res = common.frame(
     "model's sequence, so media usually dominate its compute; decoding, resizing and storing the media "
     "are costs of their own. Load the *LLaVA-1.5* presets for the published recipe.")
 
-if _switched_on:
-    _words = (f"one node ({fmt.gpus(_one_node)})" if set(_gpus.values()) == {_one_node} else
-              " and ".join(f"{fmt.gpus(n)} for {STAGE_LABELS[s].lower()}" for s, n in _gpus.items())
-              + f" (whole nodes of {_one_node:,} holding the fewest GPUs on which each fits)")
-    st.info(f"No multimodal phase was in this scenario; alignment and instruction tuning are switched on with "
-            f"their default settings below, on {_words}: change it in the phase's GPUs field. Switch them off "
-            f"again, or load a LLaVA-1.5 preset in the sidebar.")
+_note = ss.get("mm:switched_on")
+if _note and all(ss.scenario.get("stages", {}).get(s, {}).get("num_gpus") == n for s, n in _note[0].items()):
+    st.info(_note[1])  # while the phases it switched on still run where it put them
 scn = common.scenario()
 ev = schema.effective_value
 

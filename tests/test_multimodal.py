@@ -281,3 +281,7 @@ def test_phases_switched_on_by_the_page_get_a_node_or_the_nodes_they_need():
     assert need > 8 and stages["mm_tune"]["num_gpus"] == -(-need // 8) * 8
     res = costcore.estimate(at.session_state["scenario"])
     assert not [s for s in res.infeasible if "Multimodal" in s], res.infeasible
+    # the notice outlives the rerun that follows the first (a deep link's hand-over, the share link's sync)
+    at.run()
+    info = " ".join(i.value for i in at.info)
+    assert "8 GPUs for multimodal alignment and 24 GPUs for multimodal instruction tuning" in info, info
