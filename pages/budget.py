@@ -30,7 +30,7 @@ def budget_and_fixed() -> None:
     cols = [st.container(horizontal=True, gap="medium")] * len(res.stages)  # one block, not one per stage
     for col, s in zip(cols, res.stages):
         with col:
-            common.knob(f"budget.{s}_usd", f"{common.STAGE_SHORT[s]} budget ($)", widget="number", step=10000.0,
+            common.knob(f"budget.{s}_usd", f"{common.STAGE_LABELS[s]} budget ($)", widget="number", step=10000.0,
                         fmt_str="%.0f")
     per_resource = common.lazy_expander("Budgets per resource", "budget:per_resource")
     if per_resource.open:
@@ -72,7 +72,7 @@ def budget_and_fixed() -> None:
         fe["kind"] = fe.kind.str.capitalize()  # the legend in words: Fixed, Elastic
         common.show_chart(alt.Chart(fe).mark_bar().encode(
             x=alt.X("stage_short:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title="Stage",
-                    axis=alt.Axis(labelAngle=0)),
+                    axis=common.stage_axis()),
             y=alt.Y("usd:Q", title="Cost ($)", axis=common.usd_axis()),
             color=alt.Color("kind:N", title="Fixed or elastic",
                             scale=alt.Scale(domain=["Fixed", "Elastic"], range=["#B279A2", "#4C78A8"])),

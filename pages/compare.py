@@ -63,7 +63,7 @@ with right:
     by_stage = costs.groupby("stage", as_index=False)[["A", "B"]].sum().melt("stage", var_name="scenario", value_name="usd")
     by_stage["stage"] = by_stage.stage.map(common.STAGE_SHORT)
     common.show_chart(alt.Chart(by_stage).mark_bar().encode(
-        x=alt.X("stage:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title="Stage", axis=alt.Axis(labelAngle=0)),
+        x=alt.X("stage:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title="Stage", axis=common.stage_axis()),
         xOffset=alt.XOffset("scenario:N"),
         y=alt.Y("usd:Q", title="Cost ($)", axis=common.usd_axis()),
         color=alt.Color("scenario:N", title="Scenario", scale=alt.Scale(domain=["A", "B"], range=["#4C78A8", "#F58518"])),

@@ -62,7 +62,7 @@ if not df.empty:
     st.subheader("Data, labor and ops by stage")
     common.show_chart(alt.Chart(df).mark_bar().encode(
         x=alt.X("stage:N", sort=[common.STAGE_SHORT[s] for s in common.STAGES], title="Stage",
-                axis=alt.Axis(labelAngle=0)),
+                axis=common.stage_axis()),
         y=alt.Y("sum(usd):Q", title="Cost ($)", axis=common.usd_axis()),
         color=alt.Color("resource:N", title="Resource", scale=common.resource_scale(("data", "labor", "ops"))),
         tooltip=[alt.Tooltip("stage_name:N", title="Stage"), alt.Tooltip("resource:N", title="Resource"),

@@ -189,8 +189,8 @@ PLAN_SECTIONS = tuple(_SCHEMA["plan"])
 BY_PATH: dict[str, Field] = {f.path: f for f in FIELDS + PLAN_FIELDS}
 STAGE_LABELS = {s: _SCHEMA["stages"][s]["label"] for s in STAGES}
 # The stage's short name where room is tight (chart axes, the CLI table's first column).
-STAGE_SHORT = {"pretrain": "Pre-train", "cpt": "CPT", "mm_align": "MM align", "mm_cpt": "MM CPT",
-               "mm_tune": "MM tune", "sft": "SFT", "dpo": "DPO", "rl": "RL", "eval": "Eval"}
+STAGE_SHORT = {"pretrain": "Pre-train", "cpt": "CPT", "mm_align": "Multimodal align", "mm_cpt": "Multimodal CPT",
+               "mm_tune": "Multimodal tune", "sft": "SFT", "dpo": "DPO", "rl": "RL", "eval": "Eval"}
 NS = len(STAGES)
 # Every input key standing alone in a text (not part of a longer key, a URL or an assignment), longest first.
 _KEY_IN_TEXT = re.compile(r"(?<![\w.=/])(" + "|".join(map(re.escape, sorted(BY_PATH, key=len, reverse=True)))
