@@ -16,10 +16,10 @@ from costcore.validation import runs
 
 NAMES = {"A100-40GB": "a100-40gb", "A100": "a100-80gb", "A800": "a800-80gb", "A800-80GB": "a800-80gb",
          "H100 PCIe": "h100-pcie", "H100 SXM": "h100-80gb", "H800": "h800", "GH200": "gh200", "H200": "h200",
-         "H20": "h20", "GB200": "b200", "TPUv4": "tpu-v4", "TPU v5e": "tpu-v5e", "TPU v5p": "tpu-v5p",
+         "H20": "h20", "GB200": "gb200", "GB200 NVL72": "gb200", "B200": "b200", "MI325X": "mi325x", "TPUv4": "tpu-v4", "TPU v5e": "tpu-v5e", "TPU v5p": "tpu-v5p",
          "Trillium": "tpu-v6e", "TPU v6e": "tpu-v6e", "MI250X": "mi250x", "MI250": "mi250x", "MI300X": "mi300x",
          "L40S": "l40s", "L4": "l4", "RTX 4090": "rtx-4090", "RTX A6000": "rtx-a6000", "tpu-v5p": "tpu-v5p",
-         "48GB GPU": None, "Gaudi2": None, "custom": None}
+         "48GB GPU": None, "Gaudi2": "gaudi2", "Gaudi 3": "gaudi3", "HL-325L Gaudi3": "gaudi3", "Gaudi": None, "custom": None}
 
 
 @pytest.mark.parametrize("written, key", NAMES.items())
@@ -49,7 +49,8 @@ def _pretrain_gpu_hours(gpu: str, params_b: float = 70.0, num_gpus: int = 1024) 
 
 
 @pytest.mark.parametrize("slower, faster", [("a800-80gb", "a100-80gb"), ("h100-pcie", "h100-80gb"),
-                                            ("tpu-v4", "tpu-v5p"), ("mi250x", "mi300x"), ("h20", "h800")])
+                                            ("tpu-v4", "tpu-v5p"), ("mi250x", "mi300x"), ("h20", "h800"),
+                                            ("gaudi2", "gaudi3"), ("mi300x", "mi325x"), ("b200", "gb200")])
 def test_a_lesser_part_never_trains_faster(slower, faster):
     """Same job: less interconnect (A800), a PCIe card (H100 PCIe), an older TPU, a CDNA2 module, the
     export Hopper with a seventh of the FLOPs (H20) take at least as many GPU-hours."""
@@ -58,11 +59,11 @@ def test_a_lesser_part_never_trains_faster(slower, faster):
 
 def test_runs_not_scored_are_named_with_their_reason(tmp_path):
     df = pd.DataFrame({"name": ["ok", "gaudi", "no-hours", "no-tokens"], "params_total_b": [7, 7, 7, 7],
-                       "tokens_b": [1000, 1000, 1000, None], "gpu": ["TPU v5e", "Gaudi2", "A800", "A800"],
+                       "tokens_b": [1000, 1000, 1000, None], "gpu": ["TPU v5e", "Gaudi", "A800", "A800"],
                        "num_gpus": [256, 256, None, 64], "days": [None, 10, 5, 5], "gpu_hours": [5e4, None, None, None]})
     why = runs.skipped_runs(df)
     assert set(why) == {"gaudi", "no-hours", "no-tokens"}
-    assert "'Gaudi2' is not in the catalog" in why["gaudi"]
+    assert "'Gaudi' is not in the catalog" in why["gaudi"]
     assert "days with a GPU count" in why["no-hours"] and "token" in why["no-tokens"]
     assert list(runs.pretraining_rows(df)["name"]) == ["ok"]
 

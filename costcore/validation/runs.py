@@ -43,9 +43,10 @@ MAX_CSV_BYTES = 1_000_000
 # specific names first ("GH200" before "H200" before "H20", "H100 PCIe" before "H100", "L40S" before "L4").
 _GPU_PATTERNS = (("a10040", "a100-40gb"), ("a800", "a800-80gb"), ("a100", "a100-80gb"),
                  ("h100pcie", "h100-pcie"), ("h100", "h100-80gb"), ("h800", "h800"), ("gh200", "gh200"),
-                 ("h200", "h200"), ("h20", "h20"), ("gb200", "b200"), ("b200", "b200"), ("v100", "v100"),
+                 ("h200", "h200"), ("h20", "h20"), ("gb200", "gb200"), ("b200", "b200"), ("v100", "v100"),
                  ("tpuv5e", "tpu-v5e"), ("tpuv5p", "tpu-v5p"), ("tpuv5litepod", "tpu-v5e"), ("tpuv6e", "tpu-v6e"),
                  ("trillium", "tpu-v6e"), ("tpuv4", "tpu-v4"), ("tpuv3", "tpu-v3"), ("mi300x", "mi300x"),
+                 ("mi325", "mi325x"), ("gaudi3", "gaudi3"), ("gaudi2", "gaudi2"),
                  ("mi250", "mi250x"), ("l40s", "l40s"), ("910b", "ascend-910b"), ("rtx4090", "rtx-4090"),
                  ("rtx3090", "rtx-3090"), ("a6000", "rtx-a6000"), ("a10g", "a10g"))
 
