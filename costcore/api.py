@@ -176,8 +176,9 @@ class Result:
 
         ``memory_breakdown_gb``: the stage's plan memory per GPU by kind (weights, gradients,
         optimizer states, activations, buffers; optimizer states paged to the CPU are not on the
-        GPU). They sum to ``memory_per_gpu_gb`` except in RL, whose figure is the larger of the
-        training plan and a rollout replica. ``tokens_per_s_per_gpu``: trained tokens per second
+        GPU). They sum to ``memory_per_gpu_gb``. In RL that figure is the larger of the training
+        plan and a rollout replica; when the replica is larger, the breakdown is the replica's: its
+        BF16 weights, and its KV cache as activations. ``tokens_per_s_per_gpu``: trained tokens per second
         per GPU as the stage sustains them (data-pipeline stalls included); ``epoch_hours``:
         wall-clock hours of one pass over the stage's data at that rate (failures, checkpoint
         stalls and repeated experiments not included).
@@ -186,9 +187,13 @@ class Result:
 
         def k(name):
             return float(st[STATS.index(name)])
-        return {"memory_breakdown_gb": {"weights": k("mem_weights_gb"), "gradients": k("mem_grads_gb"),
-                                        "optimizer": k("mem_optimizer_gb"), "activations": k("mem_activations_gb"),
-                                        "buffers": k("mem_buffers_gb")},
+        kinds = {"weights": k("mem_weights_gb"), "gradients": k("mem_grads_gb"), "optimizer": k("mem_optimizer_gb"),
+                 "activations": k("mem_activations_gb"), "buffers": k("mem_buffers_gb")}
+        rollout = k("rollout_weights_gb") + k("rollout_kv_gb")
+        if stage == "rl" and rollout > sum(kinds.values()):
+            kinds = {"weights": k("rollout_weights_gb"), "gradients": 0.0, "optimizer": 0.0,
+                     "activations": k("rollout_kv_gb"), "buffers": 0.0}
+        return {"memory_breakdown_gb": kinds,
                 "optimizer_paged_out_gb": k("mem_paged_gb"),
                 "tokens_per_s_per_gpu": k("tokens_per_s_per_gpu"), "epoch_hours": k("epoch_hours"),
                 "data_stall_gpu_hours": k("data_stall_gpu_hours")}

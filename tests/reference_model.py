@@ -535,8 +535,8 @@ def plan_step(model: dict, hw: dict, job: dict, plan: dict) -> dict:
             "micro_batches": float(m), "memory": mem,
             "fits": mem["total"] <= hw["capacity"] and plan_runs(model, job, plan),
             "gpus_used": tp * pp * dp * cp,
-            "mfu": job["flops_per_token"] * step_tokens / (step * job["gpus"] * hw["peak"]),
-            "tokens_per_gpu_s": step_tokens / (step * job["gpus"])}
+            "mfu": job["flops_per_token"] * step_tokens / (step * max(job["gpus"], tp * pp * dp * cp) * hw["peak"]),
+            "tokens_per_gpu_s": step_tokens / (step * max(job["gpus"], tp * pp * dp * cp))}
 
 
 def step_micro_batches(job: dict, dp: float, micro_batch: float) -> float:
@@ -794,12 +794,11 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
                     u = u * 6.0 / 8.0
             else:
                 u = layout["mfu"] * f("efficiency.sustained_fraction")
-            needed = layout["memory"]["total"]
             # a plan that does not run is never reported as fitting, nor is the fallback shown when the search
-            # found no plan that fits (kernel._stage_layout: it may lie outside the searched degrees)
-            if not layout["fits"] or not given.get("searched_fit", True):
-                needed = max(needed, hw["capacity"] * 1.0000001)
-            return needed, float(given["min_gpus"]), u, plan["recompute"]
+            # found no plan that fits (kernel._stage_layout: it may lie outside the searched degrees); its
+            # memory is reported as it is
+            layout["runs"] = bool(layout["fits"] and given.get("searched_fit", True))
+            return layout["memory"]["total"], float(given["min_gpus"]), u, plan["recompute"]
 
         if stage in ("pretrain", "cpt"):
             tokens = sf("tokens_b") * 1e9
@@ -1059,7 +1058,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             "dataset_gb": dataset_gb,
             "storage_peak_gb": final_kept * ckpt_gb + dataset_gb,
             "memory_per_gpu_gb": mem / 1e9,
-            "fits": 1.0 if (mem <= usable and replica_gpus <= gpus) else 0.0,
+            "fits": 1.0 if (mem <= usable and replica_gpus <= gpus and layout.get("runs", True)) else 0.0,
             "min_gpus": float(fewest),
             "rollout_gpu_hours": rollout_h,
             "trainable_params_b": saved_params / 1e9,

@@ -428,3 +428,20 @@ def test_picking_a_windowed_model_says_how_its_layers_attend(warm_kernels):
     assert schema.effective_value(scn, "model.sliding_window") == 4096
     next(s for s in at.selectbox if s.label == "Model").set_value("llama-3.1-8b").run()
     assert not any("sliding window" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("preset, gpus", [("pipeline-70b", None), ("reasoning-grpo-32b", None), ("pipeline-70b", 1)])
+def test_memory_breakdown_sums_to_memory_per_gpu_in_every_training_stage(preset, gpus):
+    """Issue 15's contract: the kinds sum to memory_per_gpu_gb. In RL the figure is the larger of the training
+    plan and a decoding replica (the 70B pipeline's replica: 35.3 GB of BF16 weights on its 4 GPUs and 36.5 GB
+    of KV cache); a stage that fits nowhere (a 70B on 1 GPU) reports its plan's memory, not a made-up one."""
+    scn = costcore.load_preset(preset)
+    if gpus:
+        scn = costcore.scenario.schema.set_path(scn, "hardware.num_gpus", gpus)
+    stages = costcore.estimate(scn).to_dict()["stages"]
+    for name, st in stages.items():
+        if "memory_breakdown_gb" in st:
+            assert sum(st["memory_breakdown_gb"].values()) == pytest.approx(st["memory_per_gpu_gb"], rel=1e-9), name
+    if not gpus:
+        rl = stages["rl"]["memory_breakdown_gb"]
+        assert rl["activations"] > 0 and rl["weights"] > 0

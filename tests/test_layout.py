@@ -222,3 +222,19 @@ def test_picking_another_model_drops_the_old_ones_window():
     new = schema.pick_model(scn, "llama-3.1-8b")
     assert "sliding_window" not in new["model"] and "sliding_window_share" not in new["model"]
     assert schema.effective_value(schema.validate(new), "model.sliding_window") == 0
+
+
+def test_a_pinned_plan_larger_than_the_job_is_rated_on_its_own_gpus():
+    """The 70B pipeline pins TP 8 x PP 4 for pre-training; on 1 GPU nothing fits and the plan shown is the
+    pinned one on 32 GPUs. Its MFU and tokens/s per GPU are over the 32 GPUs it uses, not the job's one
+    (which printed an MFU of 803%), and the stage says it does not fit with the fewest GPUs that do."""
+    from costcore.scenario import schema
+    scn = schema.set_path(api.load_preset("pipeline-70b"), "hardware.num_gpus", 1)
+    res = api.estimate(scn)
+    plan = res.plan("pretrain")
+    assert not plan["fits"] and plan["tp"] * plan["pp"] == 32
+    assert 0.0 < plan["benchmark_mfu"] < 1.0 and 0.0 < plan["mfu"] < 1.0
+    tokens = plan["micro_batches"] * plan["dp"] * plan["micro_batch"] * schema.effective_value(scn, "stages.pretrain.seq_len")
+    assert plan["benchmark_mfu"] == pytest.approx(
+        res.stat("pretrain", "train_flops_per_token") * tokens / (plan["step_time_s"] * 32 * 989e12), rel=1e-6)
+    assert res.stat("pretrain", "min_gpus") == 32 and not res.feasible

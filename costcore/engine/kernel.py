@@ -171,7 +171,9 @@ STATS = ("enabled", "num_gpus", "productive_gpu_hours", "gpu_hours", "wall_days"
          "media_token_share", "preprocess_cpu_hours", "media_raw_gb", "media_features_gb",
          "connector_params", "encoder_params",
          # ... RL rollouts and evaluation: GPUs of one decoding replica and the sequences it decodes at once
-         "decode_replica_gpus", "decode_batch_used")
+         "decode_replica_gpus", "decode_batch_used",
+         # ... and an RL decoding replica's memory per GPU: its BF16 weights and its KV cache (GB)
+         "rollout_weights_gb", "rollout_kv_gb")
 NK = len(STATS)
 (K_ENABLED, K_GPUS, K_PROD_H, K_GPU_H, K_WALL_D, K_MONTHS, K_FLOPS, K_MFU, K_TOKENS, K_INTERRUPT,
  K_CKPT_INT, K_YOUNG_DALY, K_CKPT_N, K_CKPT_GB, K_CKPT_WRITE_S, K_DATASET_GB, K_STORAGE_PEAK_GB,
@@ -186,7 +188,7 @@ NK = len(STATS)
  K_PLAN_TOKS, K_COMM_TP, K_COMM_DP, K_COMM_ZERO, K_COMM_CP, K_COMM_EP, K_COMM_P2P, K_PLAN_MEM,
  K_PLAN_USED, K_PLAN_OFFLOAD, K_MEM_PAGED, K_DATA_STALL_H, K_EPOCH_H, K_TOKS_RATE,
  K_MM_ITEMS, K_MM_TOK_ITEM, K_MM_PASSES, K_MM_ENC_H, K_MM_SHARE, K_MM_CPU_H, K_MM_RAW_GB, K_MM_FEAT_GB,
- K_MM_CONN, K_MM_ENC, K_DEC_TP, K_DEC_B) = range(NK)
+ K_MM_CONN, K_MM_ENC, K_DEC_TP, K_DEC_B, K_ROLL_W, K_ROLL_KV) = range(NK)
 # Scratch rows the callers allocate for _eval_one (it allocates nothing): model, hw, job, pins,
 # one plan row, the best plan; then one row per stage of plans to reuse (batch).
 SCRATCH_ROWS = 6
@@ -479,9 +481,7 @@ def _stage_layout(x, b, s, G, shape, method, n_lora, ctx, mbs_mult, extra_w, fpt
         plans[s, PLAN_MIN_G] = min_g
         plans[s, PLAN_FOUND] = fits
     _write_plan(st, s, row, fits)
-    mem = row[lay.T_MEM]
-    if fits < 0.5:
-        mem = max(mem, hw[lay.W_MEM] * 1.0000001)  # never reported as fitting
+    mem = row[lay.T_MEM]  # the plan's, as it is: a plan that does not run has plans_fitting 0 (_write_work)
     mfu = x[b + S_MFU]
     if mfu <= 0.0 and x[b + S_TFLOPS] > 0.0:  # hardware FLOP/s: full recompute does 8N instead of 6N per token
         mfu = x[b + S_TFLOPS] / x[H_PEAK_TFLOPS]
@@ -516,7 +516,9 @@ def _train_hours(x, b, tokens, flops, mfu):
 
 @njit(cache=True)
 def _write_work(x, st, s, tokens, unique_tokens, ctx, flops, prod_h, rollout_h, mem, min_g, short):
-    """The stage's work into its stats row; fits = the memory fits and inference replicas fit the GPUs.
+    """The stage's work into its stats row; fits = the memory fits, inference replicas fit the GPUs and
+    a training stage's plan runs (the search found one that fits, K_PLANS_FIT; the fallback shown when
+    none did keeps its own memory, which may be within the GPU's: a pinned TP larger than the GPUs).
 
     Returns (productive GPU-hours, unique tokens), what the hidden time and the money read next.
     """
@@ -529,7 +531,8 @@ def _write_work(x, st, s, tokens, unique_tokens, ctx, flops, prod_h, rollout_h, 
     cap = x[H_MEM_GB] * 1e9 * x[E_USABLE_MEM]
     st[s, K_MEM_GB] = mem / 1e9
     st[s, K_USABLE_GB] = cap / 1e9
-    st[s, K_FITS] = 1.0 if (mem <= cap and not short) else 0.0
+    plan_runs = s == EVAL or st[s, K_PLANS_FIT] > 0.5
+    st[s, K_FITS] = 1.0 if (mem <= cap and not short and plan_runs) else 0.0
     st[s, K_MIN_GPUS] = min_g
     return prod_h, unique_tokens
 
@@ -668,7 +671,9 @@ def _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     st[s, K_PASSES_H] = train_h + infer_h
     st[s, K_DEC_TP] = tp_inf
     st[s, K_DEC_B] = b_used
-    mem = max(mem, (2.0 * n_total + b_used * kv_tok * kv_ctx) / tp_inf)  # an inference replica's weights + KV
+    st[s, K_ROLL_W] = 2.0 * n_total / tp_inf / 1e9  # an inference replica's weights and KV cache per GPU
+    st[s, K_ROLL_KV] = b_used * kv_tok * kv_ctx / tp_inf / 1e9
+    mem = max(mem, (2.0 * n_total + b_used * kv_tok * kv_ctx) / tp_inf)
     if min_g > 0.0 and tp_inf > min_g:
         min_g = tp_inf
     return _write_work(x, st, s, tokens, steps * x[RL_PROMPTS] * lp, ctx, train_flops + infer_flops, prod_h, rollout_h, mem, min_g, tp_inf > G)

@@ -549,8 +549,11 @@ def plan_terms(model, hw, job, plan, out):
     used = tp * pp * dp * cp
     out[T_USED] = used
     step_tokens = m * dp * mb * job[J_TOKSEQ]
-    out[T_MFU] = job[J_FPT] * step_tokens / (step * job[J_G] * hw[W_PEAK])
-    out[T_TOKS] = step_tokens / (step * job[J_G])
+    # per GPU of the job (idle ones billed too); a fallback plan shown when none fits may use more GPUs
+    # than the job has, and is then rated on its own (an MFU over 100% otherwise: 803% for a 70B on 1 GPU)
+    billed = max(job[J_G], used)
+    out[T_MFU] = job[J_FPT] * step_tokens / (step * billed * hw[W_PEAK])
+    out[T_TOKS] = step_tokens / (step * billed)
     return step
 
 
