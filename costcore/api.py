@@ -206,7 +206,9 @@ class Result:
         ``media_token_share``: media tokens' share of the LLM's tokens; ``encoder_gpu_hours``: the
         productive GPU-hours of the encoder and connector; ``preprocess_cpu_hours``: decoding,
         resizing and sharding; ``media_raw_gb`` / ``media_features_gb``: raw media and precomputed
-        encoder features stored; ``connector_params`` / ``encoder_params``: counts.
+        encoder features stored; ``connector_params`` / ``encoder_params``: counts. An evaluation that
+        scores media (stages.eval.media_items_k) carries the same keys: its items, their tokens, the
+        encoder's GPU-hours (no preprocessing or storage is billed for benchmark media).
         """
         st = self.stats[STAGES.index(stage)]
         keys = ("media_items", "media_tokens_per_item", "encoder_passes_per_item", "media_token_share",
@@ -242,7 +244,7 @@ class Result:
             if s in TRAINING_STAGES:
                 stages[s]["plan"] = self.plan(s)
                 stages[s].update(self.fine_tuning_view(s))
-            if s in MM_STAGES:
+            if s in MM_STAGES or (s == "eval" and st[STATS.index("media_items")] > 0.0):  # a multimodal benchmark
                 stages[s]["multimodal"] = self.multimodal_view(s)
             if s in ("rl", "eval"):  # the decoding replica: its GPUs and the sequences it generates at once
                 stages[s]["decode"] = {"replica_gpus": int(st[K_DEC_TP]), "sequences_at_once": int(st[K_DEC_B]),

@@ -42,7 +42,9 @@ if common.stage_toggle("eval"):
                          ("stages.eval.decode_tp", "GPUs per decoding replica (0 = fewest that fit)", None, None, 1,
                           "number")],
                         [("stages.eval.usd_per_human_sample", "$ per human rating", 0.0, 50.0, 0.5),
-                         ("stages.eval.context_tokens", "Context while decoding (tokens)", 512, 131072, 512, "pow2")])
+                         ("stages.eval.context_tokens", "Context while decoding (tokens)", 512, 131072, 512, "pow2"),
+                         ("stages.eval.media_items_k", "Media items scored per run (thousands; 0 = text only)", None,
+                          None, 1.0, "number")])
     common.stage_results("eval", bar=False)
 
 st.header("People and platform")

@@ -760,6 +760,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
         seq = sf("seq_len")
         items = {key: 0.0 for key in ITEM_KEYS}
         media_stored = None
+        eval_media = {}  # a multimodal benchmark's media figures (eval)
         side_flops = 0.0
         mode = "none"
         mem = 0.0
@@ -940,6 +941,21 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
                                                   f("hardware.mem_bandwidth_tbs"), hbm_gb,
                                                   sf("decode_efficiency"), sf("decode_tp"))
             prefill_flops = runs * prompt_tok * forward_flops_per_token(n_act, shape, ctx)
+            media_items = runs * sf("media_items_k") * 1e3  # a multimodal benchmark's images, clips or recordings
+            if media_items > 0:
+                media = media_figures(v, stage, shape["d"])
+                through = (media["passes"] * media["tokens_per_pass"]
+                           if v("multimodal.connector") in ("qformer", "resampler") else media["tokens_per_item"])
+                side_flops = media_items * (media["encoder_forward_flops"] + 2.0 * media["connector_params"] * through)
+                media_tokens = media_items * media["tokens_per_item"]
+                prefill_flops += media_tokens * forward_flops_per_token(n_act, shape, ctx) + side_flops
+                tokens += media_tokens
+                eval_media = {"media_items": media_items, "media_tokens_per_item": media["tokens_per_item"],
+                              "encoder_passes_per_item": media["passes"],
+                              "media_token_share": media_tokens / (media_tokens + runs * prompt_tok),
+                              "encoder_gpu_hours": hours_at(side_flops, peak, infer_mfu),
+                              "connector_params": media["connector_params"],
+                              "encoder_params": float(v("multimodal.encoder_params_b")) * 1e9}
             flops = prefill_flops + runs * gen_tok * 2.0 * n_act
             rollout_h = runs * gen_tok * gpu_s_per_tok / SECONDS_PER_HOUR
             productive_h = rollout_h + hours_at(prefill_flops, peak, infer_mfu)
@@ -1070,6 +1086,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
         })
         row.update(layout_stats(layout))
         row.update(media_stats(v, stage, media_stored, productive_h, flops, side_flops if media_stored else 0.0))
+        row.update(eval_media)
         out[stage] = row
     return out
 
@@ -1097,7 +1114,8 @@ def media_figures(v, stage: str, model_width: float) -> dict:
     squeeze = float(v("multimodal.token_compression"))
     if squeeze <= 0:
         squeeze = 4.0 if connector == "pixel-shuffle" else 1.0
-    tokens = float(v(f"stages.{stage}.tokens_per_item")) or float(v("multimodal.tokens_per_item"))
+    own = float(v(f"stages.{stage}.tokens_per_item")) if stage != "eval" else 0.0
+    tokens = own or float(v("multimodal.tokens_per_item"))
     if tokens <= 0:
         if connector in ("qformer", "resampler"):
             queries = float(v("multimodal.connector_queries")) or (32.0 if connector == "qformer" else 256.0)

@@ -105,6 +105,34 @@ def test_doubling_tokens_per_image_raises_llm_compute_by_the_mix_ratio():
     assert b.stat("mm_align", "gpu_hours") > a.stat("mm_align", "gpu_hours")
 
 
+def test_a_multimodal_benchmark_adds_encoder_connector_and_media_prefill_by_hand():
+    """Issue 17's evaluation on multimodal benchmarks: 20 runs x 5,000 images each run CLIP ViT-L/14-336
+    forward over 576 patch tokens, the two-layer MLP over 576 tokens, and the LLM's prefill over 576 media
+    tokens per image (2N + 4 L d s per token), all at the inference MFU; the text part is unchanged."""
+    def run(items_k):
+        scn = {"model": {"hf_config": "llama-2-7b"}, "hardware": {"gpu": "a100-80gb", "num_gpus": 8},
+               "multimodal": {"encoder": "clip-vit-l-14-336"},
+               "stages": {"eval": {"runs": 20, "benchmark_tokens_m": 10, "generated_tokens_m": 1,
+                                   "context_tokens": 2048, "media_items_k": items_k}}}
+        return costcore.estimate(scn)
+    text, both = run(0), run(5)
+    n, L, d = both.stat("eval", "active_params"), both.stat("eval", "model_layers"), both.stat("eval", "model_hidden")
+    images, t = 20 * 5000, (336 // 14) ** 2
+    enc = ENCODERS["clip-vit-l-14-336"]
+    encoder = images * (2 * enc["params_b"] * 1e9 * t + 4 * enc["layers"] * t * t * enc["hidden"])
+    connector = images * 2 * (1024 * d + d * d) * 576
+    prefill = images * 576 * (2 * n + 4 * L * d * 2048)
+    added = encoder + connector + prefill
+    assert both.stat("eval", "flops") - text.stat("eval", "flops") == pytest.approx(added, rel=1e-9)
+    mfu = schema.effective_value(schema.validate({}), "efficiency.inference_mfu")
+    hours = added / (312e12 * mfu) / 3600
+    assert both.stat("eval", "productive_gpu_hours") - text.stat("eval", "productive_gpu_hours") == pytest.approx(hours)
+    view = both.to_dict()["stages"]["eval"]["multimodal"]
+    assert view["media_items"] == images and view["media_tokens_per_item"] == 576
+    assert view["encoder_gpu_hours"] == pytest.approx((encoder + connector) / (312e12 * mfu) / 3600)
+    assert "multimodal" not in text.to_dict()["stages"]["eval"]
+
+
 @pytest.mark.parametrize("change, field", [
     ({"multimodal": {"tokens_per_item": 0}}, "multimodal.tokens_per_item"),
     ({"multimodal": {"resolution_px": 448}}, "multimodal.resolution_px"),

@@ -9,7 +9,7 @@ inputs are shown as the scenario gives them.
 from __future__ import annotations
 
 from costcore.api import Result
-from costcore.scenario.schema import CATALOG, MM_STAGES, effective_value, uses_default_mfu
+from costcore.scenario.schema import CATALOG, MM_STAGES, STAGE_LABELS, effective_value, uses_default_mfu
 from costcore import fmt
 
 
@@ -153,6 +153,15 @@ def stage_explanation(res: Result, stage: str) -> list[tuple[str, str, str]]:
                     rf"\ t = {st['decode_replica_gpus']:g}\ \text{{GPUs}},\ B = {st['decode_batch_used']:,.0f}\ \text{{sequences}},\ \eta = {eta:g}",
                     "prefill compute bound; decode bandwidth bound (LLM-Viewer); checked on public batch latencies "
                     "(docs/validation.md, section 6)"))
+        items = res.stat(stage, "media_items")
+        if items > 0:
+            out.append(("Media of the multimodal benchmarks",
+                        rf"{fmt.num(items)}\ \text{{items}} \times [{res.stat(stage, 'encoder_passes_per_item'):g}\ \text{{passes}}"
+                        rf"\times(2N_{{enc}}T + 4L_{{enc}}T^2 d_{{enc}}) + 2N_{{conn}}\,m + m\,(2N + 4Lds)],"
+                        rf"\ m = {res.stat(stage, 'media_tokens_per_item'):,.0f}\ \text{{tokens per item}}"
+                        rf" \Rightarrow {res.stat(stage, 'encoder_gpu_hours'):,.2f}\ \text{{GPU-h encoder and connector}}",
+                        "the multimodal block's encoder and connector, at the inference utilization; media tokens "
+                        "prefilled as prompt tokens (costcore/engine/kernel.py _eval_work)"))
     if stage != "eval":
         out.append(("Checkpoint interval and failures",
                     rf"\tau = \sqrt{{2\delta M}}[\ldots] - \delta:\ \delta = {st['ckpt_write_s']:.1f}\,s,\ \tau = {st['ckpt_interval_h']:.2f}\,h\ (\text{{Young/Daly}}\ {st['young_daly_h']:.2f}\,h),\ "
@@ -183,8 +192,10 @@ def checks(res: Result) -> list[str]:
         if s in ("pretrain", "cpt", "sft", "dpo", "rl"):
             seq = float(effective_value(scn, f"stages.{s}.seq_len"))
             if seq > 131072:
-                w.append(f"{s}: sequence length {seq:,.0f} is beyond the 128K the attention term was checked on.")
+                w.append(f"{STAGE_LABELS[s]}: sequence length {seq:,.0f} is beyond the 128K the attention term was "
+                         "checked on.")
         g = res.stat(s, "num_gpus")
         if g > 32768:
-            w.append(f"{s}: {g:,.0f} GPUs is beyond the largest published run (16,384) the model was checked on.")
+            w.append(f"{STAGE_LABELS[s]}: {g:,.0f} GPUs is beyond the largest published run (16,384) the model was "
+                     "checked on.")
     return w

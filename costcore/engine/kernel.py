@@ -41,7 +41,7 @@ from costcore.scenario.schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_
                      DPO_EPOCHS, DPO_PAIRS, DPO_REF_PRECOMPUTED, DPO_REFERENCE, DPO_REJECTED,
                      E_BUFFER_GB, E_COLL_EFF, E_CONTENTION, E_TP_OVERLAP, E_DUAL_SMS, E_SUSTAINED, E_DP_OVERLAP, E_FP8_EFF, E_GEMM_HALF, E_GRAD_BYTES, E_TRAFFIC,
                      E_INFER_MFU, E_USABLE_MEM, EV_BENCH_M, EV_CONTEXT, EV_DECODE_BATCH, EV_DECODE_EFF, EV_DECODE_TP,
-                     EV_GEN_M, EV_HUMAN, EV_RUNS, EV_USD_HUMAN, H_ATTN_EFF, H_BW_TBS, H_MEM_GB, H_FP8_TFLOPS,
+                     EV_GEN_M, EV_HUMAN, EV_MEDIA_K, EV_RUNS, EV_USD_HUMAN, H_ATTN_EFF, H_BW_TBS, H_MEM_GB, H_FP8_TFLOPS,
                      H_GEMM_EFF, H_INTRA_GBS, H_INTER_GBS, H_GPUS_PER_NODE, H_PRECISION, PRECISION_FP8,
                      H_NUM_GPUS, H_PEAK_TFLOPS, H_USD_GPU_H, L_ROLES, M_ACTIVE_B, M_FFN, M_HEADS,
                      M_GATED, M_EXPERTS, M_EXPERTS_ACTIVE, M_SHARED_EXPERTS, M_MOE_FFN, M_NODE_LIMIT, M_WINDOW, M_WINDOW_SHARE,
@@ -681,7 +681,12 @@ def _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
 
 @njit(cache=True, inline='always')
 def _eval_work(x, G, shape, st, s):
-    """Evaluation: benchmark prompts (prefill, compute bound) and generated tokens (decode roofline) per run."""
+    """Evaluation: benchmark prompts (prefill, compute bound) and generated tokens (decode roofline) per run.
+
+    A multimodal benchmark's items (stages.eval.media_items_k) each run the encoder's forward and the
+    connector over their encoder tokens, and add their media tokens to the prefill; all at the
+    inference MFU, as the prompts.
+    """
     n_total, n_act, L, d, kv_tok = shape[0], shape[2], shape[3], shape[4], shape[10]
     runs = x[EV_RUNS]
     ctx = x[EV_CONTEXT]
@@ -691,7 +696,23 @@ def _eval_work(x, G, shape, st, s):
     dps, tp_inf, b_used = decode_gpu_seconds_per_token(
         n_total, n_act, kv_tok, kv_ctx, kv_ctx, x[EV_DECODE_BATCH], x[H_PEAK_TFLOPS], x[H_BW_TBS], x[H_MEM_GB],
         x[EV_DECODE_EFF], x[EV_DECODE_TP])
-    prefill = runs * forward_flops_per_token(n_act, L, d, _actx(x, ctx)) * bench
+    fwd_tok = forward_flops_per_token(n_act, L, d, _actx(x, ctx))
+    media_items = runs * x[EV_MEDIA_K] * 1e3
+    media_tok, side = 0.0, 0.0
+    if media_items > 0.0:
+        t_pass, passes, tok_item, enc_fwd, n_conn = _media_shape(x, 0.0, shape)
+        queries = x[MM_CONNECTOR] == CONN_QFORMER or x[MM_CONNECTOR] == CONN_RESAMPLER
+        conn_tok = passes * t_pass if queries else tok_item
+        media_tok = media_items * tok_item
+        side = media_items * (enc_fwd + 2.0 * n_conn * conn_tok)
+        st[s, K_MM_ITEMS] = media_items
+        st[s, K_MM_TOK_ITEM] = tok_item
+        st[s, K_MM_PASSES] = passes
+        st[s, K_MM_SHARE] = media_tok / (media_tok + runs * bench)
+        st[s, K_MM_CONN] = n_conn
+        st[s, K_MM_ENC] = x[MM_ENC_B] * 1e9
+        st[s, K_MM_ENC_H] = gpu_hours_for_flops(side, x[H_PEAK_TFLOPS], x[E_INFER_MFU])
+    prefill = fwd_tok * (runs * bench + media_tok) + side
     flops = prefill + runs * 2.0 * n_act * gen
     rollout_h = runs * gen * dps / 3600.0
     prod_h = rollout_h + gpu_hours_for_flops(prefill, x[H_PEAK_TFLOPS], x[E_INFER_MFU])
@@ -700,23 +721,24 @@ def _eval_work(x, G, shape, st, s):
     st[s, K_DEC_TP] = tp_inf
     st[s, K_DEC_B] = b_used
     mem = (2.0 * n_total + b_used * kv_tok * kv_ctx) / tp_inf
-    return _write_work(x, st, s, runs * (bench + gen), bench + gen, ctx, flops, prod_h, rollout_h, mem, tp_inf, tp_inf > G)
+    return _write_work(x, st, s, runs * (bench + gen) + media_tok, bench + gen, ctx, flops, prod_h, rollout_h, mem,
+                       tp_inf, tp_inf > G)
 
 
 # ---------------------------------------------------------------------------
 # Hidden GPU time: checkpoints, failures, idle, failed runs, experiments
 # ---------------------------------------------------------------------------
 @njit(cache=True)
-def _media_shape(x, b, shape):
+def _media_shape(x, tok, shape):
     """(encoder tokens per pass, passes per item, LLM tokens per item, encoder forward FLOPs per item,
-    connector parameters) of a multimodal stage (formulas: encoder_tokens_per_pass ... connector_params).
+    connector parameters) of a multimodal stage or a multimodal evaluation (formulas:
+    encoder_tokens_per_pass ... connector_params).
 
-    Tokens per item: the stage's own override, else the multimodal block's, else derived.
+    Tokens per item: ``tok`` (a phase's own override; 0 = none), else the multimodal block's, else derived.
     """
     mod = x[MM_MODALITY]
     t_pass = encoder_tokens_per_pass(mod, x[MM_RES], x[MM_PATCH], x[MM_ENC_TOK], x[MM_AUDIO_TPS], x[MM_MAX_S])
     passes = encoder_passes_per_item(mod, x[MM_TILES], x[MM_FRAMES], x[MM_SECONDS], x[MM_MAX_S])
-    tok = x[b + MS_TOK_ITEM]
     if tok <= 0.0:
         tok = x[MM_TOK_ITEM]
     if tok <= 0.0:
@@ -741,7 +763,7 @@ def _mm_train(x, b, shape, method, n_lora):
     of 8 BF16 copies (16 bytes: weights, gradients, Adam states; as an RL critic). Frozen parts
     are BF16 copies. A trained encoder keeps its activations (formulas.encoder_activation_bytes).
     """
-    t_pass, passes, _, _, n_conn = _media_shape(x, b, shape)
+    t_pass, passes, _, _, n_conn = _media_shape(x, x[b + MS_TOK_ITEM], shape)
     n_enc = x[MM_ENC_B] * 1e9
     tr_llm = x[b + MS_TRAIN_LLM] > 0.5
     tr_conn = x[b + MS_TRAIN_CONN] > 0.5
@@ -771,7 +793,7 @@ def _mm_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     GPU-hours, unique text tokens: the stored, bought and cleaned text; media is billed per item).
     """
     n_act, L, d = shape[2], shape[3], shape[4]
-    t_pass, passes, tok_item, enc_fwd, n_conn = _media_shape(x, b, shape)
+    t_pass, passes, tok_item, enc_fwd, n_conn = _media_shape(x, x[b + MS_TOK_ITEM], shape)
     m_llm, adapters, n_train, _, extra, act = _mm_train(x, b, shape, method, n_lora)
     items, share, text = x[b + MS_ITEMS], x[b + MS_SHARE], x[b + MS_TEXT]
     samples, epochs = x[b + MS_SAMPLES], x[b + MS_EPOCHS]

@@ -379,6 +379,7 @@ EV_DECODE_EFF = IX["stages.eval.decode_efficiency"]
 EV_DECODE_TP = IX["stages.eval.decode_tp"]
 EV_HUMAN = IX["stages.eval.human_samples"]
 EV_USD_HUMAN = IX["stages.eval.usd_per_human_sample"]
+EV_MEDIA_K = IX["stages.eval.media_items_k"]
 
 # The multimodal block (one per scenario) and the fields every multimodal stage has at the same offset.
 MM_MODALITY = IX["multimodal.modality"]
