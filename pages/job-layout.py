@@ -125,7 +125,7 @@ def plans_table(rows: list[dict], chosen: dict) -> tuple[pd.DataFrame, dict]:
         "Step time": p["step_time_s"], "MFU": p["mfu"], "Memory per GPU": p["memory_per_gpu_gb"],
         "TP": p["tp"], "PP": p["pp"], "DP": p["dp"], "CP": p["cp"], "EP": p["ep"],
         "Micro-batch": p["micro_batch"], "Micro-batches": p["micro_batches"],
-        "Recompute": p["recompute"].capitalize(), "ZeRO": ZERO_WORDS[p["zero"]],
+        "Recompute": p["recompute"].capitalize(), "ZeRO": f"ZeRO-{p['zero']}" if p["zero"] else "Off",
         "Chunks": p["interleave"], "SP": "on" if p["sequence_parallel"] else "off",
     } for i, p in enumerate(rows)])
     if (df["EP"] == 1).all():  # expert parallelism only means something for a mixture of experts
@@ -213,16 +213,21 @@ with c[4].container():
               help=f"{STAGE_LABELS[stage]}: {fmt.usd_exact(res.stat(stage, 'usd_total'))}")
     st.caption(f"P10–P90: {common.md_escape(fmt.usd(band[2]))} – {common.md_escape(fmt.usd(band[3]))}")
 
+if stage == "rl" and res.stat(stage, "rollout_weights_gb") > 0:
+    weights, kv = res.stat(stage, "rollout_weights_gb"), res.stat(stage, "rollout_kv_gb")
+    st.caption(f"Rollouts run apart from this layout: replicas of {fmt.gpus(res.stat(stage, 'decode_replica_gpus'))}"
+               f" decoding {res.stat(stage, 'decode_batch_used'):,.0f} sequences at once hold {fmt.gb(weights)} of "
+               f"weights and {fmt.gb(kv)} of KV cache per GPU ({fmt.gb(weights + kv)}). The stage's memory per GPU "
+               f"on the other pages, {fmt.gb(res.stat(stage, 'memory_per_gpu_gb'))}, is the larger of the two.")
 if res.stat(stage, "fits") < 0.5:
     label = STAGE_LABELS[stage]
     reasons = [x for x in res.infeasible if x.startswith(label)] or res.infeasible
     st.error("\n".join(f"- {common.md_escape(x)}" for x in reasons) +
-             "\n\nChoose Searched for a setting pinned above and the planner looks for a layout that fits.",
-             icon=":material/block:")
-else:
-    common.show_chart(memory_chart(plan, res.stat(stage, "usable_memory_gb")),
-                      "Memory per GPU, by kind (red: what a plan may use)")
-    common.show_chart(time_chart(plan), "One optimizer step, by part")
+             "\n\nChoose Searched for a setting pinned above and the planner looks for a layout that fits. "
+             "The charts show the plan as it stands.", icon=":material/block:")
+common.show_chart(memory_chart(plan, res.stat(stage, "usable_memory_gb")),
+                  "Memory per GPU, by kind (red: what a plan may use)")
+common.show_chart(time_chart(plan), "One optimizer step, by part")
 
 st.subheader("Fastest plans that fit")
 try:

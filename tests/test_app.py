@@ -192,7 +192,19 @@ def test_job_layout_shows_why_a_pinned_plan_does_not_fit():
     assert not res.feasible
     errors = [e.value for e in at.error]
     assert any(res.infeasible[0] in e and "Choose Searched" in e for e in errors), errors
-    assert not at.get("vega_lite_chart")  # no charts for a plan that does not fit
+    # the plan as it stands is drawn: its memory (model states unsharded on each GPU) beyond what a plan may use
+    assert len(at.get("vega_lite_chart")) == 2
+    assert res.plan("sft")["memory_per_gpu_gb"] > res.stat("sft", "usable_memory_gb")
+
+
+def test_job_layout_of_rl_names_the_rollout_replica_whose_memory_the_stage_reports():
+    at = _app("pages/job-layout.py", p="pipeline-70b")
+    at.selectbox(key="job-layout:stage").set_value("rl")
+    at.run()
+    res = costcore.estimate(at.session_state["scenario"])
+    caption = [c.value for c in at.caption if c.value.startswith("Rollouts run apart")]
+    assert caption and fmt.gb(res.stat("rl", "memory_per_gpu_gb")) in caption[0], caption
+    assert fmt.gb(res.stat("rl", "rollout_kv_gb")) in caption[0] and not at.exception
 
 
 def test_pretraining_tokens_slider_raises_pretrain_cost():

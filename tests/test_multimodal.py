@@ -222,16 +222,18 @@ def test_cli_prints_every_phase_with_memory_preprocessing_and_storage(preset):
                          text=True, check=True).stdout
     scn = costcore.load_preset(preset)
     assert "Memory/GPU" in out.splitlines()[1]
-    for s in scn["stages"]:
-        assert any(line.startswith(s + " ") for line in out.splitlines())
-        assert any(line.startswith(f"{s} media: ") and "preprocessing" in line and "media storage" in line
-                   for line in out.splitlines())
+    for s in scn["stages"]:  # a row per stage and a media line per phase, each named in words
+        assert any(line.startswith(schema.STAGE_SHORT[s] + "  ") for line in out.splitlines())
+        assert any(line.startswith(f"{schema.STAGE_LABELS[s]} media: ") and
+                   (("preprocessing" in line and "media storage" in line) if s in schema.MM_STAGES
+                    else "encoder and connector" in line) for line in out.splitlines())
     d = json.loads(subprocess.run([sys.executable, "-m", "costcore", "estimate", preset, "--format", "json"],
                                   cwd=ROOT, capture_output=True, text=True, check=True).stdout)
     for s, v in d["stages"].items():
         assert {"gpu_hours", "wall_days", "usd", "memory_per_gpu_gb", "fits"} <= set(v)
-        assert v["line_items"]["compute.media_preprocessing"] > 0 and v["line_items"]["storage.media"] > 0
         assert v["multimodal"]["media_items"] > 0
+        if s in schema.MM_STAGES:
+            assert v["line_items"]["compute.media_preprocessing"] > 0 and v["line_items"]["storage.media"] > 0
 
 
 def test_existing_scenarios_keep_working():

@@ -69,11 +69,16 @@ def render_table(res) -> str:
 
 
 def _media_line(stage: str, v: dict, res) -> str:
-    """A multimodal phase's media: items x tokens, the preprocessing and media storage lines."""
+    """A multimodal phase's media: items x tokens, the preprocessing and media storage lines; an evaluation's
+    benchmark media: items x tokens and the encoder's GPU-hours (no preprocessing or storage is billed)."""
     m, items = v["multimodal"], v["line_items"]
     words = schema.MEDIA_WORDS[schema.effective_value(res.scenario, "multimodal.modality")]
-    return (f"{stage} media: {fmt.num(m['media_items'])} {words} x {fmt.num(m['media_tokens_per_item'])} tokens "
-            f"({fmt.pct(m['media_token_share'])} of the LLM's tokens); preprocessing "
+    head = (f"{schema.STAGE_LABELS[stage]} media: {fmt.num(m['media_items'])} {words} x "
+            f"{fmt.num(m['media_tokens_per_item'])} tokens")
+    if stage not in schema.MM_STAGES:
+        return (f"{head} ({fmt.pct(m['media_token_share'])} of the prompt tokens); encoder and connector "
+                f"{fmt.num(m['encoder_gpu_hours'])} GPU-h")
+    return (f"{head} ({fmt.pct(m['media_token_share'])} of the LLM's tokens); preprocessing "
             f"{fmt.num(m['preprocess_cpu_hours'])} CPU-h {fmt_usd(items.get('compute.media_preprocessing', 0.0))}; "
             f"media storage {fmt.gb(m['media_raw_gb'] + m['media_features_gb'])} "
             f"{fmt_usd(items.get('storage.media', 0.0))}")
