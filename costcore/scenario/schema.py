@@ -1241,10 +1241,10 @@ def _phase_rules(scn: dict, phases: list, ev) -> None:
         need = text + items * tok
         if need > seq:
             raise ScenarioError(f"stages.{s}.items_per_sample",
-                                f"{items:,.4g} {words if items != 1 else words[:-1]} x {tok:,.0f} tokens + {text:,.0f} text tokens = {need:,.0f} "
+                                f"{items:,.10g} {words if items != 1 else words[:-1]} x {tok:,.0f} tokens + {text:,.0f} text tokens = {need:,.0f} "
                                 f"tokens, more than the sequence length of {seq:,.0f} (stages.{s}.seq_len); use fewer "
                                 f"{words} per sample, fewer tokens per item or a longer sequence",
-                                value=items, allowed=f"at most {max(0.0, (seq - text) / tok):,.4g}")
+                                value=items, allowed=f"at most {math.floor(max(0.0, (seq - text) / tok) * 1000) / 1000:,.10g}")
 
 
 def pick_encoder(scn: dict, name: str) -> dict:
