@@ -33,9 +33,9 @@ def test_other_public_runs_are_sourced_and_beat_the_plain_rule():
     s = validation.summary(df)
     base = validation.baseline_table(dataset="extra")
     assert s["median_error"] < base["error"].median()
-    # regression guard (docs/validation.md: 15.7%, 2.09x over 39 runs at the fitted knobs;
-    # 16.8%, 2.01x over the first 21, before the 18 runs added 2026-12-06)
-    assert s["median_error"] <= 0.16 and s["worst_fold"] <= 2.1, df[["run", "ratio"]]
+    # regression guard (docs/validation.md: 17.0%, 1.95x over 40 runs at the fitted knobs; 15.7% over
+    # the 39 before GLM-130B (0.70x) was added 2026-12-07; 16.8%, 2.01x over the first 21)
+    assert s["median_error"] <= 0.175 and s["worst_fold"] <= 2.1, df[["run", "ratio"]]
 
 
 def test_long_context_lowers_mfu_where_attention_is_slow():
@@ -201,10 +201,11 @@ def test_leave_one_out_and_its_checked_in_summary():
     assert loo["runs"] == len(calibration.runs("calibration")) and len(loo["holdout"]) == len(calibration.runs("holdout"))
     assert loo["runs"] + len(loo["holdout"]) == n_runs
     assert set(loo["ratios"]).isdisjoint(loo["holdout"])
-    # regression guard (docs/validation.md: leave-one-out median 20.6%, worst 2.09x; holdout 13.8%, 1.92x
-    # over 25 runs, the P10-P90 band holding 18 of them; test_band_holds_70_to_90_percent has the bar)
+    # regression guard (docs/validation.md: leave-one-out median 20.6%, worst 1.95x; holdout 14.7%, 1.92x
+    # over 26 runs (13.8% over 25 before GLM-130B, 0.70x, joined it 2026-12-07), the P10-P90 band holding 19
+    # of them; test_band_holds_70_to_90_percent has the bar)
     assert loo["median_error"] <= 0.21 and loo["worst_fold"] <= 2.1
-    assert loo["holdout_median_error"] <= 0.14 and loo["holdout_worst_fold"] <= 1.95
+    assert loo["holdout_median_error"] <= 0.15 and loo["holdout_worst_fold"] <= 1.95
     assert loo["band_log_p10"] < 0.0 < loo["band_log_p90"]
     saved = yaml.safe_load(calibration.SUMMARY_FILE.read_text(encoding="utf-8"))
     assert calibration.SUMMARY_FILE.read_text(encoding="utf-8") == calibration.summary_text(str(saved["date"])), \
