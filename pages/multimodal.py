@@ -108,6 +108,12 @@ for stage in MM_STAGES:
         [(p + "method", "Method for the language model"), (p + "epochs", "Epochs", 0.5, 10.0, 0.5),
          (p + "num_gpus", "GPUs (0 = the sidebar's count)", None, None, 1, "number")])
 
+st.markdown("**Evaluation on multimodal benchmarks**")
+if common.stage_toggle("eval", "Include evaluation"):
+    common.knob_columns([("stages.eval.runs", "Evaluation runs", 1, 500, 1)],
+                        [("stages.eval.media_items_k", f"{mm.MEDIA_WORDS[modality].capitalize()} scored per run "
+                          "(thousands; 0 = text only)", None, None, 1.0, "number")])
+
 res = common.result()
 if not mm.phases(res):
     st.info("No multimodal phase is switched on: include one above, or load a LLaVA-1.5 preset in the sidebar.")
@@ -132,6 +138,14 @@ def phase_costs() -> None:
          "wall_days": "Wall-clock", "compute_usd": "GPU cost", "total_usd": "Total", "memory_gb": "Memory per GPU",
          "fits": "Fits"})
     common.stacked_bar(res, mm.phases(res), height=260)
+    if "eval" in res.stages and res.stat("eval", "media_items") > 0:
+        st.caption(f"Evaluation: {fmt.num(res.stat('eval', 'media_items'))} {mm.MEDIA_WORDS[modality]} over "
+                   f"{fmt.num(ev(res.scenario, 'stages.eval.runs'))} runs, "
+                   f"{fmt.num(res.stat('eval', 'media_tokens_per_item'))} tokens each; encoder and connector "
+                   f"{fmt.gpu_hours(res.stat('eval', 'encoder_gpu_hours'))} of the stage's "
+                   f"{fmt.gpu_hours(res.stat('eval', 'gpu_hours'))}, "
+                   f"{common.md_escape(fmt.usd(res.stat('eval', 'usd_total')))} in all (the Data, evaluation and "
+                   "people page has the rest of it).")
 
 
 def media_costs() -> None:

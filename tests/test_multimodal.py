@@ -266,6 +266,26 @@ def test_multimodal_page_renders_the_llava_preset():
     assert "Not drawn: 2,304 and 2,880 media tokens per item" in captions, captions
 
 
+def test_multimodal_page_shows_the_benchmark_evaluation_and_its_field_moves_it():
+    """The Qwen-VL-style preset evaluates 20 checkpoints on 20K images each: the page says how many images,
+    the encoder's share of the stage's GPU-hours; raising the items per run raises the stage's GPU-hours."""
+    from costcore import fmt
+    from streamlit.testing.v1 import AppTest
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=NEVER_S)
+    at.query_params["p"] = "qwen-vl-style-7b"
+    at.switch_page("pages/multimodal.py")
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    res = costcore.estimate(at.session_state["scenario"])
+    said = [c.value for c in at.caption if c.value.startswith("Evaluation: ")]
+    assert said and f"{fmt.num(400_000)} images over 20 runs" in said[0], said
+    assert fmt.gpu_hours(res.stat("eval", "encoder_gpu_hours")) in said[0]
+    before = res.stat("eval", "gpu_hours")
+    at.number_input(key=f"k:stages.eval.media_items_k:{at.session_state['rev']}").set_value(200.0).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert costcore.estimate(at.session_state["scenario"]).stat("eval", "gpu_hours") > before
+
+
 def test_sweep_lists_the_values_it_leaves_out():
     from costcore.analysis import multimodal as mm
     res = costcore.estimate("llava-1.5-7b")
