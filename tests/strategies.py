@@ -163,4 +163,39 @@ def scenarios(draw, stages=None, min_stages=1, max_set=20, fixed=None):
     consistent_media(scn)
     for path, value in (fixed or {}).items():
         _put(scn, path, value)
+    consistent_shape(scn)
+    consistent_throughput(scn)
+    return scn
+
+
+def consistent_throughput(scn: dict) -> dict:
+    """Drawn measured TFLOP/s per GPU above the GPU's peak (schema._throughput_rules) are dropped."""
+    from costcore.scenario.schema import ScenarioError, validate
+    for _ in range(len(STAGES)):
+        try:
+            validate(scn)
+            return scn
+        except ScenarioError as err:
+            parts = err.path.split(".")
+            if len(parts) != 3 or parts[2] != "tflops_per_gpu":
+                return scn
+            scn["stages"][parts[1]].pop("tflops_per_gpu", None)
+    return scn
+
+
+def consistent_shape(scn: dict) -> dict:
+    """A drawn model made to obey schema._shape_rules (a dense size and whole shape agree: 1.5x above, 3x below):
+    the drawn MLP width goes (the shape then follows the size), then the drawn depth and width, then the
+    drawn size, then the named config."""
+    from costcore.scenario.schema import ScenarioError, validate
+    model = scn.get("model") or {}
+    for keys in (("ffn",), ("layers", "hidden"), ("params_b", "active_params_b"), ("name", "hf_config"), ()):
+        try:
+            validate({"model": model})
+            return scn
+        except ScenarioError as err:
+            if err.path != "model.params_b":
+                return scn
+            for key in keys:
+                model.pop(key, None)
     return scn

@@ -217,14 +217,17 @@ def _in_range(f) -> st.SearchStrategy:
 # Fields whose in-range values are refused by a rule that reads other settings too (base bits of a
 # full fine-tune, ZeRO stage with CPU offload): tests/test_finetune.py checks those sentences; the
 # pipeline degree and interleaving of a DualPipe stage (even, not interleaved): tests/test_dualpipe.py.
-CROSS_FIELD_RULES = ("base_bits", "zero_stage")
+CROSS_FIELD_RULES = ("base_bits", "zero_stage", "tflops_per_gpu")  # the last: at most the GPU's peak
 DUALPIPE_RULED = ("pp", "interleave")
 MM_RULED = ("items_per_sample", "text_tokens_per_sample", "tokens_per_item", "seq_len")
+# a dense model's size and whole shape, both given, must agree (schema._shape_rules: 1.5x above, 3x below)
+SHAPE_RULED = ("params_b", "active_params_b", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab")
 
 
 def _settable_fields(scn: dict) -> list:
     """Numeric kernel fields of the sections and of the stages this scenario enables."""
     enabled = set(scn.get("stages", {}))
+    shaped = bool(schema.validate(scn).get("model", {}).get("ffn"))  # a whole dense shape given (or named)
     out = []
     for f in FIELDS:
         if f.kind not in ("float", "int"):
@@ -236,6 +239,8 @@ def _settable_fields(scn: dict) -> list:
             continue
         if parts[0] == "stages" and parts[-1] in DUALPIPE_RULED and \
                 schema.effective_value(scn, f"stages.{parts[1]}.schedule") == "dualpipe":
+            continue
+        if parts[0] == "model" and parts[-1] in SHAPE_RULED and shaped:
             continue
         if parts[0] == "multimodal" or (parts[0] == "stages" and parts[1] in MM_STAGES and parts[-1] in MM_RULED):
             continue  # media tokens must fit the sequence, the resolution the encoder (scenario.media rules)
@@ -926,3 +931,31 @@ def test_a_size_column_beyond_the_shapes_depth_limit_names_the_size_not_the_laye
             call()
         assert e.value.field == "model.params_b" and f"{top:,.4g} billion" in str(e.value)
     assert schema.largest_size_for_depth(0, 70.6) == schema.BY_PATH["model.params_b"].hi  # no shape stated
+
+
+@pytest.mark.parametrize("preset, change", [("vertical-7b-lora", {"params_b": 500}),
+                                            ("pipeline-70b", {"hidden": 100000}),
+                                            ("pipeline-70b", {"ffn": 1000})])
+def test_a_size_the_given_shape_cannot_hold_gets_one_sentence(preset, change):
+    """A dense model's size and whole shape, both given, must agree (1.5x above the shape, a third below): the
+    FLOPs follow the size and the step the shape, so a 7B shape called 500B printed an MFU of 2,941%. The
+    sentence names model.params_b and the shape's own count; the shipped presets and configs all agree."""
+    from costcore.scenario import schema
+    scn = costcore.load_preset(preset)
+    scn["model"].update(change)
+    with pytest.raises(costcore.ScenarioError) as err:
+        costcore.estimate(scn)
+    assert err.value.field == "model.params_b" and "the shape given" in str(err.value)
+    assert "B parameters, not" in str(err.value) or "T parameters, not" in str(err.value)
+    ok = costcore.load_preset(preset)
+    assert schema.validate(schema.resize_model(ok, 500.0))  # the size slider drops the shape: never refused
+
+
+def test_a_measured_rate_above_the_gpus_peak_gets_one_sentence():
+    """A stage's tflops_per_gpu sets its MFU (tflops / peak): 5,000 on an H100 (989 BF16, 1,979 FP8) gave 505%."""
+    scn = {"hardware": {"gpu": "h100-80gb"}, "stages": {"dpo": {"tflops_per_gpu": 5000}}}
+    with pytest.raises(costcore.ScenarioError) as err:
+        costcore.estimate(scn)
+    assert err.value.field == "stages.dpo.tflops_per_gpu" and "989" in str(err.value)
+    fp8 = {"hardware": {"gpu": "h100-80gb", "precision": "fp8"}, "stages": {"dpo": {"tflops_per_gpu": 1500}}}
+    assert costcore.estimate(fp8).stat("dpo", "mfu") == pytest.approx(1500 / 1979)

@@ -132,9 +132,11 @@ def test_a_size_column_moves_the_stated_shape_with_it():
     out = costcore.batch(scn, cols)
     same = schema.set_path(scn, "stages.pretrain.tokens_b", 10_000.0)
     assert out[1].sum() == pytest.approx(costcore.estimate(same).total_usd, rel=1e-12)
-    held = costcore.batch(scn, {"model.params_b": [7.06], "model.layers": [80]})
-    assert held[0].sum() == pytest.approx(costcore.estimate(schema.set_path(scn, "model.params_b", 7.06)).total_usd,
-                                          rel=1e-9), "a layers column given with the size is kept as given"
+    held = costcore.batch(scn, {"model.params_b": [7.06, 7.06], "model.layers": [80, 8],
+                                "stages.pretrain.tokens_b": [10_000.0, 10_000.0]}, full=True)
+    held_h = held[:, 0, len(schema.RESOURCES) + kernel.BATCH_EXTRA.index("gpu_hours")]
+    # a layers column given with the size is kept as given: 80 layers cost the 93% above, 8 the derived depth's
+    assert held_h[0] > 0.8 * gpu_h[1] and held_h[1] == pytest.approx(gpu_h[0], rel=1e-9)
 
 
 def test_monte_carlo_is_reproducible_and_collapses_without_spread():

@@ -175,7 +175,12 @@ def test_exponent_notation_is_a_number_in_yaml_set_and_url(capsys, path, text, e
     from_set = cli.apply_sets(base, [f"{path}={text}"])
     from_url, _, warnings = _decode({"p": PRESET, path: text})
     assert warnings == []
-    assert from_set == from_url == schema.validate(schema.set_path(base, path, expected))
+    # a size alone on the 70B preset (whole shape stated) that the shape cannot hold (over 1.5x above it, under
+    # a third of it) moves the shape with it, as the size slider does; one within is set as it is
+    moved = schema.set_path(base, path, expected)
+    if path == "model.params_b" and not 70.6 / 3 <= expected <= 70.6 * 1.5:
+        moved = schema.resize_model(base, expected)
+    assert from_set == from_url == schema.validate(moved)
 
     assert cli.main(["estimate", PRESET, "--set", f"{path}={text}", "--format", "json"]) == 0
     total = json.loads(capsys.readouterr().out)["total_usd"]
@@ -208,7 +213,8 @@ def test_round_trip_of_an_edited_preset_is_exact(preset):
     scn = api.load_preset(preset)
     for path, value in {"name": "Ünïcode name, 200 max", "model.params_b": 12.5,
                         "reliability.failures_per_gpu_hour": 3e-5, "hardware.num_gpus": 24}.items():
-        scn = schema.set_path(scn, path, value)
+        # a size the preset's stated shape cannot hold moves the shape with it (as the size slider does)
+        scn = schema.size_alone(scn, value) if path == "model.params_b" else schema.set_path(scn, path, value)
     scn = schema.validate(scn)
     params = share.encode(scn, preset)
     assert params["reliability.failures_per_gpu_hour"] == "3e-05"

@@ -90,8 +90,12 @@ def apply_sets(scn: dict, sets: list[str]) -> dict:
     """Apply ``dotted.key=value`` overrides and re-validate.
 
     Values of numeric fields are read by :func:`schema.parse_number_text`; others as YAML scalars.
+    A size set without any of the model's shape, on a scenario that states a whole dense shape, moves
+    the shape with it as the size slider does (:func:`schema.resize_model`; the share link's rule).
     """
     raw = dict(scn)
+    keys = [item.partition("=")[0].strip() for item in sets or []]
+    resize = not any(k in schema.SHAPE_LINK_KEYS for k in keys)
     for item in sets or []:
         if "=" not in item:
             raise ScenarioError("--set", f"expected dotted.key=value, got {item!r}")
@@ -111,7 +115,10 @@ def apply_sets(scn: dict, sets: list[str]) -> dict:
             value = parse_yaml(text, what=f"--set {key}") if text.strip() else None
         if value is None:
             raise ScenarioError(key, "needs a value")
-        raw = schema.set_path(raw, key, schema.coerce_text(key, value))
+        if key == "model.params_b" and resize:
+            raw = schema.size_alone(raw, schema.coerce_text(key, value))
+        else:
+            raw = schema.set_path(raw, key, schema.coerce_text(key, value))
     return schema.validate(raw)
 
 
@@ -187,7 +194,10 @@ class Scenario:
         """A new Scenario with one dotted setting changed (validated); this one is unchanged."""
         if not isinstance(path, str):
             raise ScenarioError("path", "must be a dotted setting name")
-        cand = schema.validate(schema.set_path(self.data, path, value))
+        # a size the stated shape cannot hold moves the shape with it, as the size slider does
+        moved = (schema.size_alone(self.data, value) if path == "model.params_b"
+                 else schema.set_path(self.data, path, value))
+        cand = schema.validate(moved)
         return Scenario._from_valid(cand, origin, self)
 
     def value(self, path: str):

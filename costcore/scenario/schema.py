@@ -606,6 +606,7 @@ def validate(data: Any) -> dict:
         if clean:
             out[section] = _unflatten({p.split(".", 1)[1]: v for p, v in clean.items()})
     _resolve_hf_config(out)
+    _shape_rules(out)
     stages = data.get("stages", {})
     if stages is None:
         stages = {}
@@ -630,7 +631,21 @@ def validate(data: Any) -> dict:
         _stage_rules(sname, clean)
         out["stages"][sname] = clean
     multimodal_rules(out, data)
+    _throughput_rules(out)
     return out
+
+
+def _throughput_rules(out: dict) -> None:
+    """A stage's measured TFLOP/s per GPU cannot exceed the GPU's peak (FP8's when the precision is FP8):
+    it sets the stage's MFU (tflops / peak), which would pass 100%."""
+    fp8 = effective_value(out, "hardware.precision") == "fp8"
+    peak = float(effective_value(out, "hardware.fp8_peak_tflops" if fp8 else "hardware.peak_tflops"))
+    for sname, clean in out["stages"].items():
+        tflops = float(clean.get("tflops_per_gpu") or 0)
+        if tflops > peak > 0:
+            raise ScenarioError(f"stages.{sname}.tflops_per_gpu", f"{tflops:,.4g} TFLOP/s per GPU is above the "
+                                f"GPU's {'FP8' if fp8 else 'BF16'} peak of {peak:,.4g}; give a measured rate up "
+                                "to the peak", value=tflops, allowed=f"0 to {peak:,.4g}")
 
 
 # hardware.gpu as a mapping (a custom GPU): its keys -> the hardware fields they set.
@@ -758,6 +773,41 @@ def _with_plan_keys(sname: str, sdata: dict) -> dict:
     return out
 
 
+# A given dense shape may hold up to 1.5x fewer parameters than params_b (more, and the FLOPs of the size
+# outrun the shape's step: MFU over 100%) and up to 3x more (a batch size column moves the depth only, so a
+# small size keeps its embeddings: Llama-3.1-8B's shape at 1B holds 1.9B).
+SHAPE_SIZE_TOLERANCE = 1.5
+SHAPE_SIZE_SLACK_BELOW = 3.0
+
+
+def _shape_rules(out: dict) -> None:
+    """A dense model whose size and whole shape are both given must agree on its parameters.
+
+    The FLOPs per token follow model.params_b (6N), the layout's matmuls the shape: a 7B shape called
+    500B gave an MFU of 2,941%. The shape's count is formulas.dense_ffn's (per layer q, o, k, v and the
+    MLP, plus untied embeddings); the shipped configs sit within 1.31x of their published sizes (GPT-2 and
+    Llama-3.2-1B tie their embeddings). Refused: a size over 1.5x what the shape holds, or under a third.
+    """
+    m = out.get("model") or {}
+    size, f, L, d = (float(m.get(k) or 0) for k in ("params_b", "ffn", "layers", "hidden"))
+    active = float(m.get("active_params_b") or 0)
+    if min(size, f, L, d) <= 0 or m.get("experts") or (0 < active < 0.95 * size):
+        return
+    heads = float(m.get("heads") or max(1.0, math.floor(d / 128.0 + 0.5)))
+    kv = float(m.get("kv_heads") or heads)
+    vocab = float(effective_value(out, "model.vocab"))
+    mats = 3.0 if effective_value(out, "model.gated") else 2.0
+    n_b = (L * (2.0 * d * d + 2.0 * d * kv * d / heads + mats * d * f) + 2.0 * vocab * d) / 1e9
+    def words(b):  # 6.74B, 2.51T
+        return f"{b / 1000:.3g}T" if b >= 1000 else f"{b:.3g}B"
+    if not n_b / SHAPE_SIZE_SLACK_BELOW <= size <= n_b * SHAPE_SIZE_TOLERANCE:
+        raise ScenarioError("model.params_b", f"the shape given ({L:,.0f} layers of width {d:,.0f}, MLP {f:,.0f}, "
+                            f"vocabulary {vocab:,.0f}) holds about {words(n_b)} parameters, not {words(size)}; give "
+                            "a size that matches it, or leave out layers, hidden and ffn to have the shape derived "
+                            "from the size", value=size,
+                            allowed=f"{words(n_b / SHAPE_SIZE_SLACK_BELOW)} to {words(n_b * SHAPE_SIZE_TOLERANCE)}")
+
+
 def _resolve_hf_config(out: dict) -> None:
     """Fill the model keys a ``model.hf_config`` gives (path or shipped name) that the scenario does not set."""
     model = out.get("model") or {}
@@ -842,6 +892,30 @@ def resize_model(scn: dict, params_b) -> dict:
         model["active_params_b"] = round(float(model["active_params_b"]) * float(params_b) / old, 4)
     model["params_b"] = params_b
     return dict(scn, model=_family_shape(model))
+
+
+def size_alone(raw: dict, params_b) -> dict:
+    """``raw`` with model.params_b set; if the stated shape cannot hold that size (_shape_rules),
+    the shape moves with the size instead, as the size slider does (resize_model)."""
+    cand = set_path(raw, "model.params_b", params_b)
+    try:
+        validate(cand)
+    except ScenarioError as err:
+        if err.path == "model.params_b" and whole_shape(raw) and isinstance(params_b, (int, float)):
+            return resize_model(raw, params_b)
+    return cand
+
+
+SHAPE_LINK_KEYS = tuple(f"model.{k}" for k in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "name",
+                                                "hf_config", "experts", "moe_ffn"))
+
+
+def whole_shape(raw: dict) -> bool:
+    """Whether the scenario states a dense model's whole shape (its FFN given or named)."""
+    try:
+        return bool(validate(raw).get("model", {}).get("ffn"))
+    except ScenarioError:
+        return False
 
 
 def _family_shape(model: dict) -> dict:

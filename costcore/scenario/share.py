@@ -142,11 +142,12 @@ def decode(params: dict, default_preset: str) -> tuple[dict, str, list[str]]:
         values.append((key, text))
     _apply_switches(raw, values, refuse)  # stage switches first (a value for a stage switches it on)
     todo = [(k, t) for k, t in values if not (k.startswith("stages.") and k.count(".") == 1)]
+    resize = not any(k in schema.SHAPE_LINK_KEYS for k, _ in todo)  # a size without a shape moves the shape
     while todo:  # values that only hold together (media tokens and the sequence) wait for the others
         waiting, errors = [], {}
         for key, text in todo:
             try:
-                cand = _with_value(raw, key, text, refuse)
+                cand = _with_value(raw, key, text, refuse, resize)
                 if cand is None:
                     continue
                 schema.validate(cand)
@@ -208,8 +209,14 @@ def _apply_switches(raw: dict, values, refuse) -> None:
                 raw.setdefault("stages", {}).setdefault(stage, {})
 
 
-def _with_value(raw: dict, key: str, text: str, refuse) -> dict | None:
-    """A copy of ``raw`` with one link value set (not validated), or None after a refusal."""
+def _with_value(raw: dict, key: str, text: str, refuse, resize: bool = False) -> dict | None:
+    """A copy of ``raw`` with one link value set (not validated), or None after a refusal.
+
+    ``resize``: the link gives the model's size but none of its shape (a link written by hand, or from
+    before the size slider re-derived the shape); on a scenario whose whole shape is stated, the size
+    then moves the shape with it as the slider does (schema.resize_model), instead of being refused for
+    a size the stated shape cannot hold.
+    """
     if key == "name":
         if len(text) > MAX_NAME_CHARS:
             refuse(key, "too long", f"is {len(text):,} characters; the limit is {MAX_NAME_CHARS}",
@@ -243,6 +250,8 @@ def _with_value(raw: dict, key: str, text: str, refuse) -> dict | None:
         raw.setdefault("stages", {})[key.split(".")[1]] = {}
     if key == "model.name" and schema.get_path(raw, "model.hf_config") == schema.get_path(raw, "model.name"):
         raw = schema.set_path(raw, "model.hf_config", value)  # the config the old name gave follows the new name
+    if key == "model.params_b" and resize:
+        return schema.size_alone(raw, value)
     return schema.set_path(raw, key, value)
 
 
