@@ -171,7 +171,8 @@ def test_job_layout_shows_the_plan_and_pinning_tp_changes_it():
     # numbers underneath (a header click sorts them as numbers), the chosen plan first and marked
     assert top["Step time"].iloc[0] == pytest.approx(plan["step_time_s"])
     # the plans' modelled step times (kernel numbers, no clock) come fastest first
-    assert top["Step time"].is_monotonic_increasing and top["Rank"].iloc[0] == "1 ✓"
+    # the planner's modelled step times (its output, no clock is read), listed fastest first
+    assert list(top["Step time"]) == sorted(top["Step time"]) and top["Rank"].iloc[0] == "1 ✓"
 
     _move(at, "stages.pretrain.tp", 4)
     assert at.session_state["scenario"]["stages"]["pretrain"]["tp"] == 4
