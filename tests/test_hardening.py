@@ -240,7 +240,7 @@ def _settable_fields(scn: dict) -> list:
         if parts[0] == "stages" and parts[-1] in DUALPIPE_RULED and \
                 schema.effective_value(scn, f"stages.{parts[1]}.schedule") == "dualpipe":
             continue
-        if parts[0] == "model" and parts[-1] in SHAPE_RULED and shaped:
+        if parts[0] == "model" and parts[-1] in SHAPE_RULED and (shaped or parts[-1] == "ffn"):  # ffn states it
             continue
         if parts[0] == "multimodal" or (parts[0] == "stages" and parts[1] in MM_STAGES and parts[-1] in MM_RULED):
             continue  # media tokens must fit the sequence, the resolution the encoder (scenario.media rules)

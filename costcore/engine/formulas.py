@@ -156,6 +156,18 @@ def dense_ffn(n_params, L, d, q_dim, kv_dim, vocab, n_matrices):
     return max(d, f)
 
 
+def dense_params(L, d, q_dim, kv_dim, ffn, vocab, n_matrices):
+    """Parameters (count) of a Llama-style dense shape: the sum :func:`dense_ffn` solves for the FFN.
+
+    Per layer q and o (d x q_dim), k and v (d x kv_dim) and ``n_matrices`` d x ffn MLP matrices, plus
+    untied input and output embeddings 2 V d (Touvron et al. 2023, Table 1 shapes; Hugging Face
+    ``modeling_llama.py``). Llama-2-7B's shape gives 6,738,149,376 (its 6,738,415,616 adds the norms'
+    266,240). Read by the scenario check that a
+    stated shape and size agree (costcore/scenario/schema.py _shape_rules); not jitted (no kernel reads it).
+    """
+    return L * (2.0 * d * q_dim + 2.0 * d * kv_dim + n_matrices * d * ffn) + 2.0 * vocab * d
+
+
 @njit(cache=True)
 def moe_expert_ffn(n_total, n_active, experts, top_k, L, d, n_matrices, dense_ffn):
     """Inner size of one routed expert's MLP when a config gives only total and active parameters.

@@ -701,8 +701,7 @@ def _eval_work(x, G, shape, st, s):
     media_tok, side = 0.0, 0.0
     if media_items > 0.0:
         t_pass, passes, tok_item, enc_fwd, n_conn = _media_shape(x, 0.0, shape)
-        queries = x[MM_CONNECTOR] == CONN_QFORMER or x[MM_CONNECTOR] == CONN_RESAMPLER
-        conn_tok = passes * t_pass if queries else tok_item
+        conn_tok = _connector_tokens(x, t_pass, passes, tok_item)
         media_tok = media_items * tok_item
         side = media_items * (enc_fwd + 2.0 * n_conn * conn_tok)
         st[s, K_MM_ITEMS] = media_items
@@ -749,6 +748,15 @@ def _media_shape(x, tok, shape):
     if n_conn <= 0.0:
         n_conn = connector_params(x[MM_CONNECTOR], x[MM_ENC_D], shape[4], x[MM_COMPRESS])
     return t_pass, passes, tok, enc_fwd, n_conn
+
+
+@njit(cache=True, inline='always')
+def _connector_tokens(x, t_pass, passes, tok_item):
+    """Tokens one item sends through the connector: a Q-Former or resampler reads every encoder token of
+    every pass; an MLP, linear or pixel-shuffle connector the item's media tokens."""
+    if x[MM_CONNECTOR] == CONN_QFORMER or x[MM_CONNECTOR] == CONN_RESAMPLER:
+        return passes * t_pass
+    return tok_item
 
 
 @njit(cache=True)
@@ -804,7 +812,7 @@ def _mm_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     fpt = train_flops_per_token(n_act, L, d, _actx(x, ctx), m_llm, adapters, x[b + S_QLORA_DEQ])
     tr_enc = x[b + MS_TRAIN_ENC] > 0.5
     enc_runs = 3.0 * epochs if tr_enc else (1.0 if x[MM_PRECOMP] > 0.5 else epochs)
-    conn_tok = passes * t_pass if (x[MM_CONNECTOR] == CONN_QFORMER or x[MM_CONNECTOR] == CONN_RESAMPLER) else tok_item
+    conn_tok = _connector_tokens(x, t_pass, passes, tok_item)
     conn_x = 3.0 if (x[b + MS_TRAIN_CONN] > 0.5 or tr_enc) else 1.0
     side_flops = media_items * (enc_fwd * enc_runs + 2.0 * n_conn * conn_tok * conn_x * epochs)
     flops = fpt * tokens + side_flops

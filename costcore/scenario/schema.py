@@ -42,6 +42,7 @@ TOP_LEVEL_KEYS = ("name", "description", "model", "hardware", "efficiency", "rel
 from costcore.errors import ScenarioError  # noqa: E402,F401  (re-exported: the one public exception type)
 from costcore.scenario.checks import _is_real, _shown as _show, as_float  # noqa: E402  (one way to show a value)
 from costcore import fmt  # noqa: E402
+from costcore.engine.formulas import dense_params  # noqa: E402  (the one count of a dense shape)
 from costcore.scenario.yamlio import MAX_DEPTH, NUMBER_TEXT  # noqa: E402  (one depth limit, one number rule)
 
 
@@ -784,7 +785,7 @@ def _shape_rules(out: dict) -> None:
     """A dense model whose size and whole shape are both given must agree on its parameters.
 
     The FLOPs per token follow model.params_b (6N), the layout's matmuls the shape: a 7B shape called
-    500B gave an MFU of 2,941%. The shape's count is formulas.dense_ffn's (per layer q, o, k, v and the
+    500B gave an MFU of 2,941%. The shape's count is formulas.dense_params (per layer q, o, k, v and the
     MLP, plus untied embeddings); the shipped configs sit within 1.31x of their published sizes (GPT-2 and
     Llama-3.2-1B tie their embeddings). Refused: a size over 1.5x what the shape holds, or under a third.
     """
@@ -797,7 +798,8 @@ def _shape_rules(out: dict) -> None:
     kv = float(m.get("kv_heads") or heads)
     vocab = float(effective_value(out, "model.vocab"))
     mats = 3.0 if effective_value(out, "model.gated") else 2.0
-    n_b = (L * (2.0 * d * d + 2.0 * d * kv * d / heads + mats * d * f) + 2.0 * vocab * d) / 1e9
+    n_b = dense_params(L, d, d, kv * d / heads, f, vocab, mats) / 1e9
+
     def words(b):  # 6.74B, 2.51T
         return f"{b / 1000:.3g}T" if b >= 1000 else f"{b:.3g}B"
     if not n_b / SHAPE_SIZE_SLACK_BELOW <= size <= n_b * SHAPE_SIZE_TOLERANCE:
