@@ -42,7 +42,6 @@ TOP_LEVEL_KEYS = ("name", "description", "model", "hardware", "efficiency", "rel
 from costcore.errors import ScenarioError  # noqa: E402,F401  (re-exported: the one public exception type)
 from costcore.scenario.checks import _is_real, _shown as _show, as_float  # noqa: E402  (one way to show a value)
 from costcore import fmt  # noqa: E402
-from costcore.engine.formulas import dense_params  # noqa: E402  (the one count of a dense shape)
 from costcore.scenario.yamlio import MAX_DEPTH, NUMBER_TEXT  # noqa: E402  (one depth limit, one number rule)
 
 
@@ -789,6 +788,7 @@ def _shape_rules(out: dict) -> None:
     MLP, plus untied embeddings); the shipped configs sit within 1.31x of their published sizes (GPT-2 and
     Llama-3.2-1B tie their embeddings). Refused: a size over 1.5x what the shape holds, or under a third.
     """
+    from costcore.engine.formulas import dense_params  # here: importing it loads numba, which `actuals` never needs
     m = out.get("model") or {}
     size, f, L, d = (float(m.get(k) or 0) for k in ("params_b", "ffn", "layers", "hidden"))
     active = float(m.get("active_params_b") or 0)
