@@ -205,13 +205,31 @@ def bench_first_load(starts: int) -> None:
             browser.close()
 
 
+def _server_script_cache() -> None:
+    """Give every AppTest run one shared ScriptCache, as a server does. AppTest builds a new ScriptCache on
+    each run (streamlit/testing/v1/app_test.py and local_script_runner.py, 1.67), so each timed rerun also
+    reads, AST-rewrites ("magic") and compiles app.py and the page: about 28 ms for the sensitivity page on
+    a 2-core machine. A server keeps one ScriptCache for its lifetime (streamlit/runtime/runtime.py), so a
+    browser rerun never pays it. ``--per-run-compile`` keeps AppTest's behaviour."""
+    from streamlit.runtime.scriptrunner import script_cache
+    from streamlit.testing.v1 import app_test, local_script_runner
+
+    shared = script_cache.ScriptCache()
+    app_test.ScriptCache = local_script_runner.ScriptCache = lambda: shared
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--moves", type=int, default=20, help="slider moves timed in part (a)")
     ap.add_argument("--starts", type=int, default=1, help="measured fresh starts in part (b), after the warm-up")
     ap.add_argument("--skip-browser", action="store_true", help="only part (a)")
+    ap.add_argument("--per-run-compile", action="store_true",
+                    help="AppTest's own behaviour: recompile app.py and the page on every rerun (a server does not)")
     args = ap.parse_args()
     print(f"python {sys.version.split()[0]}, app {APP}")
+    if not args.per_run_compile:
+        _server_script_cache()
+        print("scripts compiled once and cached, as a server's Runtime does (--per-run-compile: AppTest's default)")
     bench_rerun(args.moves)
     bench_sensitivity(max(5, args.moves // 2))
     bench_multimodal(max(5, args.moves // 2))
