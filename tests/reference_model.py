@@ -178,13 +178,11 @@ def attention_flops_train(shape: dict, ctx: float) -> float:
 
 
 def train_flops_per_token(n: float, shape: dict, ctx: float, method: str = "full",
-                          n_lora: float = 0.0, dequant: float = 0.0) -> float:
-    """full 6N + 12Lds; LoRA 4N + 12Lds + 6 N_lora; QLoRA: 4N * (1 + dequant_overhead)."""
+                          n_lora: float = 0.0) -> float:
+    """full 6N + 12Lds; LoRA and QLoRA 4N + 12Lds + 6 N_lora (QLoRA's dequantization is time: layer_forward_s)."""
     if method == "full":
         return 6.0 * n + attention_flops_train(shape, ctx)
     frozen_base = 4.0 * n  # forward 2N + backward (input gradients only) 2N
-    if method == "qlora":
-        frozen_base = frozen_base * (1.0 + dequant)
     return frozen_base + attention_flops_train(shape, ctx) + 6.0 * n_lora
 
 
@@ -423,8 +421,15 @@ def layer_forward_s(model: dict, hw: dict, job: dict, plan: dict) -> dict:
         linear += matmul_s(model["top_k"] * expert_p, tokens_per_expert, model["expert_ffn"] / tp)
     else:
         linear += matmul_s(mlp_p, tokens, model["ffn"] / tp)
-    if job["method"] == "qlora" or job["int8_base"]:  # NF4 or LLM.int8 blocks dequantized for every matmul
-        linear = linear * (1.0 + job["dequant"])
+    if job["method"] == "qlora" or job["int8_base"]:
+        # bitsandbytes dequantizes the layer's weights to BF16 before every matmul (forward and backward):
+        # the packed bytes read and 2 bytes written per weight, at HBM bandwidth; plus the knob's extra share
+        packed = NF4_BYTES_PER_PARAM if job["method"] == "qlora" else 1.0
+        if model["moe"]:
+            held = (attention_p + (model["shared"] + model["experts"] / ep) * expert_p) / tp
+        else:
+            held = (attention_p + mlp_p) / tp
+        linear = linear * (1.0 + job["dequant"]) + held * (packed + 2.0) / hw["hbm"]
     # causal FlashAttention: 2 s d_head a FLOPs per token, BF16, at the attention efficiency
     attention = 2.0 * tokens * job["attn_ctx"] * q_width / tp / (hw["peak"] * hw["attention"] * hw["gemm"])
     norm_shard = tp if (plan["sp"] or tp <= 1) else 1.0
@@ -756,7 +761,6 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             method = "qlora"
         n_lora = lora_params(shape, sf("lora_rank"), sv("lora_targets"), bool(v("model.gated"))) if method != "full" else 0.0
         tps = sf("tokens_per_gpu_s")
-        dequant = sf("qlora_dequant_overhead")
         seq = sf("seq_len")
         items = {key: 0.0 for key in ITEM_KEYS}
         media_stored = None
@@ -814,7 +818,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             unique_tokens = sf("samples") * per_sample
             tokens = unique_tokens * sf("epochs")
             ctx = min(seq, per_sample)  # a sample never attends past its own length
-            fpt = train_flops_per_token(n_act, shape, ctx, method, n_lora, dequant)
+            fpt = train_flops_per_token(n_act, shape, ctx, method, n_lora)
             flops = tokens * fpt
             mem, fewest, mfu, mode = resolve_layout(ctx, 1.0, 0.0, fpt)
             productive_h = tokens / tps / SECONDS_PER_HOUR if tps > 0 else hours_at(flops, peak, mfu)
@@ -824,7 +828,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             unique_tokens = sf("pairs") * (chosen + rejected)
             tokens = unique_tokens * sf("epochs")
             ctx = min(seq, max(chosen, rejected))
-            fpt = train_flops_per_token(n_act, shape, ctx, method, n_lora, dequant)
+            fpt = train_flops_per_token(n_act, shape, ctx, method, n_lora)
             policy_flops = tokens * fpt
             precomputed = sv("reference") == "precomputed"
             reference_passes = 1.0 if precomputed else sf("epochs")
@@ -865,7 +869,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             else:
                 items["compute.verifier"] = completions * sf("verifier_usd_per_sample")
             passes = sf("update_epochs")
-            fpt = train_flops_per_token(n_act, shape, ctx, method, n_lora, dequant)
+            fpt = train_flops_per_token(n_act, shape, ctx, method, n_lora)
             learn_flops = tokens * passes * fpt
             if sv("algorithm") == "ppo":
                 n_critic = sf("critic_params_b") * 1e9 if sf("critic_params_b") > 0 else n_act
@@ -912,7 +916,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             llm_unique = samples * (text + share * items_each * tok)
             tokens = llm_unique * epochs
             ctx = max(1.0, min(seq, text + items_each * tok))
-            fpt = train_flops_per_token(n_act, shape, ctx, llm_method, adapters, dequant)
+            fpt = train_flops_per_token(n_act, shape, ctx, llm_method, adapters)
             encoder_runs = 3.0 * epochs if train_enc else (1.0 if precomputed else epochs)
             through = media["passes"] * media["tokens_per_pass"] if v("multimodal.connector") in (
                 "qformer", "resampler") else tok

@@ -104,7 +104,7 @@ def _layout(x, s, method=F.METHOD_FULL, ctx=2048.0, G=8.0):
     _, st = rows()
     sc, plans, reuse = scratch()
     shape = K._model(x)
-    fpt = F.train_flops_per_token(shape[2], shape[3], shape[4], ctx, method, 0.0, 0.0)
+    fpt = F.train_flops_per_token(shape[2], shape[3], shape[4], ctx, method, 0.0)
     mem, min_g, mfu = K._stage_layout(x, STAGE_BASE[s], s, G, shape, method, 0.0, ctx, 1.0, 0.0, fpt, st, sc,
                                       plans, reuse)
     return mem, min_g, mfu, st, plans
@@ -130,7 +130,7 @@ def test_stage_layout_default_mfu_is_the_plan_at_the_sustained_share():
     assert mfu == stat(st, SFT, "mfu") == pytest.approx(stat(st, SFT, "plan_mfu") * 0.6, rel=1e-15)
     # the plan's MFU: the stage's model FLOPs of one step over (step x G x peak)
     tokens = stat(st, SFT, "micro_batches") * stat(st, SFT, "plan_dp") * stat(st, SFT, "plan_micro_batch") * 2048
-    fpt = F.train_flops_per_token(7e9, L7, D7, 2048.0, F.METHOD_FULL, 0.0, 0.0)
+    fpt = F.train_flops_per_token(7e9, L7, D7, 2048.0, F.METHOD_FULL, 0.0)
     assert stat(st, SFT, "plan_mfu") == pytest.approx(fpt * tokens / (stat(st, SFT, "step_time_s") * 8 * 1e15))
     assert stat(st, SFT, "plan_tokens_per_gpu_s") == pytest.approx(tokens / (stat(st, SFT, "step_time_s") * 8))
     # the step's named terms add up (the optimizer and exposed communication are in the step once)
@@ -152,7 +152,7 @@ def test_stage_layout_reuse_keeps_the_plan_and_retimes_it():
     _, st2 = rows()
     sc, _, _ = scratch()
     shape = K._model(y)
-    fpt = F.train_flops_per_token(7e9, L7, D7, 2048.0, F.METHOD_FULL, 0.0, 0.0)
+    fpt = F.train_flops_per_token(7e9, L7, D7, 2048.0, F.METHOD_FULL, 0.0)
     K._stage_layout(y, STAGE_BASE[SFT], SFT, 8.0, shape, F.METHOD_FULL, 0.0, 2048.0, 1.0, 0.0, fpt, st2, sc,
                     plans, 1.0)
     for name in ("plan_tp", "plan_pp", "plan_dp", "plan_micro_batch", "recompute_mode", "plan_zero"):
@@ -212,14 +212,14 @@ def test_rl_scoring_flops_grpo_and_ppo():
     x[IX["stages.rl.algorithm"]] = schema.BY_PATH["stages.rl.algorithm"].choices.index("grpo")
     fwd = 2 * 7e9 + 4 * 32 * 4096 * 1000
     fpt = 6 * 7e9 + 12 * 32 * 4096 * 1000
-    train, infer, f = K._rl_scoring_flops(x, 7e9, 32.0, 4096.0, 1000.0, 1e6, F.METHOD_FULL, 0.0, 0.0, 2.0)
+    train, infer, f = K._rl_scoring_flops(x, 7e9, 32.0, 4096.0, 1000.0, 1e6, F.METHOD_FULL, 0.0, 2.0)
     assert f == fpt and train == fpt * 1e6 * 2  # two update epochs
     assert infer == pytest.approx(2 * fwd * 1e6)  # old log-probs + live reference
     x[IX["stages.rl.algorithm"]] = schema.RL_PPO
     x[IX["stages.rl.reward"]] = schema.RL_REWARD_MODEL
     x[IX["stages.rl.reward_params_b"]] = 1.0
     x[IX["stages.rl.critic_params_b"]] = 0.0  # critic = policy size
-    train, infer, _ = K._rl_scoring_flops(x, 7e9, 32.0, 4096.0, 1000.0, 1e6, F.METHOD_FULL, 0.0, 0.0, 2.0)
+    train, infer, _ = K._rl_scoring_flops(x, 7e9, 32.0, 4096.0, 1000.0, 1e6, F.METHOD_FULL, 0.0, 2.0)
     reward_fwd = 2 * 1e9 + 4 * 32 * 4096 * 1000
     assert infer == pytest.approx((2 * fwd + reward_fwd + fwd) * 1e6)  # + reward model + critic values
     assert train == pytest.approx(2 * fpt * 1e6 * 2)  # policy and critic updates

@@ -87,11 +87,14 @@ def _training_rows(res: Result, stage: str, st: dict) -> list[tuple[str, str, st
                     rf"6N + 12\,L\,d\,s = 6\cdot {_e(N)} + 12\cdot {L:.0f}\cdot {d:.0f}\cdot {seq:.0f} = {_e(fpt)}",
                     "PaLM (arXiv:2204.02311) App. B; " + shape_src))
     else:
-        deq = float(effective_value(scn, f"stages.{stage}.qlora_dequant_overhead")) if method == "qlora" else 0.0
         out.append((f"{method.upper()} FLOPs per token",
-                    rf"4N(1+q) + 12\,L\,d\,s + 6N_{{lora}} = 4\cdot {_e(N)}(1+{deq:g}) + 12\cdot {L:.0f}\cdot {d:.0f}\cdot {seq:.0f} + 6\cdot {_e(st['trainable_params'])} = {_e(fpt)}",
+                    rf"4N + 12\,L\,d\,s + 6N_{{lora}} = 4\cdot {_e(N)} + 12\cdot {L:.0f}\cdot {d:.0f}\cdot {seq:.0f} + 6\cdot {_e(st['trainable_params'])} = {_e(fpt)}",
                     "frozen base: forward 2N + input gradients 2N (model assumption); "
-                    "N_lora = r(d_in + d_out) per adapted matrix (peft lora/layer.py)"))
+                    "N_lora = r(d_in + d_out) per adapted matrix (peft lora/layer.py)"
+                    + ("; a 4-bit or 8-bit base does the same FLOPs and spends time dequantizing its weights to BF16 "
+                       "before every matmul: weights x (packed bytes + 2) / memory bandwidth, in the step time "
+                       "(bitsandbytes autograd/_functions.py MatMul4Bit; costcore/engine/formulas.py dequant_seconds)"
+                       if method == "qlora" or float(effective_value(scn, f"stages.{stage}.base_bits")) == 8 else "")))
     mfu_row = _default_mfu_row(res, stage)
     if mfu_row:
         out.append(mfu_row)

@@ -241,23 +241,37 @@ def kv_context(ctx, window, share):
 
 
 @njit(cache=True)
-def train_flops_per_token(n_active, L, d, ctx, method, n_trainable, dequant_overhead):
-    """Training FLOPs per token (model FLOPs, time-equivalent for QLoRA).
+def train_flops_per_token(n_active, L, d, ctx, method, n_trainable):
+    """Training FLOPs per token (model FLOPs).
 
-    full  : 6N + 12 L d s            (PaLM arXiv:2204.02311 App. B; nanoGPT estimate_mfu)
-    LoRA  : 4N + 12 L d s + 6 N_lora (frozen base: forward 2N, backward input
-                                      gradients only 2N; model assumption, cost-model-notes Sec. 1)
-    QLoRA : LoRA with the 4N base term scaled by (1 + dequant_overhead).
+    full       : 6N + 12 L d s            (PaLM arXiv:2204.02311 App. B; nanoGPT estimate_mfu)
+    LoRA, QLoRA: 4N + 12 L d s + 6 N_lora (frozen base: forward 2N, backward input
+                                           gradients only 2N; model assumption, cost-model-notes Sec. 1)
 
+    A quantized base does the same model FLOPs; its dequantization is time, not FLOPs
+    (:func:`dequant_seconds`, added to the step by the job layout).
     method: 0 full, 1 LoRA, 2 QLoRA. ctx is the attention context in tokens.
     """
     attn = 12.0 * L * d * ctx
     if method == METHOD_FULL:
         return 6.0 * n_active + attn
-    base = 4.0 * n_active
-    if method == METHOD_QLORA:
-        base *= 1.0 + dequant_overhead
-    return base + attn + 6.0 * n_trainable
+    return 4.0 * n_active + attn + 6.0 * n_trainable
+
+
+@njit(cache=True)
+def dequant_seconds(params, packed_bytes_per_param, hbm_bytes_per_s):
+    """Seconds to dequantize ``params`` quantized base weights to BF16 once (memory-bound).
+
+    bitsandbytes runs a dequantize kernel before every matmul of a 4-bit layer, in the forward and again
+    in the backward (bitsandbytes/autograd/_functions.py, MatMul4Bit: ``F.dequantize_4bit(B,
+    quant_state)`` then a BF16 ``linear`` / ``matmul``; QLoRA, arXiv:2305.14314 Sec. 3: "we dequantize the
+    storage data type to the computation data type to perform the forward and backward pass"). The kernel
+    reads the packed blocks (``packed_bytes_per_param``: NF4 with double-quantized scales, 4.127 bits)
+    and writes 2 bytes of BF16 per weight, at HBM bandwidth (``hbm_bytes_per_s``, bytes/s). An 8-bit
+    (LLM.int8) base is counted the same way with 1 byte read (its backward dequantizes ``CB`` the same
+    way; its int8 forward is taken at the BF16 rate: assumption).
+    """
+    return params * (packed_bytes_per_param + 2.0) / hbm_bytes_per_s
 
 
 @njit(cache=True)

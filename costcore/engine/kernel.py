@@ -350,11 +350,14 @@ def _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, j, pins, media_
     j[lay.J_FP8] = 1.0 if (x[H_PRECISION] == PRECISION_FP8 and x[H_FP8_TFLOPS] > x[H_PEAK_TFLOPS]) else 0.0
     # the frozen base of LoRA: FP8 or BF16 as the job runs; NF4 for QLoRA; LLM.int8 for an 8-bit base
     base = 1.0 if j[lay.J_FP8] > 0.5 else 2.0
+    j[lay.J_QBASE] = 0.0  # a base dequantized before every matmul (NF4, LLM.int8): formulas.dequant_seconds
     if method == METHOD_QLORA:
         base = NF4_BYTES_PER_PARAM
+        j[lay.J_QBASE] = 1.0
     elif method != METHOD_FULL and x[b + S_BASE_BITS] == 8.0:
         base = INT8_BYTES_PER_PARAM
-        j[lay.J_DEQ] = x[b + S_QLORA_DEQ]  # dequantizing int8 blocks costs like NF4's (assumption)
+        j[lay.J_DEQ] = x[b + S_QLORA_DEQ]  # int8 blocks dequantized like NF4's (formulas.dequant_seconds)
+        j[lay.J_QBASE] = 1.0
     j[lay.J_BASE_BYTES] = base
     j[lay.J_FPT] = fpt
     j[lay.J_TOKSEQ] = ctx * mbs_mult
@@ -549,7 +552,7 @@ def _pretrain_work(x, s, b, G, shape, st, sc, plans, reuse):
     epochs = x[PT_EPOCHS] if s == PRETRAIN else x[CPT_EPOCHS]
     tokens = tok_b * 1e9
     seq = x[b + S_SEQ_LEN]
-    fpt = train_flops_per_token(n_act, L, d, _actx(x, seq), METHOD_FULL, 0.0, 0.0)
+    fpt = train_flops_per_token(n_act, L, d, _actx(x, seq), METHOD_FULL, 0.0)
     st[s, K_FPT] = fpt
     flops = fpt * tokens
     mem, min_g, mfu = _stage_layout(x, b, s, G, shape, METHOD_FULL, 0.0, seq, 1.0, 0.0, fpt, st, sc, plans, reuse)
@@ -565,7 +568,7 @@ def _sft_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     unique_tokens = x[SFT_SAMPLES] * tps_sample
     tokens = unique_tokens * x[SFT_EPOCHS]
     ctx = min(x[b + S_SEQ_LEN], tps_sample)
-    fpt = train_flops_per_token(n_act, L, d, _actx(x, ctx), method, n_lora, x[b + S_QLORA_DEQ])
+    fpt = train_flops_per_token(n_act, L, d, _actx(x, ctx), method, n_lora)
     st[s, K_FPT] = fpt
     flops = fpt * tokens
     mem, min_g, mfu = _stage_layout(x, b, s, G, shape, method, n_lora, ctx, 1.0, 0.0, fpt, st, sc, plans, reuse)
@@ -586,7 +589,7 @@ def _dpo_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     tokens = unique_tokens * x[DPO_EPOCHS]
     ctx = min(x[b + S_SEQ_LEN], max(x[DPO_CHOSEN], x[DPO_REJECTED]))
     actx = _actx(x, ctx)
-    fpt = train_flops_per_token(n_act, L, d, actx, method, n_lora, x[b + S_QLORA_DEQ])
+    fpt = train_flops_per_token(n_act, L, d, actx, method, n_lora)
     st[s, K_FPT] = fpt
     train_flops = fpt * tokens
     ref_passes = 1.0 if x[DPO_REFERENCE] == DPO_REF_PRECOMPUTED else x[DPO_EPOCHS]
@@ -599,7 +602,7 @@ def _dpo_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
 
 
 @njit(cache=True)
-def _rl_scoring_flops(x, n_act, L, d, ctx, tokens, method, n_lora, deq, upd):
+def _rl_scoring_flops(x, n_act, L, d, ctx, tokens, method, n_lora, upd):
     """(train FLOPs, inference FLOPs, policy FLOPs per trained token) of one RL run's scoring and update passes.
 
     Policy old log-probs, live reference, reward model (when the reward is a model) forward
@@ -613,12 +616,12 @@ def _rl_scoring_flops(x, n_act, L, d, ctx, tokens, method, n_lora, deq, upd):
     if x[RL_REWARD] == RL_REWARD_MODEL:
         n_rm = x[RL_REWARD_B] * 1e9 if x[RL_REWARD_B] > 0.0 else n_act
         infer_flops += forward_flops_per_token(n_rm, L, d, actx) * tokens
-    fpt = train_flops_per_token(n_act, L, d, actx, method, n_lora, deq)
+    fpt = train_flops_per_token(n_act, L, d, actx, method, n_lora)
     train_flops = fpt * tokens * upd
     if x[RL_ALGO] == RL_PPO:
         n_c = x[RL_CRITIC_B] * 1e9 if x[RL_CRITIC_B] > 0.0 else n_act
         infer_flops += forward_flops_per_token(n_c, L, d, actx) * tokens
-        train_flops += train_flops_per_token(n_c, L, d, actx, METHOD_FULL, 0.0, 0.0) * tokens * upd
+        train_flops += train_flops_per_token(n_c, L, d, actx, METHOD_FULL, 0.0) * tokens * upd
     return train_flops, infer_flops, fpt
 
 
@@ -660,8 +663,7 @@ def _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     if x[RL_REWARD] != RL_REWARD_MODEL:
         st[s, K_VERIFIER_SAMPLES] = steps * q
     upd = x[RL_UPDATE_EPOCHS]
-    train_flops, infer_flops, fpt = _rl_scoring_flops(x, n_act, L, d, ctx, tokens, method, n_lora,
-                                                 x[b + S_QLORA_DEQ], upd)
+    train_flops, infer_flops, fpt = _rl_scoring_flops(x, n_act, L, d, ctx, tokens, method, n_lora, upd)
     mem, min_g, mfu = _stage_layout(x, b, s, G, shape, method, n_lora, ctx, 1.0, _rl_colocated_params(x, shape),
                                     fpt, st, sc, plans, reuse)
     train_h = _train_hours(x, b, tokens * upd, train_flops, mfu)
@@ -809,7 +811,7 @@ def _mm_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     unique_tokens = samples * (text + share * items * tok_item)
     tokens = unique_tokens * epochs
     ctx = max(1.0, min(x[b + S_SEQ_LEN], text + items * tok_item))
-    fpt = train_flops_per_token(n_act, L, d, _actx(x, ctx), m_llm, adapters, x[b + S_QLORA_DEQ])
+    fpt = train_flops_per_token(n_act, L, d, _actx(x, ctx), m_llm, adapters)
     tr_enc = x[b + MS_TRAIN_ENC] > 0.5
     enc_runs = 3.0 * epochs if tr_enc else (1.0 if x[MM_PRECOMP] > 0.5 else epochs)
     conn_tok = _connector_tokens(x, t_pass, passes, tok_item)

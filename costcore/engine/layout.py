@@ -36,7 +36,7 @@ from numba import njit
 from costcore.engine.formulas import (CPU_ADAM_BYTES_PER_PARAM, MASTER_BYTES_PER_PARAM, METHOD_FULL,
                                       OFFLOAD_OPTIMIZER, OFFLOAD_OPTIMIZER_AND_PARAMS, OPT_PAGED_ADAMW_8BIT,
                                       RECOMPUTE_MODE_FULL, RECOMPUTE_MODE_NONE, RECOMPUTE_MODE_SELECTIVE,
-                                      optimizer_state_bytes)
+                                      dequant_seconds, optimizer_state_bytes)
 
 MODEL_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "gated", "experts",
                 "experts_active", "shared_experts", "moe_ffn", "n_total", "n_active", "n_expert_params",
@@ -47,7 +47,7 @@ HW_FIELDS = ("peak_flops", "fp8_peak_flops", "memory_bytes", "hbm_bytes_s", "int
              "pcie_bytes_s", "cpu_optimizer_bytes_s", "tp_overlap", "dualpipe_comm_sm_share")
 JOB_FIELDS = ("seq", "global_batch", "gpus", "method", "deq", "mbs_mult", "extra_weights", "fp8",
               "flops_per_token", "tokens_per_seq", "optimizer", "offload", "grad_accum", "base_bytes", "media_act",
-              "attn_ctx", "dualpipe")
+              "attn_ctx", "dualpipe", "quantized_base")
 PLAN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sp")
 # Terms of one evaluated plan (columns of a plan row after the PLAN_FIELDS).
 TERM_FIELDS = ("step_time_s", "compute_s", "communication_s", "bubble_s", "recompute_s", "optimizer_s",
@@ -62,7 +62,7 @@ NROW = NP + NT
 (W_PEAK, W_FP8, W_MEM, W_HBM, W_INTRA, W_INTER, W_GPN, W_GEMM, W_ATTN, W_COLL, W_HALF, W_TRAFFIC, W_OVERLAP,
  W_BUFFER, W_FP8_EFF, W_GRAD_BYTES, W_CONTENTION, W_PCIE, W_CPU_BW, W_TP_OVERLAP, W_DUAL_SMS) = range(len(HW_FIELDS))
 (J_SEQ, J_GB, J_G, J_METHOD, J_DEQ, J_MBS, J_EXTRA, J_FP8, J_FPT, J_TOKSEQ, J_OPT, J_OFFLOAD, J_ACCUM,
- J_BASE_BYTES, J_MEDIA_ACT, J_ACTX, J_DUAL) = range(len(JOB_FIELDS))
+ J_BASE_BYTES, J_MEDIA_ACT, J_ACTX, J_DUAL, J_QBASE) = range(len(JOB_FIELDS))
 P_TP, P_PP, P_DP, P_CP, P_EP, P_MB, P_RC, P_ZERO, P_V, P_SP = range(NP)
 (T_STEP, T_COMPUTE, T_COMM, T_BUBBLE, T_RECOMP, T_OPT, T_TP, T_DP, T_ZERO, T_CP, T_EP, T_P2P, T_WEIGHTS,
  T_GRADS, T_OPTIM, T_ACT, T_BUF, T_MEM, T_MFU, T_MICRO, T_FITS, T_USED, T_TOKS, T_OFFLOAD, T_PAGED) = range(NP, NROW)
@@ -179,6 +179,16 @@ def layer_params(model):
     attn = h * q + 2.0 * h * kv + q * h
     nmat = 3.0 if model[M_GATED] > 0.5 else 2.0
     return attn, nmat * h * model[M_FFN], nmat * h * model[M_MOE_FFN]
+
+
+@njit(cache=True, inline='always')
+def _local_layer_weights(model, plan):
+    """Weights of one layer a GPU holds (count): attention and MLP over tp; an MoE layer's shared experts
+    and its E/ep local routed experts over tp."""
+    attn_p, mlp_p, exp_p = layer_params(model)
+    if model[M_E] > 0.0:
+        return (attn_p + (model[M_SHARED] + model[M_E] / plan[P_EP]) * exp_p) / plan[P_TP]
+    return (attn_p + mlp_p) / plan[P_TP]
 
 
 @njit(cache=True)
@@ -404,8 +414,9 @@ def _layer_forward(model, hw, job, plan):
     else:
         e_mlp = gemm_efficiency(tokens, model[M_FFN] / tp, h, eff_max, half)
         t_lin += 2.0 * tokens * mlp_p / tp / (peak_lin * e_mlp)
-    if job[J_DEQ] > 0.0:  # QLoRA's NF4 (or an 8-bit base) dequantized for every matmul
-        t_lin *= 1.0 + job[J_DEQ]
+    if job[J_QBASE] > 0.5:  # QLoRA's NF4 (or an 8-bit base) dequantized to BF16 before every matmul
+        t_lin = t_lin * (1.0 + job[J_DEQ]) + dequant_seconds(_local_layer_weights(model, plan), job[J_BASE_BYTES],
+                                                              hw[W_HBM])
     # keys per query: the causal context, or less where layers attend in a sliding window (formulas.attention_context)
     t_attn = 2.0 * tokens * _attn_span(job) * q / tp / (hw[W_PEAK] * hw[W_ATTN] * hw[W_GEMM])
     sp_div = tp if (plan[P_SP] > 0.5 or tp <= 1.0) else 1.0
