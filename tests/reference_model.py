@@ -727,7 +727,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
         return float(v(path))
 
     n_total = f("model.params_b") * 1e9
-    active_b = f("model.active_params_b") if f("model.active_params_b") > 0 else f("model.params_b")
+    active_b = min(f("model.active_params_b"), f("model.params_b")) if f("model.active_params_b") > 0 else f("model.params_b")
     n_act = active_b * 1e9
     shape = model_shape(n_act, f("model.layers"), f("model.hidden"), f("model.heads"), f("model.kv_heads"),
                         f("model.ffn"), bool(v("model.gated")))

@@ -184,18 +184,22 @@ def consistent_throughput(scn: dict) -> dict:
 
 
 def consistent_shape(scn: dict) -> dict:
-    """A drawn model made to obey schema._shape_rules (a dense size and whole shape agree: 1.5x above, 3x below):
-    the drawn MLP width goes (the shape then follows the size), then the drawn depth and width, then the
-    drawn size, then the named config."""
+    """A drawn model made to obey schema._shape_rules (a dense size and whole shape agree: 1.5x above, 3x below)
+    and _active_rule (at most all parameters active; more: all active): the drawn MLP width goes (the shape
+    then follows the size), then the drawn depth and width, then the drawn size, then the named config."""
     from costcore.scenario.schema import ScenarioError, validate
     model = scn.get("model") or {}
-    for keys in (("ffn",), ("layers", "hidden"), ("params_b", "active_params_b"), ("name", "hf_config"), ()):
+    steps = [("ffn",), ("layers", "hidden"), ("params_b", "active_params_b"), ("name", "hf_config")]
+    for _ in range(len(steps) + 3):
         try:
             validate({"model": model})
             return scn
         except ScenarioError as err:
-            if err.path != "model.params_b":
+            if err.path == "model.active_params_b":  # the drawn active share, else the drawn size of a named MoE
+                model.pop("active_params_b" if "active_params_b" in model else "params_b", None)
+                continue
+            if err.path != "model.params_b" or not steps:
                 return scn
-            for key in keys:
+            for key in steps.pop(0):
                 model.pop(key, None)
     return scn

@@ -217,7 +217,8 @@ def _in_range(f) -> st.SearchStrategy:
 # Fields whose in-range values are refused by a rule that reads other settings too (base bits of a
 # full fine-tune, ZeRO stage with CPU offload): tests/test_finetune.py checks those sentences; the
 # pipeline degree and interleaving of a DualPipe stage (even, not interleaved): tests/test_dualpipe.py.
-CROSS_FIELD_RULES = ("base_bits", "zero_stage", "tflops_per_gpu")  # the last: at most the GPU's peak
+# the third: at most the GPU's peak; the last: at most model.params_b (schema._active_rule)
+CROSS_FIELD_RULES = ("base_bits", "zero_stage", "tflops_per_gpu", "active_params_b")
 DUALPIPE_RULED = ("pp", "interleave")
 MM_RULED = ("items_per_sample", "text_tokens_per_sample", "tokens_per_item", "seq_len")
 # a dense model's size and whole shape, both given, must agree (schema._shape_rules: 1.5x above, 3x below)
@@ -960,3 +961,24 @@ def test_a_measured_rate_above_the_gpus_peak_gets_one_sentence():
     fp8 = {"hardware": {"gpu": "h100-80gb", "precision": "fp8"}, "stages": {"dpo": {"tflops_per_gpu": 1500}}}
     # accepted up to the FP8 peak; the MFU stays quoted against the BF16 peak, as every stage's is
     assert costcore.estimate(fp8).stat("dpo", "mfu") == pytest.approx(1500 / 989)
+
+
+@pytest.mark.parametrize("preset", ["vertical-7b-lora", "scratch-7b"])
+def test_more_active_parameters_than_the_model_has_get_one_sentence(preset):
+    """FLOPs follow model.active_params_b and the step the model's shape: 20B active on the 6.74B shape of the
+    vertical preset printed an MFU of 119% (a random sweep of three fields found it). Refused, naming the field
+    and the size; all active is accepted, and a batch column asking for more counts all of them."""
+    from costcore.scenario import schema
+    scn = costcore.load_preset(preset)
+    size = float(schema.effective_value(scn, "model.params_b"))
+    scn["model"]["active_params_b"] = 3 * size
+    with pytest.raises(costcore.ScenarioError) as err:
+        costcore.estimate(scn)
+    assert err.value.field == "model.active_params_b" and "cannot exceed" in str(err.value)
+    assert f"{size:g}B" in str(err.value)
+    scn["model"]["active_params_b"] = size
+    every = costcore.estimate(scn)
+    scn["model"].pop("active_params_b")
+    assert every.total_usd == costcore.estimate(scn).total_usd
+    rows = costcore.batch(scn, {"model.active_params_b": [3 * size, size]})  # per row: stage totals
+    assert rows[0].sum() == rows[1].sum() == pytest.approx(every.total_usd, rel=1e-9)

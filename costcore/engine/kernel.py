@@ -237,7 +237,8 @@ def _model(x):
     when gated, the 8 d^2 parameters of a 4d GELU MLP).
     """
     n_total = x[M_PARAMS_B] * 1e9
-    act_b = x[M_ACTIVE_B] if x[M_ACTIVE_B] > 0.0 else x[M_PARAMS_B]
+    # at most all of them (schema._active_rule refuses more; a batch column may still ask for it)
+    act_b = min(x[M_ACTIVE_B], x[M_PARAMS_B]) if x[M_ACTIVE_B] > 0.0 else x[M_PARAMS_B]
     L, d, a, kvh, ffn = model_shape(act_b, x[M_LAYERS], x[M_HIDDEN], x[M_HEADS], x[M_KV_HEADS], x[M_FFN])
     head_dim = d / a
     if x[M_FFN] <= 0.0:

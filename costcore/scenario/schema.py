@@ -605,7 +605,11 @@ def validate(data: Any) -> dict:
             clean[path] = _check_value(f, v)
         if clean:
             out[section] = _unflatten({p.split(".", 1)[1]: v for p, v in clean.items()})
+    for key in ("name", "hf_config"):  # an empty name is no name (a share link of a resized model writes one)
+        if (out.get("model") or {}).get(key) == "":
+            del out["model"][key]
     _resolve_hf_config(out)
+    _active_rule(out)
     _shape_rules(out)
     stages = data.get("stages", {})
     if stages is None:
@@ -780,6 +784,17 @@ SHAPE_SIZE_TOLERANCE = 1.5
 SHAPE_SIZE_SLACK_BELOW = 3.0
 
 
+def _active_rule(out: dict) -> None:
+    """The parameters active per token are at most the model's: FLOPs follow model.active_params_b, the
+    layout's matmuls the model's shape, so 20B active on a 6.74B model gave an MFU of 119%."""
+    active = float((out.get("model") or {}).get("active_params_b") or 0)
+    size = float(effective_value(out, "model.params_b"))
+    if active > size * (1.0 + 1e-9):
+        raise ScenarioError("model.active_params_b", f"cannot exceed the model's {size:,.4g}B parameters "
+                            "(model.params_b); give 0 for a dense model, whose parameters are all active",
+                            value=active, allowed=f"0 to {size:,.4g}")
+
+
 def _shape_rules(out: dict) -> None:
     """A dense model whose size and whole shape are both given must agree on its parameters.
 
@@ -897,13 +912,19 @@ def resize_model(scn: dict, params_b) -> dict:
 
 
 def size_alone(raw: dict, params_b) -> dict:
-    """``raw`` with model.params_b set; if the stated shape cannot hold that size (_shape_rules),
-    the shape moves with the size instead, as the size slider does (resize_model)."""
+    """``raw`` with model.params_b set; if the stated shape cannot hold that size (_shape_rules), or a MoE's
+    active parameters would exceed it (_active_rule), the shape and the active share move with the size
+    instead, as the size slider does (resize_model). A dense model stated all active stays all active."""
     cand = set_path(raw, "model.params_b", params_b)
+    model = raw.get("model") if isinstance(raw.get("model"), dict) else {}
+    active, size = model.get("active_params_b"), model.get("params_b")
+    if _is_real(active) and _is_real(size) and isinstance(params_b, (int, float)) and active == size:
+        cand = set_path(cand, "model.active_params_b", params_b)
     try:
         validate(cand)
     except ScenarioError as err:
-        if err.path == "model.params_b" and whole_shape(raw) and isinstance(params_b, (int, float)):
+        moves = (err.path == "model.params_b" and whole_shape(raw)) or err.path == "model.active_params_b"
+        if moves and isinstance(params_b, (int, float)):
             return resize_model(raw, params_b)
     return cand
 
@@ -928,6 +949,7 @@ def _family_shape(model: dict) -> dict:
     from costcore.scenario.hfconfig import family_shape
     size, active = model.get("params_b"), model.get("active_params_b") or 0.0
     moe = bool(model.get("experts")) or (_is_real(active) and _is_real(size) and 0 < active < size)
+    node_limit = model.get("expert_node_limit")  # a MoE's routing policy, not its shape: it stays a MoE's
     for k in ("experts", "experts_active", "shared_experts", "expert_node_limit", "vocab", "gated", "sliding_window",
               "sliding_window_share"):
         model.pop(k, None)
@@ -935,7 +957,10 @@ def _family_shape(model: dict) -> dict:
         shape = family_shape(float(size), "moe" if moe else "dense", float(active) if moe else 0.0)
     except (ScenarioError, TypeError, ValueError):  # out of the table's range, or not a number (validate says so)
         return model
-    return _set_shape(model, shape, with_size=False)
+    out = _set_shape(model, shape, with_size=False)
+    if moe and node_limit is not None:
+        out["expert_node_limit"] = node_limit
+    return out
 
 
 MODEL_IDENTITY_KEYS = SHAPE_KEYS + ("params_b", "active_params_b", "vocab", "gated", "experts", "experts_active",
