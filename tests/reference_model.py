@@ -430,6 +430,8 @@ def layer_forward_s(model: dict, hw: dict, job: dict, plan: dict) -> dict:
         else:
             held = (attention_p + mlp_p) / tp
         linear = linear * (1.0 + job["dequant"]) + held * (packed + 2.0) / hw["hbm"]
+    if job["method"] != "full":  # adapters: forward 2 FLOPs per parameter and token, backward 4 -> 1.5x in `linear`
+        linear += 1.5 * matmul_s(model["n_trainable"] / model["L"], tokens, q_width / tp)
     # causal FlashAttention: 2 s d_head a FLOPs per token, BF16, at the attention efficiency
     attention = 2.0 * tokens * job["attn_ctx"] * q_width / tp / (hw["peak"] * hw["attention"] * hw["gemm"])
     norm_shard = tp if (plan["sp"] or tp <= 1) else 1.0

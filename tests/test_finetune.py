@@ -186,6 +186,22 @@ def test_a_4bit_base_adds_its_dequantization_traffic_to_every_matmul(gpu, hbm_by
     assert res_q.stat("sft", "train_flops_per_token") == res_l.stat("sft", "train_flops_per_token")
 
 
+def test_lora_adapters_take_step_time_in_proportion_to_their_flops():
+    """A LoRA stage's FLOPs per token count 6 N_lora for the adapters (forward 2, backward 4 per parameter); the
+    step times them too. Before, a rank-4096 adapter on a 7B model (more adapter than base parameters) printed
+    an MFU of 112%: the step held the frozen base's matmuls only. Now the MFU stays where rank 16 has it and the
+    productive GPU-hours follow the FLOPs."""
+    res = {r: costcore.estimate({"model": {"name": "llama-3.1-8b"}, "hardware": {"gpu": "h100-80gb", "num_gpus": 8},
+                                 "stages": {"sft": {"method": "lora", "lora_rank": r, "lora_targets": "all"}}})
+           for r in (16, 4096)}
+    mfu = {r: x.stat("sft", "mfu") for r, x in res.items()}
+    assert mfu[4096] < 1.0 and mfu[4096] == pytest.approx(mfu[16], rel=0.1)
+    flops = {r: x.stat("sft", "train_flops_per_token") for r, x in res.items()}
+    hours = {r: x.stat("sft", "productive_gpu_hours") for r, x in res.items()}
+    assert flops[4096] > 2 * flops[16]  # 6 x 13.6B adapter parameters against 4 x 8B frozen ones
+    assert hours[4096] / hours[16] == pytest.approx(flops[4096] / flops[16], rel=0.1)
+
+
 @pytest.mark.parametrize("stage, message", [
     ({"method": "full", "base_bits": 8}, "full fine-tuning trains 16-bit weights"),
     ({"method": "qlora", "base_bits": 8}, "QLoRA stores its base in 4 bits"),
@@ -355,7 +371,7 @@ def test_the_alpaca_reruns_on_transformers_main_agree_and_the_early_stack_ones_d
 
 
 @pytest.mark.xfail(strict=True, reason="issue 15's bar (Alpaca 7B and Guanaco 65B within 25% of their published "
-                   "time) is missed: 0.20x and 2.19x (docs/validation.md); strict, so meeting it fails this marker")
+                   "time) is missed: 0.20x and 2.22x (docs/validation.md); strict, so meeting it fails this marker")
 def test_alpaca_and_guanaco_within_25_percent_of_their_published_time():
     from costcore.validation.finetune import finetune_table
     df = finetune_table().set_index("run")

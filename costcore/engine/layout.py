@@ -378,7 +378,10 @@ def _layer_forward(model, hw, job, plan):
 
     Linear: 2 FLOPs per parameter per token (Kaplan et al. 2020 Sec. 2.1) of the attention, MLP
     and top-k + shared experts, over tp x cp GPUs, at the GEMM efficiency of their shapes and the
-    BF16 or FP8 peak. Attention core: causal FlashAttention does 2 s d_head a FLOPs per token
+    BF16 or FP8 peak; a quantized base adds its dequantization (formulas.dequant_seconds); LoRA adds
+    its adapters' 2 FLOPs per parameter and token, times 1.5 (their backward is 2x, the frozen base's
+    1x, which is how the backward counts this term), at the attention projection's efficiency (the
+    recompute of a forward then counts the adapters 1.5x: an over-count of half their forward). Attention core: causal FlashAttention does 2 s d_head a FLOPs per token
     (half of 4 s h: masked blocks skipped; Dao 2023, arXiv:2307.08691 Sec. 3) at the GPU's
     attention efficiency. Memory-bound work (norms, activations, dropout, residuals): the 34 s b h
     activation bytes of Korthikanti et al. 2022 Table 2, times the traffic knob, read and written
@@ -417,6 +420,9 @@ def _layer_forward(model, hw, job, plan):
     if job[J_QBASE] > 0.5:  # QLoRA's NF4 (or an 8-bit base) dequantized to BF16 before every matmul
         t_lin = t_lin * (1.0 + job[J_DEQ]) + dequant_seconds(_local_layer_weights(model, plan), job[J_BASE_BYTES],
                                                               hw[W_HBM])
+    if job[J_METHOD] != METHOD_FULL:  # LoRA adapters: 2 FLOPs per adapter parameter and token forward, 4 backward
+        # (input and weight gradients), so 1.5x their forward here: the backward counts t_lin once for a frozen base
+        t_lin += 1.5 * 2.0 * tokens * model[M_NTRAIN] / model[M_L] / tp / (peak_lin * e_attn_proj)
     # keys per query: the causal context, or less where layers attend in a sliding window (formulas.attention_context)
     t_attn = 2.0 * tokens * _attn_span(job) * q / tp / (hw[W_PEAK] * hw[W_ATTN] * hw[W_GEMM])
     sp_div = tp if (plan[P_SP] > 0.5 or tp <= 1.0) else 1.0
