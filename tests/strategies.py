@@ -169,13 +169,18 @@ def scenarios(draw, stages=None, min_stages=1, max_set=20, fixed=None):
 
 
 def consistent_throughput(scn: dict) -> dict:
-    """Drawn measured TFLOP/s per GPU above the GPU's peak (schema._throughput_rules) are dropped."""
+    """Drawn measured TFLOP/s per GPU above the GPU's peak, and drawn peaks that put the FP8 one above twice
+    the BF16 one in an FP8 job (schema._throughput_rules), are dropped."""
     from costcore.scenario.schema import ScenarioError, validate
-    for _ in range(len(STAGES)):
+    for _ in range(len(STAGES) + 1):
         try:
             validate(scn)
             return scn
         except ScenarioError as err:
+            if err.path == "hardware.fp8_peak_tflops":
+                for key in ("peak_tflops", "fp8_peak_tflops"):
+                    scn.get("hardware", {}).pop(key, None)
+                continue
             parts = err.path.split(".")
             if len(parts) != 3 or parts[2] != "tflops_per_gpu":
                 return scn

@@ -220,6 +220,7 @@ def _in_range(f) -> st.SearchStrategy:
 # the third: at most the GPU's peak; the last: at most model.params_b (schema._active_rule)
 CROSS_FIELD_RULES = ("base_bits", "zero_stage", "tflops_per_gpu", "active_params_b")
 DUALPIPE_RULED = ("pp", "interleave")
+FP8_RULED = ("hardware.peak_tflops", "hardware.fp8_peak_tflops")
 MM_RULED = ("items_per_sample", "text_tokens_per_sample", "tokens_per_item", "seq_len")
 # a dense model's size and whole shape, both given, must agree (schema._shape_rules: 1.5x above, 3x below)
 SHAPE_RULED = ("params_b", "active_params_b", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab")
@@ -238,6 +239,8 @@ def _settable_fields(scn: dict) -> list:
             continue
         if parts[-1] in CROSS_FIELD_RULES:  # allowed only with other settings (schema._stage_rules)
             continue
+        if f.path in FP8_RULED and schema.effective_value(scn, "hardware.precision") == "fp8":
+            continue  # in FP8, the FP8 peak at most 2x the BF16 one (schema._throughput_rules)
         if parts[0] == "stages" and parts[-1] in DUALPIPE_RULED and \
                 schema.effective_value(scn, f"stages.{parts[1]}.schedule") == "dualpipe":
             continue
@@ -982,3 +985,17 @@ def test_more_active_parameters_than_the_model_has_get_one_sentence(preset):
     assert every.total_usd == costcore.estimate(scn).total_usd
     rows = costcore.batch(scn, {"model.active_params_b": [3 * size, size]})  # per row: stage totals
     assert rows[0].sum() == rows[1].sum() == pytest.approx(every.total_usd, rel=1e-9)
+
+
+def test_an_fp8_peak_above_twice_the_bf16_one_gets_one_sentence():
+    """An FP8 job runs its matmuls at the FP8 peak and quotes its MFU against the BF16 one: an H100 with its BF16
+    peak lowered to 100 TFLOP/s and its FP8 peak left at 1,979 printed an MFU of 370% (a random sweep found it).
+    Refused in FP8, naming the FP8 peak and the limit; in BF16 the FP8 peak is not used and nothing is refused."""
+    scn = {"hardware": {"gpu": "h100-80gb", "precision": "fp8", "peak_tflops": 100}, "stages": {"pretrain": {}}}
+    with pytest.raises(costcore.ScenarioError) as err:
+        costcore.estimate(scn)
+    assert err.value.field == "hardware.fp8_peak_tflops" and "more than twice the BF16 peak of 100" in str(err.value)
+    scn["hardware"]["fp8_peak_tflops"] = 200
+    assert costcore.estimate(scn).stat("pretrain", "mfu") < 2.0 * 0.9
+    scn["hardware"].update(precision="bf16", fp8_peak_tflops=1979)
+    assert costcore.estimate(scn).stat("pretrain", "mfu") < 1.0

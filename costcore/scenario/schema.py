@@ -639,10 +639,23 @@ def validate(data: Any) -> dict:
     return out
 
 
+# FP8 tensor cores run at most twice the BF16 rate (H100, H200, B200, GB200, MI300X, Gaudi 2 datasheets: 2.0x;
+# the L40S 2.02x of its dense figures); data/hardware.yaml holds every catalog GPU within this.
+FP8_OVER_BF16_MAX = 2.05
+
+
 def _throughput_rules(out: dict) -> None:
     """A stage's measured TFLOP/s per GPU cannot exceed the GPU's peak (FP8's when the precision is FP8):
-    it sets the stage's MFU (tflops / peak), which would pass 100%."""
+    it sets the stage's MFU (tflops / peak), which would pass 100%. A job in FP8 runs its matmuls at the
+    FP8 peak and quotes its MFU against the BF16 one, so an FP8 peak above twice the BF16 peak (a lowered
+    hardware.peak_tflops on an H100: MFU 370%) is refused too."""
     fp8 = effective_value(out, "hardware.precision") == "fp8"
+    bf16, fp8_peak = (float(effective_value(out, f"hardware.{k}")) for k in ("peak_tflops", "fp8_peak_tflops"))
+    if fp8 and fp8_peak > FP8_OVER_BF16_MAX * bf16:
+        raise ScenarioError("hardware.fp8_peak_tflops", f"{fp8_peak:,.4g} TFLOP/s is more than twice the BF16 peak "
+                            f"of {bf16:,.4g} (hardware.peak_tflops); FP8 tensor cores run at most 2x the BF16 rate, "
+                            "so lower the FP8 peak with the BF16 one", value=fp8_peak,
+                            allowed=f"0 to {FP8_OVER_BF16_MAX * bf16:,.4g}")
     peak = float(effective_value(out, "hardware.fp8_peak_tflops" if fp8 else "hardware.peak_tflops"))
     for sname, clean in out["stages"].items():
         tflops = float(clean.get("tflops_per_gpu") or 0)
