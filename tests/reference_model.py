@@ -1108,7 +1108,7 @@ def media_figures(v, stage: str, model_width: float) -> dict:
     seconds = float(v("multimodal.seconds_per_item"))
     per_pass = float(v("multimodal.encoder_tokens"))
     if per_pass <= 0:
-        per_pass = (float(v("multimodal.audio_tokens_per_second")) * window if modality == "audio"
+        per_pass = (float(v("multimodal.audio_tokens_per_second")) * window if modality == "audio" or patch <= 0
                     else float(int(res // patch) ** 2))
     if modality == "video":
         passes = float(v("multimodal.frames_per_item"))

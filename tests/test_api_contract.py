@@ -844,3 +844,15 @@ def test_numpy_times_are_not_numbers(value):
         costcore.batch("llama3-8b", {"model.params_b": np.array([value], dtype=object)})
     with pytest.raises(ScenarioError):
         costcore.monte_carlo("llama3-8b", n=value)
+
+
+def test_an_audio_encoder_swept_into_an_image_scenario_counts_its_windows():
+    """A batch column of encoders brings each encoder's figures but not the scenario's modality: Whisper (no
+    patches) on the default image modality divided by its patch size of 0 (ZeroDivisionError; hypothesis found
+    it). An encoder without patches counts its windows: 50 tokens/s x 30 s = 1,500 per pass."""
+    scn = {"model": {"params_b": 6.7}, "hardware": {"gpu": "a100-80gb", "num_gpus": 8},
+           "stages": {"mm_cpt": {"license_usd_per_item": 0.0}}}
+    out = costcore.sweep(scn, "multimodal.encoder", ["whisper-large-v3-encoder", "clip-vit-l-14-336"])
+    assert_finite_frame(out, "sweep")
+    audio = {**scn, "multimodal": {"modality": "audio", "encoder": "whisper-large-v3-encoder"}}
+    assert costcore.estimate(audio).stat("mm_cpt", "gpu_hours") > 0

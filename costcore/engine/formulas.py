@@ -483,11 +483,12 @@ def encoder_tokens_per_pass(modality, resolution_px, patch_px, encoder_tokens, a
     Images and frames: ``encoder_tokens`` when given, else floor(r / p)^2 patch tokens for an r-pixel
     square input and p-pixel patches (Dosovitskiy et al. 2020, arXiv:2010.11929 Sec. 3.1; 576 for
     CLIP ViT-L/14 at 336 px, LLaVA-1.5 arXiv:2310.03744 Sec. 3). Audio: frames per second x the
-    window the encoder takes (Whisper: 50 x 30 s = 1,500; Radford et al. 2022 Sec. 2.3).
+    window the encoder takes (Whisper: 50 x 30 s = 1,500; Radford et al. 2022 Sec. 2.3). An encoder
+    without patches (an audio one, swapped in by a batch column of encoders) counts its windows too.
     """
     if encoder_tokens > 0.0:
         return encoder_tokens
-    if modality == MODALITY_AUDIO:
+    if modality == MODALITY_AUDIO or patch_px <= 0.0:
         return audio_tokens_per_s * max_seconds
     side = math.floor(resolution_px / patch_px)
     return side * side
