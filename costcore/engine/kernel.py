@@ -1343,7 +1343,9 @@ def _plan_free_mask() -> np.ndarray:
             "qlora_dequant_overhead", "enabled", "tokens_per_sample", "chosen_tokens", "rejected_tokens",
             "reference", "prompt_tokens", "response_tokens", "prompts_per_step", "samples_per_prompt",
             "base_bits", "optimizer", "offload", "grad_accum", "items_per_sample", "text_tokens_per_sample",
-            "tokens_per_item", "train_connector", "train_llm", "train_encoder"}
+            "tokens_per_item", "train_connector", "train_llm", "train_encoder",
+            # RL's co-located models (reference, reward, critic) hold memory beside the policy (_rl_colocated_params)
+            "algorithm", "reward", "reward_params_b", "critic_params_b"}
     for f in _sc.FIELDS:
         sec, _, key = f.path.partition(".")
         if sec in ("model", "multimodal") or (sec == "hardware" and key != "usd_per_gpu_hour") or \
