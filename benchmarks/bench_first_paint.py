@@ -1,5 +1,5 @@
 """First paint of a new browser session on a warm server, and each page's rerun: prints numbers,
-asserts nothing (tests/test_no_wall_clock.py keeps speed out of the tests).
+asserts nothing (scripts/timing_lint.py keeps speed out of the tests).
 
     python benchmarks/bench_first_paint.py                  # 5 sessions, 5 moves per page
     python benchmarks/bench_first_paint.py --sessions 10 --moves 8
