@@ -341,7 +341,6 @@ def _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, j, pins, media_
     j[lay.J_GB] = gb
     j[lay.J_G] = G
     j[lay.J_METHOD] = method
-    j[lay.J_DEQ] = x[b + S_QLORA_DEQ] if method == METHOD_QLORA else 0.0
     j[lay.J_OPT] = x[b + S_OPTIMIZER]
     j[lay.J_OFFLOAD] = x[b + S_OFFLOAD]
     j[lay.J_ACCUM] = x[b + S_GRAD_ACCUM]
@@ -350,15 +349,13 @@ def _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, j, pins, media_
     # FP8 only where the GPU has FP8 tensor cores (else the job runs, and stores, BF16; a warning says so)
     j[lay.J_FP8] = 1.0 if (x[H_PRECISION] == PRECISION_FP8 and x[H_FP8_TFLOPS] > x[H_PEAK_TFLOPS]) else 0.0
     # the frozen base of LoRA: FP8 or BF16 as the job runs; NF4 for QLoRA; LLM.int8 for an 8-bit base
-    base = 1.0 if j[lay.J_FP8] > 0.5 else 2.0
-    j[lay.J_QBASE] = 0.0  # a base dequantized before every matmul (NF4, LLM.int8): formulas.dequant_seconds
-    if method == METHOD_QLORA:
-        base = NF4_BYTES_PER_PARAM
-        j[lay.J_QBASE] = 1.0
-    elif method != METHOD_FULL and x[b + S_BASE_BITS] == 8.0:
-        base = INT8_BYTES_PER_PARAM
-        j[lay.J_DEQ] = x[b + S_QLORA_DEQ]  # int8 blocks dequantized like NF4's (formulas.dequant_seconds)
-        j[lay.J_QBASE] = 1.0
+    int8 = method != METHOD_FULL and method != METHOD_QLORA and x[b + S_BASE_BITS] == 8.0
+    base = NF4_BYTES_PER_PARAM if method == METHOD_QLORA else (INT8_BYTES_PER_PARAM if int8 else
+                                                               (1.0 if j[lay.J_FP8] > 0.5 else 2.0))
+    # a base dequantized before every matmul (NF4, LLM.int8: formulas.dequant_seconds) and the knob's extra share
+    quantized = method == METHOD_QLORA or int8
+    j[lay.J_QBASE] = 1.0 if quantized else 0.0
+    j[lay.J_DEQ] = x[b + S_QLORA_DEQ] if quantized else 0.0
     j[lay.J_BASE_BYTES] = base
     j[lay.J_FPT] = fpt
     j[lay.J_TOKSEQ] = ctx * mbs_mult

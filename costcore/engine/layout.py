@@ -376,24 +376,23 @@ def _memory(model, hw, job, plan, out):
 def _layer_forward(model, hw, job, plan):
     """Forward seconds of one layer for one micro-batch: (linear, attention, memory-bound, TP, EP, CP exposed).
 
-    Linear: 2 FLOPs per parameter per token (Kaplan et al. 2020 Sec. 2.1) of the attention, MLP
-    and top-k + shared experts, over tp x cp GPUs, at the GEMM efficiency of their shapes and the
-    BF16 or FP8 peak; a quantized base adds its dequantization (formulas.dequant_seconds); LoRA adds
-    its adapters' 2 FLOPs per parameter and token, times 1.5 (their backward is 2x, the frozen base's
-    1x, which is how the backward counts this term), at the attention projection's efficiency (the
-    recompute of a forward then counts the adapters 1.5x: an over-count of half their forward). Attention core: causal FlashAttention does 2 s d_head a FLOPs per token
-    (half of 4 s h: masked blocks skipped; Dao 2023, arXiv:2307.08691 Sec. 3) at the GPU's
-    attention efficiency. Memory-bound work (norms, activations, dropout, residuals): the 34 s b h
-    activation bytes of Korthikanti et al. 2022 Table 2, times the traffic knob, read and written
-    at HBM bandwidth. Tensor parallelism: 2 all-gathers and 2 reduce-scatters of s b h bf16 values
-    per layer with sequence parallelism (2 all-reduces without: the same bytes; Korthikanti et al.
-    Sec. 4.2.2); the ``tp_overlap`` share of them runs behind the layer's own matmuls, at most their
-    time, slowed by ``overlap_contention`` (chunked collective-matmul overlap: Wang et al. 2023,
-    arXiv:2305.06942; Transformer Engine / Megatron-Core tp-comm-overlap; 0 for Megatron-LM 2021-22).
-    Expert parallelism: dispatch and combine all-to-all of the top-k copies of each token (Lepikhin
-    et al. 2020, GShard), fewer with node-limited routing (:func:`_a2a_copies`). Context parallelism:
-    ring attention passes K and V to cp - 1 neighbours, hidden behind the attention compute (Liu et
-    al. 2023, arXiv:2310.01889).
+    Linear: 2 FLOPs per parameter per token (Kaplan et al. 2020 Sec. 2.1) of the attention, MLP and top-k +
+    shared experts, over tp x cp GPUs, at the GEMM efficiency of their shapes and the BF16 or FP8 peak; a
+    quantized base adds its dequantization (formulas.dequant_seconds); LoRA adds its adapters' 2 FLOPs per
+    parameter and token, times 1.5 (their backward is 2x, the frozen base's 1x, which is how the backward
+    counts this term), at the attention projection's efficiency (the recompute of a forward then counts the
+    adapters 1.5x: an over-count of half their forward). Attention core: causal FlashAttention does 2 s
+    d_head a FLOPs per token (half of 4 s h: masked blocks skipped; Dao 2023, arXiv:2307.08691 Sec. 3) at
+    the GPU's attention efficiency. Memory-bound work (norms, activations, dropout, residuals): the 34 s b h
+    activation bytes of Korthikanti et al. 2022 Table 2, times the traffic knob, read and written at HBM
+    bandwidth. Tensor parallelism: 2 all-gathers and 2 reduce-scatters of s b h bf16 values per layer with
+    sequence parallelism (2 all-reduces without: the same bytes; Korthikanti et al. Sec. 4.2.2); the
+    ``tp_overlap`` share of them runs behind the layer's own matmuls, at most their time, slowed by
+    ``overlap_contention`` (chunked collective-matmul overlap: Wang et al. 2023, arXiv:2305.06942;
+    Transformer Engine / Megatron-Core tp-comm-overlap; 0 for Megatron-LM 2021-22). Expert parallelism:
+    dispatch and combine all-to-all of the top-k copies of each token (Lepikhin et al. 2020, GShard), fewer
+    with node-limited routing (:func:`_a2a_copies`). Context parallelism: ring attention passes K and V to
+    cp - 1 neighbours, hidden behind the attention compute (Liu et al. 2023, arXiv:2310.01889).
     """
     tp, cp, ep, mb = plan[P_TP], plan[P_CP], plan[P_EP], plan[P_MB]
     h = model[M_H]

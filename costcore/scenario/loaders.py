@@ -115,10 +115,7 @@ def apply_sets(scn: dict, sets: list[str]) -> dict:
             value = parse_yaml(text, what=f"--set {key}") if text.strip() else None
         if value is None:
             raise ScenarioError(key, "needs a value")
-        if key == "model.params_b" and resize:
-            raw = schema.size_alone(raw, schema.coerce_text(key, value))
-        else:
-            raw = schema.set_path(raw, key, schema.coerce_text(key, value))
+        raw = schema.set_value(raw, key, schema.coerce_text(key, value), resize)
     return schema.validate(raw)
 
 
@@ -195,9 +192,7 @@ class Scenario:
         if not isinstance(path, str):
             raise ScenarioError("path", "must be a dotted setting name")
         # a size the stated shape cannot hold moves the shape with it, as the size slider does
-        moved = (schema.size_alone(self.data, value) if path == "model.params_b"
-                 else schema.set_path(self.data, path, value))
-        cand = schema.validate(moved)
+        cand = schema.validate(schema.set_value(self.data, path, value))
         return Scenario._from_valid(cand, origin, self)
 
     def value(self, path: str):

@@ -656,7 +656,7 @@ def _throughput_rules(out: dict) -> None:
                             f"of {bf16:,.4g} (hardware.peak_tflops); FP8 tensor cores run at most 2x the BF16 rate, "
                             "so lower the FP8 peak with the BF16 one", value=fp8_peak,
                             allowed=f"0 to {FP8_OVER_BF16_MAX * bf16:,.4g}")
-    peak = float(effective_value(out, "hardware.fp8_peak_tflops" if fp8 else "hardware.peak_tflops"))
+    peak = fp8_peak if fp8 else bf16
     for sname, clean in out["stages"].items():
         tflops = float(clean.get("tflops_per_gpu") or 0)
         if tflops > peak > 0:
@@ -940,6 +940,15 @@ def size_alone(raw: dict, params_b) -> dict:
         if moves and isinstance(params_b, (int, float)):
             return resize_model(raw, params_b)
     return cand
+
+
+def set_value(raw: dict, path: str, value, size_moves_shape: bool = True) -> dict:
+    """``raw`` with one setting changed (not validated): a size goes through :func:`size_alone` when
+    ``size_moves_shape`` (the caller changes none of the model's shape keys: SHAPE_LINK_KEYS), any other
+    setting through :func:`set_path`. One rule for share links, ``--set`` and ``Scenario.with_value``."""
+    if path == "model.params_b" and size_moves_shape:
+        return size_alone(raw, value)
+    return set_path(raw, path, value)
 
 
 SHAPE_LINK_KEYS = tuple(f"model.{k}" for k in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "name",

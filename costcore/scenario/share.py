@@ -250,9 +250,7 @@ def _with_value(raw: dict, key: str, text: str, refuse, resize: bool = False) ->
         raw.setdefault("stages", {})[key.split(".")[1]] = {}
     if key == "model.name" and schema.get_path(raw, "model.hf_config") == schema.get_path(raw, "model.name"):
         raw = schema.set_path(raw, "model.hf_config", value)  # the config the old name gave follows the new name
-    if key == "model.params_b" and resize:
-        return schema.size_alone(raw, value)
-    return schema.set_path(raw, key, value)
+    return schema.set_value(raw, key, value, resize)
 
 
 def query_string(params: dict[str, str]) -> str:
