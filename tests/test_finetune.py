@@ -190,9 +190,11 @@ def test_lora_adapters_take_step_time_in_proportion_to_their_flops():
     """A LoRA stage's FLOPs per token count 6 N_lora for the adapters (forward 2, backward 4 per parameter); the
     step times them too. Before, a rank-4096 adapter on a 7B model (more adapter than base parameters) printed
     an MFU of 112%: the step held the frozen base's matmuls only. Now the MFU stays where rank 16 has it and the
-    productive GPU-hours follow the FLOPs."""
+    productive GPU-hours follow the FLOPs. A batch of 8,192 sequences keeps the pipeline bubble of the plan
+    rank 4096 needs to fit (tp 2, pp 2) small, so the MFUs compare the matmuls."""
     res = {r: costcore.estimate({"model": {"name": "llama-3.1-8b"}, "hardware": {"gpu": "h100-80gb", "num_gpus": 8},
-                                 "stages": {"sft": {"method": "lora", "lora_rank": r, "lora_targets": "all"}}})
+                                 "stages": {"sft": {"method": "lora", "lora_rank": r, "lora_targets": "all",
+                                                    "global_batch": 8192}}})
            for r in (16, 4096)}
     mfu = {r: x.stat("sft", "mfu") for r, x in res.items()}
     assert mfu[4096] < 1.0 and mfu[4096] == pytest.approx(mfu[16], rel=0.1)

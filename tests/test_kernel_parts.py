@@ -142,7 +142,9 @@ def test_stage_layout_default_mfu_is_the_plan_at_the_sustained_share():
     assert mem / 1e9 == pytest.approx(mem_parts, rel=1e-12)
     # the search result is kept for a batch to reuse: the plan fields and the GPU minimum
     assert plans[SFT, lay.P_TP] == stat(st, SFT, "plan_tp") and plans[SFT, K.PLAN_MIN_G] == min_g
-    assert stat(st, SFT, "global_batch") == math.floor(16777216 / 2048)  # global_batch_tokens / context
+    assert stat(st, SFT, "global_batch") == 128  # the SFT default: Tulu 3's effective batch
+    _, _, _, st, _ = _layout(vec(stages__sft__mfu=0, stages__sft__global_batch=0), SFT)
+    assert stat(st, SFT, "global_batch") == math.floor(16777216 / 2048)  # 0: global_batch_tokens / context
 
 
 def test_stage_layout_reuse_keeps_the_plan_and_retimes_it():
