@@ -81,7 +81,8 @@ common.knob_columns(
     ([("stages.sft.base_bits", "Frozen base weights (LoRA)", None, None, None, "slider", None, None, [16, 8, 4])]
      if schema.effective_value(common.scenario(), "stages.sft.method") != "qlora" else [])
     + [("stages.sft.lora_rank", "LoRA rank", 1, 256, 1, "pow2")],
-    [("stages.sft.grad_accum", "Gradient accumulation (0 = from the global batch)", 0, 256, 1),
+    [("stages.sft.global_batch", "Global batch (sequences per step)", None, None, 1, "number"),
+     ("stages.sft.grad_accum", "Gradient accumulation (0 = from the global batch)", 0, 256, 1),
      ("stages.sft.recompute", "Activation recompute (full = gradient checkpointing)")],
     [("stages.sft.samples", "Samples", 1000, 5_000_000, 1000, "log"),
      ("stages.sft.loader_tokens_per_s_per_node", "Data loader speed (tokens/s per node, 0 = not a limit)",

@@ -259,6 +259,19 @@ def test_finetune_methods_table_and_samples():
     assert _total(at) > before
 
 
+def test_workbench_global_batch_sets_the_step():
+    """The workbench's global batch box (SFT default 128, Tulu 3's) sets how many micro-batches one optimizer
+    step holds on the QLoRA preset's one GPU: 128 sequences at micro-batch 2 are 64, 512 are 256."""
+    at = _app("pages/fine-tuning.py", p="qlora-single-gpu")
+    steps = {}
+    for gb in (128, 512):
+        if gb != 128:
+            _move(at, "stages.sft.global_batch", gb)
+        res = costcore.estimate(at.session_state["scenario"])
+        steps[gb] = res.stat("sft", "micro_batches")
+    assert steps == {128: 64, 512: 256}
+
+
 def test_checkpoints_keep_all_costs_more_storage():
     at = _app("pages/checkpoints.py", p="pipeline-70b")
     res = costcore.estimate(at.session_state["scenario"])  # the intervals in words at 3 digits, not "0.05 h"
