@@ -159,12 +159,29 @@ def test_checkpoint_warnings_say_what_the_stats_say(speed):
         assert len(mine) == 1, (s, warns)
         w = mine[0]
         assert fmt.duration_s(write_s) in w and fmt.duration_s(spacing_s) in w
+        if res.stat(s, "ckpt_count") <= 1:  # only the final save: a longer interval would not spare it
+            assert "one checkpoint" in w and "Hours between checkpoints" not in w and "Checkpoint write speed" in w
+            continue
         if write_s >= spacing_s:
             assert "no less than" in w
         else:
             assert f"{fmt.num(write_s / spacing_s * 100)}%" in w
             assert float(fmt.num(write_s / spacing_s * 100)) > 10.0 - 0.05  # never "stalls 9.8%" as a >10% warning
         assert "Hours between checkpoints" in w and "Checkpoint write speed per GPU" in w  # the knobs, in words
+
+
+def test_a_run_shorter_than_its_checkpoint_interval_is_not_told_to_raise_the_interval():
+    """50 samples of SFT train for seconds, within the default hour between checkpoints: the stage writes one
+    checkpoint, its final save. Before, the warning told the user to raise Hours between checkpoints, which
+    cannot spare that save; it now names the write speed and the weights-only type."""
+    res, warns = _warned(_with("llama3-8b", stages__sft__samples=50))
+    assert res.stat("sft", "ckpt_count") == 1 and res.stat("sft", "ckpt_interval_h") < 1.0
+    mine = [w for w in warns if w.startswith("Supervised fine-tuning: ")]
+    assert len(mine) == 1 and "one checkpoint, the final save" in mine[0], warns
+    assert "Hours between checkpoints" not in mine[0] and "save weights only" in mine[0]
+    res, warns = _warned(_with("llama3-8b", stages__sft__samples=50, stages__sft__ckpt_type="weights"))
+    mine = [w for w in warns if w.startswith("Supervised fine-tuning: ")]  # already weights only: not offered
+    assert all("save weights only" not in w for w in mine), warns
 
 
 @pytest.mark.parametrize("efficiency", [0.01, 0.02, 0.05, 0.5])

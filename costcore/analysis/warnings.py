@@ -6,7 +6,7 @@ numbers of the stats it speaks of (tests/test_readability.py checks every claim)
 from __future__ import annotations
 
 from costcore import fmt
-from costcore.scenario.schema import STAGE_LABELS
+from costcore.scenario.schema import STAGE_LABELS, effective_value
 
 
 CKPT_STALL_WARN = 0.10  # checkpoint writes above this share of the run's wall time are flagged
@@ -15,7 +15,8 @@ ROLLOUT_WARN = 0.50  # an RL stage whose rollouts take more than half of its GPU
 
 def planning_warnings(res) -> list[str]:
     """What a planner should catch, each naming the knob that fixes it (the issue on readability):
-    checkpoint writes as long as their interval or above 10% of the run; rollouts that take most
+    checkpoint writes as long as their interval or above 10% of the run (a run shorter than the
+    interval writes one checkpoint, which a longer interval cannot spare); rollouts that take most
     of an RL stage (evaluation is decoding by nature and is not flagged).
 
     Every number in a sentence is the stat it names (tests/test_readability.py checks each claim).
@@ -27,7 +28,13 @@ def planning_warnings(res) -> list[str]:
         spacing_s = res.stat(s, "ckpt_spacing_h") * 3600.0
         if write_s > 0 and spacing_s > 0:
             share = write_s / spacing_s
-            if write_s >= spacing_s:
+            if res.stat(s, "ckpt_count") <= 1.0:  # a run no longer than the interval writes only its final save
+                if share > CKPT_STALL_WARN:
+                    full = effective_value(res.scenario, f"stages.{s}.ckpt_type") == "full"
+                    out.append(f"{name}: writing its one checkpoint, the final save, takes {fmt.duration_s(write_s)} "
+                               f"against {fmt.duration_s(spacing_s)} of training; raise the Checkpoint write speed "
+                               "per GPU" + (", or save weights only (Checkpoint type)." if full else "."))
+            elif write_s >= spacing_s:
                 out.append(f"{name}: writing one checkpoint takes {fmt.duration_s(write_s)}, no less than the "
                            f"{fmt.duration_s(spacing_s)} between checkpoints; raise Hours between checkpoints "
                            "or the Checkpoint write speed per GPU.")
