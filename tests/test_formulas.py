@@ -188,6 +188,18 @@ def test_train_flops_lora_and_qlora():
     assert F.train_flops_per_token(7e9, L7, D7, 4096.0, 2.0, n_lora) == 34_682_312_704.0
 
 
+def test_frozen_base_bytes_by_method_bits_and_precision():
+    # QLoRA: NF4 + double-quantized scales, 4.127 bits, whatever base_bits says (arXiv:2305.14314 Sec. 3)
+    assert F.frozen_base_bytes(F.METHOD_QLORA, 16.0, False) == (4.127 / 8.0, 1.0)
+    assert F.frozen_base_bytes(F.METHOD_QLORA, 8.0, True) == (4.127 / 8.0, 1.0)
+    # LoRA on an LLM.int8 base: a byte, dequantized; on a 16-bit base: BF16, or FP8 in an FP8 job, not dequantized
+    assert F.frozen_base_bytes(F.METHOD_LORA, 8.0, False) == (1.0, 1.0)
+    assert F.frozen_base_bytes(F.METHOD_LORA, 16.0, False) == (2.0, 0.0)
+    assert F.frozen_base_bytes(F.METHOD_LORA, 16.0, True) == (1.0, 0.0)
+    # a full fine-tune trains its weights: never a quantized base, whatever base_bits holds
+    assert F.frozen_base_bytes(F.METHOD_FULL, 8.0, False) == (2.0, 0.0)
+
+
 def test_dequant_seconds_reads_the_packed_weights_and_writes_bf16():
     # bitsandbytes MatMul4Bit: F.dequantize_4bit reads 4.127 bits (NF4 + double-quantized scales) and
     # writes 2 bytes of BF16 per weight. 202,375,168 weights (one Llama-7B layer) on an A100 (2.039 TB/s):

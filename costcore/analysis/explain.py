@@ -94,7 +94,7 @@ def _training_rows(res: Result, stage: str, st: dict) -> list[tuple[str, str, st
                     + ("; a 4-bit or 8-bit base does the same FLOPs and spends time dequantizing its weights to BF16 "
                        "before every matmul: weights x (packed bytes + 2) / memory bandwidth, in the step time "
                        "(bitsandbytes autograd/_functions.py MatMul4Bit; costcore/engine/formulas.py dequant_seconds)"
-                       if method == "qlora" or float(effective_value(scn, f"stages.{stage}.base_bits")) == 8 else "")))
+                       if res.stat(stage, "quantized_base") > 0.5 else "")))
     mfu_row = _default_mfu_row(res, stage)
     if mfu_row:
         out.append(mfu_row)

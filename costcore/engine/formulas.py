@@ -259,6 +259,23 @@ def train_flops_per_token(n_active, L, d, ctx, method, n_trainable):
 
 
 @njit(cache=True)
+def frozen_base_bytes(method, base_bits, fp8):
+    """Bytes per frozen base weight of a LoRA-family stage, and whether it is dequantized before each matmul.
+
+    QLoRA stores NF4 with double-quantized scales (4.127 bits, QLoRA arXiv:2305.14314 Sec. 3) whatever
+    ``base_bits`` says; LoRA on an 8-bit base stores LLM.int8 (1 byte, arXiv:2208.07339); otherwise the
+    base is held as the job runs, FP8 (1 byte) or BF16 (2). Returns (bytes per parameter, 1.0 when the base
+    is quantized and so dequantized, :func:`dequant_seconds`, else 0.0). A full fine-tune's weights are
+    trained: they are not a frozen base, and the returned pair is (2 or 1, 0.0).
+    """
+    if method == METHOD_QLORA:
+        return NF4_BYTES_PER_PARAM, 1.0
+    if method != METHOD_FULL and base_bits == 8.0:
+        return INT8_BYTES_PER_PARAM, 1.0
+    return (1.0 if fp8 else 2.0), 0.0
+
+
+@njit(cache=True)
 def dequant_seconds(params, packed_bytes_per_param, hbm_bytes_per_s):
     """Seconds to dequantize ``params`` quantized base weights to BF16 once (memory-bound).
 

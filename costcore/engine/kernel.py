@@ -27,7 +27,7 @@ from numba import njit, prange
 from costcore.engine import config
 from costcore.engine import layout as lay
 from costcore.engine.formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, METHOD_FULL, METHOD_LORA, METHOD_QLORA,
-                       INT8_BYTES_PER_PARAM, NF4_BYTES_PER_PARAM, data_stall_gpu_hours,
+                       frozen_base_bytes, data_stall_gpu_hours,
                        MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE, RECOMPUTE_MODE_FULL,
                        checkpoint_storage_usd, dataset_storage_usd,
                        attention_context, decode_gpu_seconds_per_token, kv_context, forward_flops_per_token, gpu_hours_for_flops,
@@ -173,7 +173,9 @@ STATS = ("enabled", "num_gpus", "productive_gpu_hours", "gpu_hours", "wall_days"
          # ... RL rollouts and evaluation: GPUs of one decoding replica and the sequences it decodes at once
          "decode_replica_gpus", "decode_batch_used",
          # ... and an RL decoding replica's memory per GPU: its BF16 weights and its KV cache (GB)
-         "rollout_weights_gb", "rollout_kv_gb")
+         "rollout_weights_gb", "rollout_kv_gb",
+         # ... a training stage's frozen base: bytes per weight, 1 when quantized (dequantized before its matmuls)
+         "base_bytes_per_param", "quantized_base")
 NK = len(STATS)
 (K_ENABLED, K_GPUS, K_PROD_H, K_GPU_H, K_WALL_D, K_MONTHS, K_FLOPS, K_MFU, K_TOKENS, K_INTERRUPT,
  K_CKPT_INT, K_YOUNG_DALY, K_CKPT_N, K_CKPT_GB, K_CKPT_WRITE_S, K_DATASET_GB, K_STORAGE_PEAK_GB,
@@ -188,7 +190,7 @@ NK = len(STATS)
  K_PLAN_TOKS, K_COMM_TP, K_COMM_DP, K_COMM_ZERO, K_COMM_CP, K_COMM_EP, K_COMM_P2P, K_PLAN_MEM,
  K_PLAN_USED, K_PLAN_OFFLOAD, K_MEM_PAGED, K_DATA_STALL_H, K_EPOCH_H, K_TOKS_RATE,
  K_MM_ITEMS, K_MM_TOK_ITEM, K_MM_PASSES, K_MM_ENC_H, K_MM_SHARE, K_MM_CPU_H, K_MM_RAW_GB, K_MM_FEAT_GB,
- K_MM_CONN, K_MM_ENC, K_DEC_TP, K_DEC_B, K_ROLL_W, K_ROLL_KV) = range(NK)
+ K_MM_CONN, K_MM_ENC, K_DEC_TP, K_DEC_B, K_ROLL_W, K_ROLL_KV, K_BASE_BYTES, K_QBASE) = range(NK)
 # Scratch rows the callers allocate for _eval_one (it allocates nothing): model, hw, job, pins,
 # one plan row, the best plan; then one row per stage of plans to reuse (batch).
 SCRATCH_ROWS = 6
@@ -348,14 +350,11 @@ def _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, j, pins, media_
     j[lay.J_EXTRA] = extra_w
     # FP8 only where the GPU has FP8 tensor cores (else the job runs, and stores, BF16; a warning says so)
     j[lay.J_FP8] = 1.0 if (x[H_PRECISION] == PRECISION_FP8 and x[H_FP8_TFLOPS] > x[H_PEAK_TFLOPS]) else 0.0
-    # the frozen base of LoRA: FP8 or BF16 as the job runs; NF4 for QLoRA; LLM.int8 for an 8-bit base
-    int8 = method != METHOD_FULL and method != METHOD_QLORA and x[b + S_BASE_BITS] == 8.0
-    base = NF4_BYTES_PER_PARAM if method == METHOD_QLORA else (INT8_BYTES_PER_PARAM if int8 else
-                                                               (1.0 if j[lay.J_FP8] > 0.5 else 2.0))
-    # a base dequantized before every matmul (NF4, LLM.int8: formulas.dequant_seconds) and the knob's extra share
-    quantized = method == METHOD_QLORA or int8
-    j[lay.J_QBASE] = 1.0 if quantized else 0.0
-    j[lay.J_DEQ] = x[b + S_QLORA_DEQ] if quantized else 0.0
+    # the frozen base of LoRA (formulas.frozen_base_bytes): FP8 or BF16 as the job runs; NF4 for QLoRA; LLM.int8
+    # for an 8-bit base; a quantized one is dequantized before every matmul, plus the knob's extra share
+    base, quantized = frozen_base_bytes(method, x[b + S_BASE_BITS], j[lay.J_FP8] > 0.5)
+    j[lay.J_QBASE] = quantized
+    j[lay.J_DEQ] = x[b + S_QLORA_DEQ] if quantized > 0.5 else 0.0
     j[lay.J_BASE_BYTES] = base
     j[lay.J_FPT] = fpt
     j[lay.J_TOKSEQ] = ctx * mbs_mult
@@ -460,6 +459,8 @@ def _stage_layout(x, b, s, G, shape, method, n_lora, ctx, mbs_mult, extra_w, fpt
     _fill_hw(x, hw)
     _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, job, pins, media_act)
     st[s, K_GLOBAL_BATCH] = job[lay.J_GB]
+    st[s, K_BASE_BYTES] = job[lay.J_BASE_BYTES] if method != METHOD_FULL else 0.0
+    st[s, K_QBASE] = job[lay.J_QBASE]
     if reuse > 0.5 and plans[s, lay.P_TP] > 0.0:
         for i in range(lay.NP):
             row[i] = plans[s, i]
