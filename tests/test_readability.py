@@ -184,6 +184,33 @@ def test_a_run_shorter_than_its_checkpoint_interval_is_not_told_to_raise_the_int
     assert all("save weights only" not in w for w in mine), warns
 
 
+@pytest.mark.parametrize("stage, unit", [("sft", "sequences"), ("dpo", "preference pairs")])
+def test_a_batch_thinner_than_the_gpus_is_named_with_the_mfu_it_leaves(stage, unit):
+    """128 sequences (the SFT and DPO default) on 4,096 H100s: the search fills the GPUs with tensor and
+    pipeline parallelism on tiny micro-batches. The warning quotes the MFU the hours use, and its advice
+    holds: a quarter of the GPUs gives a higher MFU and fewer GPU-hours. On 64 GPUs nothing is said."""
+    from costcore import fmt
+    from costcore.scenario.schema import STAGE_LABELS
+
+    def run(g):
+        return _warned({"model": {"params_b": 7}, "hardware": {"gpu": "h100-80gb", "num_gpus": g},
+                        "stages": {stage: {}}})
+    res, warns = run(4096)
+    mine = [w for w in warns if w.startswith(STAGE_LABELS[stage] + ": ")]
+    assert len(mine) == 1, warns
+    assert f"a global batch of 128 {unit} spread over 4,096 GPUs" in mine[0]
+    assert f"MFU at {fmt.num(res.stat(stage, 'mfu') * 100)}%" in mine[0] and "Global batch" in mine[0]
+    fewer, _ = run(1024)
+    assert fewer.stat(stage, "mfu") > res.stat(stage, "mfu")
+    assert fewer.stat(stage, "gpu_hours") < res.stat(stage, "gpu_hours")
+    _, warns = run(64)
+    assert not [w for w in warns if w.startswith(STAGE_LABELS[stage] + ": ")], warns
+    # an MFU set by hand is the user's figure: nothing to say about the plan's
+    pinned, warns = _warned({"model": {"params_b": 7}, "hardware": {"gpu": "h100-80gb", "num_gpus": 4096},
+                             "stages": {stage: {"mfu": 0.3}}})
+    assert not [w for w in warns if "global batch" in w], warns
+
+
 @pytest.mark.parametrize("efficiency", [0.01, 0.02, 0.05, 0.5])
 def test_rollout_warning_says_what_the_stats_say(efficiency):
     from costcore import fmt
