@@ -57,6 +57,8 @@ def plan_dict(row: np.ndarray, sustained: float) -> dict[str, Any]:
     out["memory_per_gpu_gb"] = g["mem_total"] / 1e9
     out["memory_gb"] = {k: g["mem_" + k] / 1e9 for k in ("weights", "grads", "optimizer", "activations", "buffers")}
     out["time_s"] = {k: g[k + "_s"] for k in ("compute", "communication", "bubble", "recompute", "optimizer")}
+    # of the compute: a quantized base's dequantization and the LoRA adapters, seconds per step
+    out["compute_s"] = {"dequantization": g["dequant_s"], "adapters": g["adapter_s"]}
     # communication by collective (tp, dp, zero, cp, ep, p2p), exposed seconds per step
     out["communication_s"] = {k: g[k + ("_s" if k == "p2p" else "_comm_s")] for k in ("tp", "dp", "zero", "cp", "ep", "p2p")}
     out["micro_batches"] = int(round(g["micro_batches"]))

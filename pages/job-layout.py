@@ -228,6 +228,14 @@ if res.stat(stage, "fits") < 0.5:
 common.show_chart(memory_chart(plan, res.stat(stage, "usable_memory_gb")),
                   "Memory per GPU, by kind (red: what a plan may use)")
 common.show_chart(time_chart(plan), "One optimizer step, by part")
+dequant_s, adapter_s = plan["compute_s"]["dequantization"], plan["compute_s"]["adapters"]
+if dequant_s > 0 or adapter_s > 0:
+    parts = ([f"{fmt.duration_s(dequant_s)} dequantizes the "
+              f"{'4-bit' if res.stat(stage, 'base_bytes_per_param') < 0.9 else '8-bit'} base to BF16 before its "
+              "matmuls"] if dequant_s > 0 else []) + \
+            ([f"{fmt.duration_s(adapter_s)} runs the LoRA adapters"] if adapter_s > 0 else [])
+    st.caption(f"Of the {fmt.duration_s(plan['time_s']['compute'])} of compute per step, " + " and ".join(parts)
+               + ", forward and backward (a recompute repeats them in its own part).")
 
 st.subheader("Fastest plans that fit")
 try:

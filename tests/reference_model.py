@@ -421,6 +421,7 @@ def layer_forward_s(model: dict, hw: dict, job: dict, plan: dict) -> dict:
         linear += matmul_s(model["top_k"] * expert_p, tokens_per_expert, model["expert_ffn"] / tp)
     else:
         linear += matmul_s(mlp_p, tokens, model["ffn"] / tp)
+    dequant = adapters = 0.0  # parts of `linear`, named apart (the step reports them)
     if job["method"] == "qlora" or job["int8_base"]:
         # bitsandbytes dequantizes the layer's weights to BF16 before every matmul (forward and backward):
         # the packed bytes read and 2 bytes written per weight, at HBM bandwidth; plus the knob's extra share
@@ -429,9 +430,10 @@ def layer_forward_s(model: dict, hw: dict, job: dict, plan: dict) -> dict:
             held = (attention_p + (model["shared"] + model["experts"] / ep) * expert_p) / tp
         else:
             held = (attention_p + mlp_p) / tp
-        linear = linear * (1.0 + job["dequant"]) + held * (packed + 2.0) / hw["hbm"]
+        dequant = linear * job["dequant"] + held * (packed + 2.0) / hw["hbm"]
     if job["method"] != "full":  # adapters: forward 2 FLOPs per parameter and token, backward 4 -> 1.5x in `linear`
-        linear += 1.5 * matmul_s(model["n_trainable"] / model["L"], tokens, q_width / tp)
+        adapters = 1.5 * matmul_s(model["n_trainable"] / model["L"], tokens, q_width / tp)
+    linear += dequant + adapters
     # causal FlashAttention: 2 s d_head a FLOPs per token, BF16, at the attention efficiency
     attention = 2.0 * tokens * job["attn_ctx"] * q_width / tp / (hw["peak"] * hw["attention"] * hw["gemm"])
     norm_shard = tp if (plan["sp"] or tp <= 1) else 1.0
@@ -456,7 +458,7 @@ def layer_forward_s(model: dict, hw: dict, job: dict, plan: dict) -> dict:
         kv = 2.0 * 2.0 * tokens * model["kv_heads"] * model["head_dim"] / tp
         context_parallel = max(0.0, kv * (cp - 1.0) / (link_bytes_s(hw, cp, tp) * coll) - attention)
     return {"linear": linear, "attention": attention, "memory": memory_bound, "tp": tensor_parallel,
-            "ep": expert_parallel, "cp": context_parallel}
+            "ep": expert_parallel, "cp": context_parallel, "of_linear": {"dequant": dequant, "adapters": adapters}}
 
 
 def plan_step(model: dict, hw: dict, job: dict, plan: dict) -> dict:
@@ -468,7 +470,7 @@ def plan_step(model: dict, hw: dict, job: dict, plan: dict) -> dict:
     layer_compute = fwd["linear"] * (1.0 + linear_backward) + 3.0 * fwd["attention"] + 3.0 * fwd["memory"]
     layer_comm = 2.0 * fwd["tp"] + 2.0 * fwd["ep"] + 3.0 * fwd["cp"]
     if plan["recompute"] == "full":
-        layer_recompute = sum(fwd.values())
+        layer_recompute = sum(fwd[k] for k in ("linear", "attention", "memory", "tp", "ep", "cp"))
     elif plan["recompute"] == "selective":
         layer_recompute = fwd["attention"]
     else:
@@ -539,6 +541,9 @@ def plan_step(model: dict, hw: dict, job: dict, plan: dict) -> dict:
     step_tokens = m * dp * plan["micro_batch"] * job["tokens_per_sample"]
     return {"step_time_s": step, "compute_s": m * compute, "communication_s": m * comm + dp_exposed + zero_exposed,
             "bubble_s": bubble, "recompute_s": m * recompute, "optimizer_s": optimizer, "offload_s": offload,
+            # of the compute, forward and backward of the linear layers
+            "dequant_s": m * layers * fwd["of_linear"]["dequant"] * (1.0 + linear_backward),
+            "adapter_s": m * layers * fwd["of_linear"]["adapters"] * (1.0 + linear_backward),
             "micro_batches": float(m), "memory": mem,
             "fits": mem["total"] <= hw["capacity"] and plan_runs(model, job, plan),
             "gpus_used": tp * pp * dp * cp,
@@ -1205,6 +1210,7 @@ def layout_stats(layout: dict) -> dict:
         out[f"step_{k}_s"] = layout[f"{k}_s"]
     for k in ("weights", "grads", "optimizer", "activations", "buffers"):
         out[f"mem_{k}_gb"] = mem[k] / 1e9
+    out["step_dequant_s"], out["step_adapter_s"] = layout["dequant_s"], layout["adapter_s"]
     out["micro_batches"] = layout["micro_batches"]
     out["global_batch"] = layout["global_batch"]
     out["plan_mfu"] = layout["mfu"]
@@ -1338,4 +1344,4 @@ LAYOUT_STAT_KEYS = ("plan_tp", "plan_pp", "plan_dp", "plan_cp", "plan_ep", "plan
                     "plan_interleave", "plan_sp", "step_time_s", "step_compute_s", "step_communication_s",
                     "step_bubble_s", "step_recompute_s", "step_optimizer_s", "mem_weights_gb", "mem_grads_gb",
                     "mem_optimizer_gb", "mem_activations_gb", "mem_buffers_gb", "micro_batches", "global_batch",
-                    "plan_mfu", "plan_tokens_per_gpu_s")
+                    "plan_mfu", "plan_tokens_per_gpu_s", "step_dequant_s", "step_adapter_s")

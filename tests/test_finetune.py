@@ -179,6 +179,11 @@ def test_a_4bit_base_adds_its_dequantization_traffic_to_every_matmul(gpu, hbm_by
     per_pass = layer * (4.127 / 8 + 2.0) / hbm_bytes_s
     assert qlora["plan"]["micro_batches"] == 4
     assert qlora["plan"]["step_time_s"] - lora["plan"]["step_time_s"] == pytest.approx(4 * 32 * 2 * per_pass, rel=1e-6)
+    # the step names that time apart, inside its compute; the adapters are named too, the same in both
+    assert qlora["plan"]["compute_s"]["dequantization"] == pytest.approx(4 * 32 * 2 * per_pass, rel=1e-9)
+    assert lora["plan"]["compute_s"]["dequantization"] == 0.0
+    assert qlora["plan"]["compute_s"]["adapters"] == lora["plan"]["compute_s"]["adapters"] > 0.0
+    assert sum(qlora["plan"]["compute_s"].values()) < qlora["plan"]["time_s"]["compute"]
     # the same model FLOPs: the time shows in the MFU, not in the FLOPs per token
     assert qlora["plan"]["mfu"] < lora["plan"]["mfu"]
     res_l, res_q = (costcore.estimate({"model": model, "hardware": {"gpu": gpu, "num_gpus": 1},

@@ -175,7 +175,9 @@ STATS = ("enabled", "num_gpus", "productive_gpu_hours", "gpu_hours", "wall_days"
          # ... and an RL decoding replica's memory per GPU: its BF16 weights and its KV cache (GB)
          "rollout_weights_gb", "rollout_kv_gb",
          # ... a training stage's frozen base: bytes per weight, 1 when quantized (dequantized before its matmuls)
-         "base_bytes_per_param", "quantized_base")
+         "base_bytes_per_param", "quantized_base",
+         # ... and of the step's compute: dequantizing that base and the LoRA adapters (s per step)
+         "step_dequant_s", "step_adapter_s")
 NK = len(STATS)
 (K_ENABLED, K_GPUS, K_PROD_H, K_GPU_H, K_WALL_D, K_MONTHS, K_FLOPS, K_MFU, K_TOKENS, K_INTERRUPT,
  K_CKPT_INT, K_YOUNG_DALY, K_CKPT_N, K_CKPT_GB, K_CKPT_WRITE_S, K_DATASET_GB, K_STORAGE_PEAK_GB,
@@ -190,7 +192,8 @@ NK = len(STATS)
  K_PLAN_TOKS, K_COMM_TP, K_COMM_DP, K_COMM_ZERO, K_COMM_CP, K_COMM_EP, K_COMM_P2P, K_PLAN_MEM,
  K_PLAN_USED, K_PLAN_OFFLOAD, K_MEM_PAGED, K_DATA_STALL_H, K_EPOCH_H, K_TOKS_RATE,
  K_MM_ITEMS, K_MM_TOK_ITEM, K_MM_PASSES, K_MM_ENC_H, K_MM_SHARE, K_MM_CPU_H, K_MM_RAW_GB, K_MM_FEAT_GB,
- K_MM_CONN, K_MM_ENC, K_DEC_TP, K_DEC_B, K_ROLL_W, K_ROLL_KV, K_BASE_BYTES, K_QBASE) = range(NK)
+ K_MM_CONN, K_MM_ENC, K_DEC_TP, K_DEC_B, K_ROLL_W, K_ROLL_KV, K_BASE_BYTES, K_QBASE, K_STEP_DEQUANT,
+ K_STEP_ADAPTER) = range(NK)
 # Scratch rows the callers allocate for _eval_one (it allocates nothing): model, hw, job, pins,
 # one plan row, the best plan; then one row per stage of plans to reuse (batch).
 SCRATCH_ROWS = 6
@@ -426,7 +429,8 @@ PLAN_STATS = (
     ("step_zero_comm_s", "zero_comm_s", 1.0), ("step_cp_comm_s", "cp_comm_s", 1.0),
     ("step_ep_comm_s", "ep_comm_s", 1.0), ("step_p2p_s", "p2p_s", 1.0),
     ("plan_memory_gb", "mem_total", 1e9), ("plan_gpus_used", "gpus_used", 1.0),
-    ("plan_offload_s", "offload_s", 1.0), ("mem_paged_gb", "mem_paged_out", 1e9))
+    ("plan_offload_s", "offload_s", 1.0), ("mem_paged_gb", "mem_paged_out", 1e9),
+    ("step_dequant_s", "dequant_s", 1.0), ("step_adapter_s", "adapter_s", 1.0))
 _PLAN_ROW_FIELDS = lay.PLAN_FIELDS + lay.TERM_FIELDS
 PLAN_STAT_COL = np.array([STATS.index(a) for a, _, _ in PLAN_STATS], dtype=np.int64)
 PLAN_STAT_ROW = np.array([_PLAN_ROW_FIELDS.index(b) for _, b, _ in PLAN_STATS], dtype=np.int64)

@@ -53,7 +53,8 @@ PLAN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero",
 TERM_FIELDS = ("step_time_s", "compute_s", "communication_s", "bubble_s", "recompute_s", "optimizer_s",
                "tp_comm_s", "dp_comm_s", "zero_comm_s", "cp_comm_s", "ep_comm_s", "p2p_s",
                "mem_weights", "mem_grads", "mem_optimizer", "mem_activations", "mem_buffers", "mem_total",
-               "mfu", "micro_batches", "fits", "gpus_used", "tokens_per_gpu_s", "offload_s", "mem_paged_out")
+               "mfu", "micro_batches", "fits", "gpus_used", "tokens_per_gpu_s", "offload_s", "mem_paged_out",
+               "dequant_s", "adapter_s")
 NP = len(PLAN_FIELDS)
 NT = len(TERM_FIELDS)
 NROW = NP + NT
@@ -65,7 +66,8 @@ NROW = NP + NT
  J_BASE_BYTES, J_MEDIA_ACT, J_ACTX, J_DUAL, J_QBASE) = range(len(JOB_FIELDS))
 P_TP, P_PP, P_DP, P_CP, P_EP, P_MB, P_RC, P_ZERO, P_V, P_SP = range(NP)
 (T_STEP, T_COMPUTE, T_COMM, T_BUBBLE, T_RECOMP, T_OPT, T_TP, T_DP, T_ZERO, T_CP, T_EP, T_P2P, T_WEIGHTS,
- T_GRADS, T_OPTIM, T_ACT, T_BUF, T_MEM, T_MFU, T_MICRO, T_FITS, T_USED, T_TOKS, T_OFFLOAD, T_PAGED) = range(NP, NROW)
+ T_GRADS, T_OPTIM, T_ACT, T_BUF, T_MEM, T_MFU, T_MICRO, T_FITS, T_USED, T_TOKS, T_OFFLOAD, T_PAGED, T_DEQUANT,
+ T_ADAPTER) = range(NP, NROW)
 
 RC_NONE, RC_SELECTIVE, RC_FULL = RECOMPUTE_MODE_NONE, RECOMPUTE_MODE_SELECTIVE, RECOMPUTE_MODE_FULL
 # Candidate degrees the search tries (each also capped by the job: heads, layers, GPUs, batch).
@@ -374,7 +376,8 @@ def _memory(model, hw, job, plan, out):
 
 @njit(cache=True)
 def _layer_forward(model, hw, job, plan):
-    """Forward seconds of one layer for one micro-batch: (linear, attention, memory-bound, TP, EP, CP exposed).
+    """Forward seconds of one layer for one micro-batch: (linear, attention, memory-bound, TP, EP, CP exposed,
+    and of the linear: the quantized base's dequantization, the LoRA adapters).
 
     Linear: 2 FLOPs per parameter per token (Kaplan et al. 2020 Sec. 2.1) of the attention, MLP and top-k +
     shared experts, over tp x cp GPUs, at the GEMM efficiency of their shapes and the BF16 or FP8 peak; a
@@ -416,12 +419,13 @@ def _layer_forward(model, hw, job, plan):
     else:
         e_mlp = gemm_efficiency(tokens, model[M_FFN] / tp, h, eff_max, half)
         t_lin += 2.0 * tokens * mlp_p / tp / (peak_lin * e_mlp)
+    t_deq, t_ad = 0.0, 0.0
     if job[J_QBASE] > 0.5:  # QLoRA's NF4 (or an 8-bit base) dequantized to BF16 before every matmul
-        t_lin = t_lin * (1.0 + job[J_DEQ]) + dequant_seconds(_local_layer_weights(model, plan), job[J_BASE_BYTES],
-                                                              hw[W_HBM])
+        t_deq = t_lin * job[J_DEQ] + dequant_seconds(_local_layer_weights(model, plan), job[J_BASE_BYTES], hw[W_HBM])
     if job[J_METHOD] != METHOD_FULL:  # LoRA adapters: 2 FLOPs per adapter parameter and token forward, 4 backward
         # (input and weight gradients), so 1.5x their forward here: the backward counts t_lin once for a frozen base
-        t_lin += 1.5 * 2.0 * tokens * model[M_NTRAIN] / model[M_L] / tp / (peak_lin * e_attn_proj)
+        t_ad = 1.5 * 2.0 * tokens * model[M_NTRAIN] / model[M_L] / tp / (peak_lin * e_attn_proj)
+    t_lin += t_deq + t_ad
     # keys per query: the causal context, or less where layers attend in a sliding window (formulas.attention_context)
     t_attn = 2.0 * tokens * _attn_span(job) * q / tp / (hw[W_PEAK] * hw[W_ATTN] * hw[W_GEMM])
     sp_div = tp if (plan[P_SP] > 0.5 or tp <= 1.0) else 1.0
@@ -439,7 +443,7 @@ def _layer_forward(model, hw, job, plan):
     if cp > 1.0:
         kv_bytes = 2.0 * 2.0 * tokens * model[M_KV] * model[M_HD] / tp
         t_cp = max(0.0, (cp - 1.0) * kv_bytes / (_link(cp, tp, hw) * coll) - t_attn)
-    return t_lin, t_attn, t_mem, t_tp, t_ep, t_cp
+    return t_lin, t_attn, t_mem, t_tp, t_ep, t_cp, t_deq, t_ad
 
 
 @njit(cache=True, inline='always')
@@ -520,7 +524,7 @@ def plan_terms(model, hw, job, plan, out):
     mb, rc, v = plan[P_MB], plan[P_RC], plan[P_V]
     mem = _memory(model, hw, job, plan, out)
     out[T_FITS] = 1.0 if mem <= hw[W_MEM] else 0.0
-    t_lin, t_attn, t_mem, t_tp, t_ep, t_cp = _layer_forward(model, hw, job, plan)
+    t_lin, t_attn, t_mem, t_tp, t_ep, t_cp, t_deq, t_ad = _layer_forward(model, hw, job, plan)
     lin_bwd = 2.0 if job[J_METHOD] == METHOD_FULL else 1.0
     comm_l = _comm_layer_seconds(t_tp, t_ep, t_cp)
     recomp_l = _recompute_layer_seconds(rc, t_lin, t_attn, t_mem, t_tp, t_ep, t_cp)
@@ -562,6 +566,9 @@ def plan_terms(model, hw, job, plan, out):
     out[T_EP] = m * t_ep_mb
     out[T_P2P] = m * t_p2p_mb
     out[T_MICRO] = m
+    # of the compute: the dequantization and the adapters, forward and backward (recompute repeats them in its term)
+    out[T_DEQUANT] = m * nl * t_deq * (1.0 + lin_bwd)
+    out[T_ADAPTER] = m * nl * t_ad * (1.0 + lin_bwd)
     used = tp * pp * dp * cp
     out[T_USED] = used
     step_tokens = m * dp * mb * job[J_TOKSEQ]
@@ -815,7 +822,7 @@ def _rate_bound(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max):
     """
     ep = pins[P_EP] if pins[P_EP] > 0.0 else ep_max
     _fill_plan(row, tp, pp, dp, cp, ep, mb, 0.0, 0.0, 1.0, _sp_for(tp, pins))
-    t_lin, t_attn, t_mem, t_tp, _t_ep, t_cp = _layer_forward(model, hw, job, row)
+    t_lin, t_attn, t_mem, t_tp, _t_ep, t_cp, _t_deq, _t_ad = _layer_forward(model, hw, job, row)
     nl = math.ceil(model[M_L] / pp)
     t_mb = _compute_seconds(model, hw, job, row, t_lin, t_attn, t_mem) + nl * _comm_layer_seconds(t_tp, 0.0, t_cp)
     t_mb += nl * _recompute_layer_seconds(pins[P_RC], t_lin, t_attn, t_mem, t_tp, 0.0, t_cp)
