@@ -311,7 +311,8 @@ def plan_memory(model: dict, hw: dict, job: dict, plan: dict) -> dict:
     MLP's 19 scaled by its width / 4h, 7 bytes fewer in FP8; no recompute adds 5 a s^2 b / t;
     full keeps 2 s b h / t per layer plus one layer. The first stage holds min(p, m)
     micro-batches of ceil(L/p) layers, x (1 + (p-1)/(p v)) interleaved. Buffers: fp32 logits
-    4 s b V / t, the communication buffers, and with ZeRO-3 two prefetched bf16 layers.
+    4 s b V / t, the communication buffers, with ZeRO-3 two prefetched bf16 layers, and a quantized
+    base's largest matrix dequantized to bf16.
     """
     tp, pp, dp, cp, ep = plan["tp"], plan["pp"], plan["dp"], plan["cp"], plan["ep"]
     zero = plan["zero"]
@@ -388,6 +389,9 @@ def plan_memory(model: dict, hw: dict, job: dict, plan: dict) -> dict:
     if zero >= 3 and (job["method"] == "full" or job["offload"] == "optimizer_and_params"):
         attention, mlp, expert = layer_parameter_counts(model)
         buffers += 2.0 * 2.0 * (attention + max(mlp, expert)) / tp
+    if job["method"] == "qlora" or job["int8_base"]:  # the largest weight matrix dequantized to BF16, one at a time
+        widest = max(model["ffn"], model["expert_ffn"] if model["moe"] else 0.0, model["heads"] * model["head_dim"])
+        buffers += 2.0 * model["h"] * widest / tp
     out = {"weights": weights, "grads": grads, "optimizer": optimizer, "activations": activations,
            "buffers": buffers}
     total = sum(out.values())

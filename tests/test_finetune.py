@@ -184,6 +184,10 @@ def test_a_4bit_base_adds_its_dequantization_traffic_to_every_matmul(gpu, hbm_by
     assert lora["plan"]["compute_s"]["dequantization"] == 0.0
     assert qlora["plan"]["compute_s"]["adapters"] == lora["plan"]["compute_s"]["adapters"] > 0.0
     assert sum(qlora["plan"]["compute_s"].values()) < qlora["plan"]["time_s"]["compute"]
+    # memory: bitsandbytes dequantizes into a fresh BF16 tensor of the weight's shape (functional.py
+    # dequantize_4bit), one matrix at a time: the widest, 4096 x 14336 (the MLP), is the extra buffer
+    extra = qlora["plan"]["memory_gb"]["buffers"] - lora["plan"]["memory_gb"]["buffers"]
+    assert extra == pytest.approx(2.0 * 4096 * 14336 / 1e9, rel=1e-9)
     # the same model FLOPs: the time shows in the MFU, not in the FLOPs per token
     assert qlora["plan"]["mfu"] < lora["plan"]["mfu"]
     res_l, res_q = (costcore.estimate({"model": model, "hardware": {"gpu": gpu, "num_gpus": 1},

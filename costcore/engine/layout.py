@@ -326,13 +326,18 @@ def model_state_bytes(model, job, plan):
 
 @njit(cache=True)
 def _buffer_bytes(model, hw, job, plan):
-    """Buffers per GPU (bytes; see :func:`_memory`): fp32 logits, ZeRO-3's two prefetched layers, buckets."""
+    """Buffers per GPU (bytes; see :func:`_memory`): fp32 logits, ZeRO-3's two prefetched layers, buckets, and
+    for a quantized base the BF16 copy of its largest weight matrix, which bitsandbytes allocates to dequantize
+    into before each matmul and frees after it (functional.py dequantize_4bit: ``out = torch.empty(shape,
+    dtype=quant_state.dtype)``; autograd/_functions.py MatMul4Bit, forward and backward)."""
     tp, cp, mb, zero = plan[P_TP], plan[P_CP], plan[P_MB], plan[P_ZERO]
     s = job[J_SEQ] / cp
     buf = 4.0 * s * mb * job[J_MBS] * model[M_V] / tp + hw[W_BUFFER]
     if zero >= 2.5 and (job[J_METHOD] == METHOD_FULL or job[J_OFFLOAD] >= OFFLOAD_OPTIMIZER_AND_PARAMS):
         attn_p, mlp_p, exp_p = layer_params(model)
         buf += 2.0 * 2.0 * (attn_p + max(mlp_p, exp_p)) / tp
+    if job[J_QBASE] > 0.5:  # the BF16 copy of the one weight matrix being dequantized for its matmul
+        buf += 2.0 * model[M_H] * max(model[M_FFN], model[M_MOE_FFN], model[M_A] * model[M_HD]) / tp
     return buf
 
 
@@ -351,7 +356,8 @@ def _memory(model, hw, job, plan, out):
     stores the linear layers' inputs (14 of the 34) in one byte. With 1F1B the first stage holds
     min(p, m) micro-batches of L/p layers (Narayanan et al. 2021 Sec. 2.2); interleaving adds
     (p - 1)/(p v) of that. Buffers: fp32 logits 4 s b V / t, ZeRO-3's two prefetched layers (also
-    with offloaded weights: the layers being computed), communication buckets.
+    with offloaded weights: the layers being computed), communication buckets, a quantized base's
+    dequantized matrix (:func:`_buffer_bytes`).
     """
     tp, cp, mb, zero = plan[P_TP], plan[P_CP], plan[P_MB], plan[P_ZERO]
     w_b, g_b, o_b = model_state_bytes(model, job, plan)
