@@ -10,13 +10,26 @@ from costcore.scenario.schema import STAGE_LABELS, effective_value
 
 
 CKPT_STALL_WARN = 0.10  # checkpoint writes above this share of the run's wall time are flagged
+# A stage whose best plan reaches less than this MFU (its own, before the sustained share) while its global
+# batch holds fewer sequences than it has GPUs is told that its GPUs outnumber its batch: the plan fills
+# them with tensor and pipeline parallelism on micro-batches too small to keep them busy.
+THIN_BATCH_MFU = 0.15
 ROLLOUT_WARN = 0.50  # an RL stage whose rollouts take more than half of its GPU-hours is flagged
+
+
+def _thin_batch(res, s: str) -> bool:
+    """The stage's MFU comes from its plan (not set by hand), whose own MFU is below THIN_BATCH_MFU with fewer
+    sequences per step than GPUs, and every GPU busy (idle ones have their own warning: engine.feasibility)."""
+    mfu, gb, g = res.stat(s, "plan_mfu"), res.stat(s, "global_batch"), res.stat(s, "num_gpus")
+    return (0 < mfu < THIN_BATCH_MFU and 0 < gb < g and res.stat(s, "plan_gpus_used") >= g
+            and res.stat(s, "fits") > 0.5 and res.uses_layout(s))
 
 
 def planning_warnings(res) -> list[str]:
     """What a planner should catch, each naming the knob that fixes it (the issue on readability):
     checkpoint writes as long as their interval or above 10% of the run (a run shorter than the
-    interval writes one checkpoint, which a longer interval cannot spare); rollouts that take most
+    interval writes one checkpoint, which a longer interval cannot spare); a global batch too thin for
+    the stage's GPUs (MFU below 15% with fewer sequences than GPUs); rollouts that take most
     of an RL stage (evaluation is decoding by nature and is not flagged).
 
     Every number in a sentence is the stat it names (tests/test_readability.py checks each claim).
@@ -42,6 +55,11 @@ def planning_warnings(res) -> list[str]:
                 out.append(f"{name}: checkpoint writes stall the run {fmt.num(share * 100)}% of its time "
                            f"({fmt.duration_s(write_s)} every {fmt.duration_s(spacing_s)}); raise Hours between "
                            "checkpoints or the Checkpoint write speed per GPU.")
+        if _thin_batch(res, s):
+            unit = "preference pairs" if s == "dpo" else "sequences"
+            out.append(f"{name}: a global batch of {res.stat(s, 'global_batch'):,.0f} {unit} spread over "
+                       f"{res.stat(s, 'num_gpus'):,.0f} GPUs keeps its MFU at {fmt.num(res.stat(s, 'mfu') * 100)}%; "
+                       "fewer GPUs for this stage, or a larger Global batch, would raise it.")
         rollout_h, total_h = res.stat(s, "rollout_gpu_hours"), res.stat(s, "gpu_hours")
         if s == "rl" and total_h > 0 and rollout_h / total_h > ROLLOUT_WARN:
             out.append(f"{name}: rollouts take {fmt.num(rollout_h / total_h * 100)}% of the stage's GPU-hours; raise the Rollout "

@@ -8,15 +8,9 @@ the app shows the sentence in place of the total.
 """
 from __future__ import annotations
 
-from costcore import fmt
-from costcore.scenario.schema import (BY_PATH, CATALOG, STAGE_LABELS, effective_value, pinned_layout_words,
-                                     uses_default_mfu)
+from costcore.scenario.schema import BY_PATH, CATALOG, STAGE_LABELS, effective_value, pinned_layout_words
 
 TRAINING_STAGES = ("pretrain", "cpt", "mm_align", "mm_cpt", "mm_tune", "sft", "dpo", "rl")
-# A stage whose best plan reaches less than this MFU while its global batch holds fewer sequences than it
-# has GPUs is told that its GPUs outnumber its batch (the plan fills them with tensor and pipeline
-# parallelism on micro-batches too small to keep them busy).
-THIN_BATCH_MFU = 0.15
 
 
 def infeasible(res, fewest_any_layout=None) -> list[str]:
@@ -80,17 +74,9 @@ def _any_layout(res, stage: str, need: float, fewest_any_layout):
     return " and ".join(said), fewest
 
 
-def _thin_batch(res, s: str) -> bool:
-    """The stage's MFU comes from its plan, whose own MFU (before the sustained share) is below
-    THIN_BATCH_MFU, with fewer sequences per step than GPUs."""
-    mfu, gb, g = res.stat(s, "plan_mfu"), res.stat(s, "global_batch"), res.stat(s, "num_gpus")
-    return 0 < mfu < THIN_BATCH_MFU and 0 < gb < g and uses_default_mfu(res.scenario, s)
-
-
 def batch_warnings(res) -> list[str]:
-    """Stages whose best plan leaves GPUs idle (the global batch or the layout cannot use them all), or
-    keeps them busy at a low MFU because the global batch holds fewer sequences than the stage has GPUs,
-    and FP8 asked of a GPU without FP8 tensor cores."""
+    """Stages whose best plan leaves GPUs idle (the global batch or the layout cannot use them all),
+    and FP8 asked of a GPU without FP8 tensor cores (a batch too thin for busy GPUs: analysis.warnings)."""
     scn = res.scenario
     out = []
     for s in res.stages:
@@ -103,10 +89,6 @@ def batch_warnings(res) -> list[str]:
         if 0 < used < g:
             out.append(f"{STAGE_LABELS[s]}: the best plan uses {used:,.0f} of the {g:,.0f} GPUs (a global batch of "
                        f"{gb:,.0f} {unit} and the layout leave the rest idle); they are billed all the same.")
-        elif _thin_batch(res, s):
-            out.append(f"{STAGE_LABELS[s]}: a global batch of {gb:,.0f} {unit} spread over {g:,.0f} GPUs keeps its "
-                       f"MFU at {fmt.num(res.stat(s, 'mfu') * 100)}%; fewer GPUs for this stage, or a larger Global "
-                       "batch, would raise it.")
     gpu = effective_value(scn, "hardware.gpu")
     if effective_value(scn, "hardware.precision") == "fp8" and \
             float(effective_value(scn, "hardware.fp8_peak_tflops")) <= float(effective_value(scn, "hardware.peak_tflops")):
