@@ -31,6 +31,9 @@ print(f"holdout ({len(loo['holdout'])} runs, never fitted): median {loo.get('hol
 for name, r in loo["holdout"].items():
     print(f"  {name}: {r:.2f}")
 print(f"band: P10 x{np.exp(loo['band_log_p10']):.2f}, P90 x{np.exp(loo['band_log_p90']):.2f}")
+for family, b in calibration.stage_bands().items():  # scored out of sample, nothing fitted on them
+    print(f"{family} band ({', '.join(b['stages'])}; {b['runs']} runs): P10 x{np.exp(b['band_log_p10']):.2f}, "
+          f"P90 x{np.exp(b['band_log_p90']):.2f}, holding {b['loo_coverage']:.0%} of its runs by leave-one-out")
 
 if "--write" in sys.argv:
     calibration.SUMMARY_FILE.write_text(calibration.summary_text(datetime.date.today().isoformat()))

@@ -38,6 +38,17 @@ def _calibration() -> dict:
     return _CAL
 
 
+def _stage_band(stage: str | None = None) -> dict:
+    """A stage's out-of-sample band in calibration.yaml (``band_log_p10``, ``band_log_p90``, ``mfu_log_sigma``):
+    its family's (``stage_bands``: post-training, multimodal), else the pre-training runs' leave-one-out one
+    (pre-training, CPT, or ``stage`` None)."""
+    cal = _calibration()
+    for band in (cal.get("stage_bands") or {}).values():
+        if stage in band["stages"]:
+            return band
+    return cal
+
+
 _CAL = None
 
 
@@ -136,9 +147,10 @@ class Result:
     @cached_property
     def band(self) -> np.ndarray:
         """(stages, 4): P10 and P90 GPU-hours, P10 and P90 $ per stage (costcore.engine.kernel.error_band)."""
-        cal = _calibration()
+        bands = [_stage_band(s) for s in STAGES]
         mask = np.array([self.stats[i, K_ENABLED] > 0.5 and self.uses_layout(s) for i, s in enumerate(STAGES)])
-        return kernel.error_band(self.stats, float(cal["band_log_p10"]), float(cal["band_log_p90"]), mask)
+        return kernel.error_band(self.stats, np.array([float(b["band_log_p10"]) for b in bands]),
+                                 np.array([float(b["band_log_p90"]) for b in bands]), mask)
 
     def plan(self, stage: str) -> dict[str, Any]:
         """The stage's chosen job layout (plan_dict keys); its MFU is the one the stage's hours use."""

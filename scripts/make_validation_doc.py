@@ -56,7 +56,20 @@ def loo_text() -> str:
             f"Error band: P10 = model x {math.exp(loo['band_log_p10']):.2f}, P90 = model x "
             f"{math.exp(loo['band_log_p90']):.2f} (the 10th/90th percentiles of ln(published / predicted) over the "
             f"leave-one-out predictions; costcore/data/calibration.yaml). On the holdout runs it holds "
-            f"{loo.get('holdout_band_coverage', 0):.0%} (target 70-90%; {len(loo.get('holdout', {}))} runs).")
+            f"{loo.get('holdout_band_coverage', 0):.0%} (target 70-90%; {len(loo.get('holdout', {}))} runs). "
+            + stage_bands_text())
+
+
+def stage_bands_text() -> str:
+    """The bands of the stages the pre-training runs do not speak for, from their own runs (sections 4, 5)."""
+    words = {"post_training": "SFT, DPO and RL", "multimodal": "the multimodal phases"}
+    runs = {"post_training": "fine-tuning, preference and RL runs of section 4",
+            "multimodal": "vision-language runs of section 5"}
+    parts = [f"{words[f]} carry P10 = model x {math.exp(b['band_log_p10']):.2f}, P90 = model x "
+             f"{math.exp(b['band_log_p90']):.2f}, the same percentiles over the {b['runs']} {runs[f]} (none fitted "
+             f"on; by leave-one-out the band holds {b['loo_coverage']:.0%} of them)"
+             for f, b in calibration.stage_bands().items()]
+    return "The pre-training runs do not speak for the other stages: " + "; ".join(parts) + "."
 
 
 def render() -> str:

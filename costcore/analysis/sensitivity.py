@@ -444,9 +444,9 @@ def default_distributions(scenario) -> dict[str, Dist]:
         p = f"stages.{s}."
         if s != "eval":
             if uses_default_mfu(scn, s):
-                d[p + "mfu"] = Dist("lognormal", default_mfu_log_sigma(),
-                                    why="out-of-sample error of the default MFU on published runs "
-                                        "(data/calibration.yaml)")
+                d[p + "mfu"] = Dist("lognormal", default_mfu_log_sigma(s),
+                                    why="out-of-sample error of the default MFU on published runs of this kind "
+                                        "of stage (data/calibration.yaml)")
             else:
                 d[p + "mfu"] = Dist("triangular", 0.75, 1.0, 1.15, why="your MFU: assumption")
         d[p + "experiments"] = Dist("triangular", 0.5, 1.0, 2.0)
@@ -471,18 +471,19 @@ def mfu_band(scenario, z: float = P90_Z, res: api.Result | None = None) -> tuple
     """Total cost ($) at the P10 and P90 of the default MFU's out-of-sample error, or None.
 
     Every stage on the default MFU moves together (they share the model's
-    error) by exp(+-z sigma), sigma from costcore/data/calibration.yaml
-    (leave-one-out RMS log error on published runs). Higher MFU gives the
+    error) by exp(+-z sigma), sigma of the stage's kind from costcore/data/calibration.yaml
+    (RMS log error on published runs predicted out of sample). Higher MFU gives the
     lower cost. One batch call of two variants; pass ``res`` (the scenario's
     estimate) to skip estimating it again.
     """
     scn, x, res = _base(scenario) if res is None else (res.scenario, res.vector, res)
-    paths = [f"stages.{s}.mfu" for s in res.stages if uses_default_mfu(scn, s)]
-    if not paths:
+    stages = [s for s in res.stages if uses_default_mfu(scn, s)]
+    if not stages:
         return None
+    paths = [f"stages.{s}.mfu" for s in stages]
     cur = current_values(paths, scn, res)
-    f = math.exp(z * default_mfu_log_sigma())
-    cols = {p: np.clip(np.array([c * f, c / f]), BY_PATH[p].min_nonzero or 0.01, BY_PATH[p].hi)
+    f = {p: math.exp(z * default_mfu_log_sigma(s)) for p, s in zip(paths, stages)}
+    cols = {p: np.clip(np.array([c * f[p], c / f[p]]), BY_PATH[p].min_nonzero or 0.01, BY_PATH[p].hi)
             for p, c in zip(paths, cur)}
     totals = api.batch(scn, cols, vector=x).sum(axis=1)
     return float(totals[0]), float(totals[1])

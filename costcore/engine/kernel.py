@@ -1253,19 +1253,19 @@ def stage_plans(x: np.ndarray, stage_index: int, k: int = 10) -> tuple[np.ndarra
     return top[:min(int(n), top.shape[0])], int(n)
 
 
-def error_band(stats: np.ndarray, log_p10: float, log_p90: float, layout_stage: np.ndarray) -> np.ndarray:
+def error_band(stats: np.ndarray, log_p10: np.ndarray, log_p90: np.ndarray, layout_stage: np.ndarray) -> np.ndarray:
     """P10 and P90 of each stage's GPU-hours and dollars: (NS, 4) = gpu_h_p10, gpu_h_p90, usd_p10, usd_p90.
 
-    A stage whose speed comes from its job layout gets GPU-hours x exp(log_p10 / log_p90), the
-    percentiles of ln(published / predicted) over the public runs predicted out of sample
+    A stage whose speed comes from its job layout gets GPU-hours x exp(log_p10[s] / log_p90[s]), the
+    percentiles of ln(published / predicted) over the public runs of its kind predicted out of sample
     (costcore/validation/calibration.py, data/calibration.yaml); its dollars move by the billed GPU
     time's share (labor, ops, storage and data held at the point estimate). Other stages (a given
     MFU or throughput, evaluation) keep their point value.
     """
     out = np.zeros((NS, 4))
     for s in range(NS):
-        lo = math.exp(log_p10) if layout_stage[s] else 1.0
-        hi = math.exp(log_p90) if layout_stage[s] else 1.0
+        lo = math.exp(log_p10[s]) if layout_stage[s] else 1.0
+        hi = math.exp(log_p90[s]) if layout_stage[s] else 1.0
         out[s, 0] = stats[s, K_GPU_H] * lo
         out[s, 1] = stats[s, K_GPU_H] * hi
         out[s, 2] = stats[s, K_USD] + (lo - 1.0) * stats[s, K_GPU_USD]

@@ -13,9 +13,12 @@ Runs come in two splits (the CSVs' ``split`` column): ``calibration`` runs are f
 scored by leave-one-out (refit on all calibration runs but one, predict that one);
 ``holdout`` runs are never fitted on: they are predicted by the fit on every calibration run.
 
-The P10-P90 error band every estimate carries is the 10th and 90th percentile of the
+The P10-P90 error band of pre-training and CPT is the 10th and 90th percentile of the
 leave-one-out log residuals ln(published / predicted); its coverage is checked on the holdout
-runs. Used by ``benchmarks/calibrate.py`` and ``tests/test_validation.py``.
+runs. The stages those runs do not speak for carry the same percentiles of their own public runs
+(:func:`stage_bands`): post-training (SFT, DPO, RL) from ``data/finetune_runs.yaml``, the multimodal
+phases from ``data/multimodal_runs.yaml``; nothing is fitted on either, so every residual is out of
+sample. Used by ``benchmarks/calibrate.py`` and ``tests/test_validation.py``.
 """
 from __future__ import annotations
 
@@ -124,6 +127,31 @@ def leave_one_out() -> dict:
     return out
 
 
+# Stage families whose band comes from their own public runs (the rest: the pre-training band).
+STAGE_FAMILIES = {"post_training": ("sft", "dpo", "rl"), "multimodal": ("mm_align", "mm_cpt", "mm_tune")}
+
+
+def band_of(ratios) -> dict:
+    """The band of predicted / published ``ratios`` scored out of sample: P10 and P90 of ln(published /
+    predicted), their RMS, and the leave-one-out coverage (the share of runs inside the band the others
+    give)."""
+    resid = np.log(1.0 / np.asarray(ratios, dtype=float))
+    lo, hi = (float(np.quantile(resid, q)) for q in BAND_QUANTILES)
+    inside = [np.quantile(np.delete(resid, j), BAND_QUANTILES[0]) <= resid[j]
+              <= np.quantile(np.delete(resid, j), BAND_QUANTILES[1]) for j in range(len(resid))]
+    return {"runs": len(resid), "band_log_p10": lo, "band_log_p90": hi,
+            "mfu_log_sigma": float(np.sqrt(np.mean(resid ** 2))), "loo_coverage": float(np.mean(inside))}
+
+
+def stage_bands() -> dict:
+    """family -> {stages, runs, band_log_p10, band_log_p90, mfu_log_sigma, loo_coverage} from the family's
+    public runs (:data:`STAGE_FAMILIES`; costcore/validation/finetune.py and multimodal.py score them)."""
+    from costcore.validation import finetune, multimodal
+    tables = {"post_training": finetune.finetune_table(), "multimodal": multimodal.multimodal_table()}
+    return {f: dict(stages=list(STAGE_FAMILIES[f]), **band_of(t["predicted_hours"] / t["published_hours"]))
+            for f, t in tables.items()}
+
+
 SUMMARY_FILE = validation.DATA.parent / "calibration.yaml"
 
 
@@ -149,5 +177,13 @@ def summary_text(date: str) -> str:
         f"band_log_p10: {loo['band_log_p10']:.4f}",
         f"band_log_p90: {loo['band_log_p90']:.4f}",
         "best_fit: {" + ", ".join(f"{k}: {v}" for k, v in best.items()) + "}",
+        "# stage_bands: the same percentiles (and RMS) for the stages the pre-training runs do not speak for, from",
+        "# their own public runs (finetune_runs.yaml, multimodal_runs.yaml), none of them fitted on;",
+        "# loo_coverage: the share of those runs inside the band the other runs give.",
+        "stage_bands:",
     ]
+    for family, b in stage_bands().items():
+        lines.append(f"  {family}: {{stages: [{', '.join(b['stages'])}], runs: {b['runs']}, "
+                     f"band_log_p10: {b['band_log_p10']:.4f}, band_log_p90: {b['band_log_p90']:.4f}, "
+                     f"mfu_log_sigma: {b['mfu_log_sigma']:.4f}, loo_coverage: {b['loo_coverage']:.4f}}}")
     return "\n".join(lines) + "\n"

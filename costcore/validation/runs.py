@@ -258,13 +258,13 @@ def calibration_summary() -> dict:
         return yaml.safe_load(fh)
 
 
-def default_mfu_log_sigma() -> float:
+def default_mfu_log_sigma(stage: str | None = None) -> float:
     """How far the default utilization model is off on a run it has not seen, dimensionless.
 
     The RMS of ln(predicted / published) under leave-one-out calibration
-    (costcore.validation.calibration.leave_one_out), read from costcore/data/calibration.yaml
-    (the tests check that file against a fresh computation). The Monte Carlo
-    page samples a default MFU as lognormal with this sigma, so its P10-P90
-    band is the model's out-of-sample track record, not a guess.
+    (costcore.validation.calibration.leave_one_out), or over the public runs of the stage's family
+    (``costcore.api._stage_band``), read from costcore/data/calibration.yaml (the tests check that file against a
+    fresh computation). The Monte Carlo page samples a default MFU as lognormal with this sigma, so its
+    P10-P90 band is the model's out-of-sample track record, not a guess.
     """
-    return float(calibration_summary()["mfu_log_sigma"])
+    return float(api._stage_band(stage)["mfu_log_sigma"])
