@@ -212,6 +212,21 @@ def test_default_mfu_uncertainty_is_the_validation_track_record():
     assert d["stages.pretrain.mfu"].kind == "triangular"
 
 
+def test_post_training_mfu_is_sampled_where_its_public_runs_sat():
+    """SFT, DPO and RL on the default MFU are sampled from their own runs' track record (calibration.yaml
+    stage_bands): a lognormal centered below the model's MFU (those runs took longer than the model says) with
+    their spread, not pre-training's; the Monte Carlo's median SFT MFU is the model's times that factor."""
+    import math
+
+    from costcore.validation import runs as validation
+    d = S.default_distributions("qlora-single-gpu")["stages.sft.mfu"]
+    assert d.kind == "lognormal" and d.a == validation.default_mfu_log_sigma("sft") > validation.default_mfu_log_sigma()
+    assert d.b == pytest.approx(math.exp(validation.default_mfu_log_median("sft"))) and d.b < 1.0
+    res = costcore.estimate("qlora-single-gpu")
+    draws = d.sample(np.random.default_rng(0), res.stat("sft", "mfu"), 10001)
+    assert float(np.median(draws)) == pytest.approx(res.stat("sft", "mfu") * d.b, rel=0.01)
+
+
 def test_mfu_band_brackets_the_estimate():
     """P10/P90 of the default MFU's out-of-sample error: lower and higher cost around the estimate;
     none when every training stage gives its own MFU or throughput."""

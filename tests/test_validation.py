@@ -267,6 +267,12 @@ def test_post_training_and_multimodal_stages_carry_the_band_of_their_own_runs():
     post = cal["stage_bands"]["post_training"]
     assert sd["gpu_hours_p90"] == pytest.approx(sd["gpu_hours"] * math.exp(post["band_log_p90"]), rel=1e-12)
     assert validation.default_mfu_log_sigma("sft") == post["mfu_log_sigma"]
+    # the Monte Carlo centers those stages' MFU where their runs sat: below the model's (they ran slower)
+    assert validation.default_mfu_log_median("rl") == post["mfu_log_median"] < 0.0
+    assert validation.default_mfu_log_median("pretrain") == 0.0
+    ratios = np.concatenate([ft["predicted_hours"] / ft["published_hours"]])
+    assert post["mfu_log_median"] == pytest.approx(float(np.mean(np.log(ratios))), abs=1e-4)
+    assert post["mfu_log_sigma"] == pytest.approx(float(np.std(np.log(ratios))), abs=1e-4)
     assert validation.default_mfu_log_sigma("mm_tune") == cal["stage_bands"]["multimodal"]["mfu_log_sigma"]
     assert validation.default_mfu_log_sigma("pretrain") == validation.default_mfu_log_sigma() == cal["mfu_log_sigma"]
 

@@ -18,7 +18,7 @@ from costcore.scenario import checks
 from costcore.engine import kernel
 from costcore.scenario import schema
 from costcore.scenario.schema import BY_PATH, IX, STAGES, ScenarioError, uses_default_mfu
-from costcore.validation.runs import default_mfu_log_sigma
+from costcore.validation.runs import default_mfu_log_median, default_mfu_log_sigma
 
 # Fields whose 0 means "auto": the tornado moves the value the core resolved instead.
 _RESOLVED = {"mfu": "mfu", "ckpt_interval_h": "ckpt_interval_h"}
@@ -348,7 +348,8 @@ def heatmap(scenario, key_x: str, xs: Sequence[float], key_y: str, ys: Sequence[
 class Dist:
     """A distribution on one input, relative to its current value unless absolute=True.
 
-    kind: "triangular" (low, mode, high), "uniform" (low, high), "lognormal" (sigma; median = current).
+    kind: "triangular" (low, mode, high), "uniform" (low, high), "lognormal" (sigma a; median = current x b,
+    b = 1 unless a track record says the model errs one way: costcore/data/calibration.yaml stage_bands).
     """
     kind: str
     a: float = 1.0
@@ -372,6 +373,7 @@ class Dist:
                                 allowed="low <= high")
         if self.kind == "lognormal":
             checks.number(f"dists.{path}.a", a, 0.0, 10.0)  # sigma of the log; exp(10 sigma) already overflows
+            checks.number(f"dists.{path}.b", b, 1e-3, 1e3)  # the median, a factor of the current value
 
     def ppf(self, u: np.ndarray, center: float) -> np.ndarray:
         """The inverse of the distribution's CDF at probabilities ``u`` in (0, 1), in the input's units."""
@@ -387,7 +389,8 @@ class Dist:
             lo, hi = sorted((self.a * scale, self.b * scale))
             return np.full(u.shape, lo) if hi <= lo else lo + u * (hi - lo)
         if self.kind == "lognormal":
-            return center * np.exp(self.a * _norm_ppf(u)) if self.a > 0 else np.full(u.shape, center)
+            median = center * self.b
+            return median * np.exp(self.a * _norm_ppf(u)) if self.a > 0 else np.full(u.shape, median)
         raise ScenarioError("distribution", f"unknown kind {self.kind!r}; use triangular, uniform or lognormal")
 
     def sample(self, rng: np.random.Generator, center: float, n: int, stratified: bool = True) -> np.ndarray:
@@ -444,7 +447,7 @@ def default_distributions(scenario) -> dict[str, Dist]:
         p = f"stages.{s}."
         if s != "eval":
             if uses_default_mfu(scn, s):
-                d[p + "mfu"] = Dist("lognormal", default_mfu_log_sigma(s),
+                d[p + "mfu"] = Dist("lognormal", default_mfu_log_sigma(s), math.exp(default_mfu_log_median(s)),
                                     why="out-of-sample error of the default MFU on published runs of this kind "
                                         "of stage (data/calibration.yaml)")
             else:
@@ -471,8 +474,8 @@ def mfu_band(scenario, z: float = P90_Z, res: api.Result | None = None) -> tuple
     """Total cost ($) at the P10 and P90 of the default MFU's out-of-sample error, or None.
 
     Every stage on the default MFU moves together (they share the model's
-    error) by exp(+-z sigma), sigma of the stage's kind from costcore/data/calibration.yaml
-    (RMS log error on published runs predicted out of sample). Higher MFU gives the
+    error) by exp(median +- z sigma), the lognormal of the stage's kind in costcore/data/calibration.yaml
+    (its published runs predicted out of sample). Higher MFU gives the
     lower cost. One batch call of two variants; pass ``res`` (the scenario's
     estimate) to skip estimating it again.
     """
@@ -482,8 +485,9 @@ def mfu_band(scenario, z: float = P90_Z, res: api.Result | None = None) -> tuple
         return None
     paths = [f"stages.{s}.mfu" for s in stages]
     cur = current_values(paths, scn, res)
-    f = {p: math.exp(z * default_mfu_log_sigma(s)) for p, s in zip(paths, stages)}
-    cols = {p: np.clip(np.array([c * f[p], c / f[p]]), BY_PATH[p].min_nonzero or 0.01, BY_PATH[p].hi)
+    f = {p: (math.exp(default_mfu_log_median(s) + z * default_mfu_log_sigma(s)),
+             math.exp(default_mfu_log_median(s) - z * default_mfu_log_sigma(s))) for p, s in zip(paths, stages)}
+    cols = {p: np.clip(np.array([c * f[p][0], c * f[p][1]]), BY_PATH[p].min_nonzero or 0.01, BY_PATH[p].hi)
             for p, c in zip(paths, cur)}
     totals = api.batch(scn, cols, vector=x).sum(axis=1)
     return float(totals[0]), float(totals[1])

@@ -268,3 +268,11 @@ def default_mfu_log_sigma(stage: str | None = None) -> float:
     P10-P90 band is the model's out-of-sample track record, not a guess.
     """
     return float(api._stage_band(stage)["mfu_log_sigma"])
+
+
+def default_mfu_log_median(stage: str | None = None) -> float:
+    """ln of the factor the Monte Carlo's default-MFU lognormal is centered on, dimensionless: 0 for
+    pre-training and CPT (their leave-one-out residuals are fitted around 0), the mean of ln(predicted /
+    published) over their runs for the post-training and multimodal stages, whose public runs took longer
+    than the model says (``mfu_log_median`` of ``stage_bands`` in costcore/data/calibration.yaml)."""
+    return float(api._stage_band(stage).get("mfu_log_median", 0.0))
