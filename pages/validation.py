@@ -1,5 +1,7 @@
 """Validation: predicted vs published GPU-hours of public pre-training runs, times of fine-tuning and
 vision-language runs, and latencies of generation benchmarks."""
+import math
+
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -51,6 +53,15 @@ TRAINING_TIME = ("one pass at the stage's sustained rate times the epochs; for R
                  "reference and critic passes, updates)")
 
 
+def _band_sentence(family: str, stages: str) -> str:
+    """What these runs give the estimates: their P10-P90 band (costcore/data/calibration.yaml stage_bands)."""
+    b = validation.calibration_summary()["stage_bands"][family]
+    return (f"\n\nThese runs are the track record of {stages}: every estimate of those stages carries their "
+            f"P10–P90 band, the model value × {math.exp(b['band_log_p10']):.2f} to × {math.exp(b['band_log_p90']):.2f} "
+            f"(the 10th and 90th percentiles of published / predicted over the {b['runs']} runs; leaving each run "
+            f"out, the band of the others holds {b['loo_coverage']:.0%} of them), wider than pre-training's.")
+
+
 def _time_view(df: pd.DataFrame, s: dict, intro: str, extra: dict, notes, predicted_help: str = TRAINING_TIME) -> None:
     """Runs compared on their published training time: the metrics, one table row a run, then each run's
     source in full, one run a paragraph (a table cut these long texts off at its column edge).
@@ -92,7 +103,7 @@ def _finetune_view() -> None:
                "decoded at their scripts' generation batch, those that decode in tensor-parallel groups (13B, 66B, "
                "175B) come out 2-3x faster than published, those decoded a GPU at a time (6.7B, 30B) are closer, "
                "off in both directions; vLLM's tensor-parallel decoding does reach the modelled rate (the "
-               "generation benchmarks).",
+               "generation benchmarks)." + _band_sentence("post_training", "SFT, DPO and RL"),
                {"tokens_per_s_per_gpu": ("Tokens/s per GPU", fmt.num), "mfu": ("MFU", lambda v: f"{v:.1%}")},
                lambda r: f"Source: {common.md_escape(r.source)}. "
                          f"Assumed where the source is silent: {common.md_escape(r.assumptions)}.")
@@ -105,7 +116,7 @@ def _multimodal_view() -> None:
                "Each phase is its published recipe (language model, encoder, connector, media tokens, samples, "
                "what is trained, GPUs, batch, ZeRO stage), estimated with the defaults; nothing is fitted on "
                "these runs, and text tokens per sample are assumed for every one of them (no data set publishes "
-               "them). " + multimodal.bar_text(df),
+               "them). " + multimodal.bar_text(df) + _band_sentence("multimodal", "the multimodal phases"),
                {"memory_per_gpu_gb": ("Memory per GPU", fmt.gb),
                 "mfu": ("MFU", lambda v: f"{v:.1%}")},
                lambda r: f"On {common.md_escape(r.gpus)}. Source: {common.md_escape(r.source)}."

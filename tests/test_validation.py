@@ -311,6 +311,10 @@ def test_validation_page_shows_the_fine_tuning_and_preference_runs(warm_kernels)
     from costcore.validation import finetune
     text = _time_view_shows_the_scorers_numbers("finetune", finetune)
     assert all(words in text for words in ("DeepSpeed-Chat PPO, OPT-175B", "Assumed where"))
+    b = validation.calibration_summary()["stage_bands"]["post_training"]  # the band these runs give estimates
+    assert (f"track record of SFT, DPO and RL: every estimate of those stages carries their P10–P90 band, the model "
+            f"value × {math.exp(b['band_log_p10']):.2f} to × {math.exp(b['band_log_p90']):.2f}") in text
+    assert f"holds {b['loo_coverage']:.0%} of them" in text
 
 
 def test_validation_page_shows_the_vision_language_runs(warm_kernels):
@@ -318,6 +322,8 @@ def test_validation_page_shows_the_vision_language_runs(warm_kernels):
     from costcore.validation import multimodal
     text = _time_view_shows_the_scorers_numbers("multimodal", multimodal)
     assert "LLaVA-1.5-13B visual instruction tuning" in text and "In its words" in text
+    b = validation.calibration_summary()["stage_bands"]["multimodal"]
+    assert f"× {math.exp(b['band_log_p10']):.2f} to × {math.exp(b['band_log_p90']):.2f}" in text
     assert "8 × NVIDIA A100 80GB SXM" in text and "a100-80gb" not in text  # GPUs in words, not catalog keys
 
 
