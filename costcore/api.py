@@ -28,7 +28,7 @@ PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "
              "schedule", "step_time_s", "mfu", "memory_per_gpu_gb")
 
 
-def _calibration() -> dict:
+def calibration() -> dict:
     """costcore/data/calibration.yaml (the out-of-sample band), read once."""
     global _CAL
     if _CAL is None:
@@ -38,11 +38,11 @@ def _calibration() -> dict:
     return _CAL
 
 
-def _stage_band(stage: str | None = None) -> dict:
+def stage_band(stage: str | None = None) -> dict:
     """A stage's out-of-sample band in calibration.yaml (``band_log_p10``, ``band_log_p90``, ``mfu_log_sigma``):
     its family's (``stage_bands``: post-training, multimodal), else the pre-training runs' leave-one-out one
     (pre-training, CPT, or ``stage`` None)."""
-    cal = _calibration()
+    cal = calibration()
     for band in (cal.get("stage_bands") or {}).values():
         if stage in band["stages"]:
             return band
@@ -147,7 +147,7 @@ class Result:
     @cached_property
     def band(self) -> np.ndarray:
         """(stages, 4): P10 and P90 GPU-hours, P10 and P90 $ per stage (costcore.engine.kernel.error_band)."""
-        bands = [_stage_band(s) for s in STAGES]
+        bands = [stage_band(s) for s in STAGES]
         mask = np.array([self.stats[i, K_ENABLED] > 0.5 and self.uses_layout(s) for i, s in enumerate(STAGES)])
         return kernel.error_band(self.stats, np.array([float(b["band_log_p10"]) for b in bands]),
                                  np.array([float(b["band_log_p90"]) for b in bands]), mask)

@@ -485,9 +485,8 @@ def mfu_band(scenario, z: float = P90_Z, res: api.Result | None = None) -> tuple
         return None
     paths = [f"stages.{s}.mfu" for s in stages]
     cur = current_values(paths, scn, res)
-    f = {p: (math.exp(default_mfu_log_median(s) + z * default_mfu_log_sigma(s)),
-             math.exp(default_mfu_log_median(s) - z * default_mfu_log_sigma(s))) for p, s in zip(paths, stages)}
-    cols = {p: np.clip(np.array([c * f[p][0], c * f[p][1]]), BY_PATH[p].min_nonzero or 0.01, BY_PATH[p].hi)
+    med, sig = ({p: g(s) for p, s in zip(paths, stages)} for g in (default_mfu_log_median, default_mfu_log_sigma))
+    cols = {p: np.clip(c * np.exp(med[p] + np.array([z, -z]) * sig[p]), BY_PATH[p].min_nonzero or 0.01, BY_PATH[p].hi)
             for p, c in zip(paths, cur)}
     totals = api.batch(scn, cols, vector=x).sum(axis=1)
     return float(totals[0]), float(totals[1])

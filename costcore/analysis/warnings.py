@@ -6,7 +6,7 @@ numbers of the stats it speaks of (tests/test_readability.py checks every claim)
 from __future__ import annotations
 
 from costcore import fmt
-from costcore.scenario.schema import STAGE_LABELS, effective_value
+from costcore.scenario.schema import STAGE_LABELS, effective_value, global_batch_unit
 
 
 CKPT_STALL_WARN = 0.10  # checkpoint writes above this share of the run's wall time are flagged
@@ -56,8 +56,7 @@ def planning_warnings(res) -> list[str]:
                            f"({fmt.duration_s(write_s)} every {fmt.duration_s(spacing_s)}); raise Hours between "
                            "checkpoints or the Checkpoint write speed per GPU.")
         if _thin_batch(res, s):
-            unit = "preference pairs" if s == "dpo" else "sequences"
-            out.append(f"{name}: a global batch of {res.stat(s, 'global_batch'):,.0f} {unit} spread over "
+            out.append(f"{name}: a global batch of {res.stat(s, 'global_batch'):,.0f} {global_batch_unit(s)} spread over "
                        f"{res.stat(s, 'num_gpus'):,.0f} GPUs keeps its MFU at {fmt.num(res.stat(s, 'mfu') * 100)}%; "
                        "fewer GPUs for this stage, or a larger Global batch, would raise it.")
         rollout_h, total_h = res.stat(s, "rollout_gpu_hours"), res.stat(s, "gpu_hours")

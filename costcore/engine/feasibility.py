@@ -8,7 +8,8 @@ the app shows the sentence in place of the total.
 """
 from __future__ import annotations
 
-from costcore.scenario.schema import BY_PATH, CATALOG, STAGE_LABELS, effective_value, pinned_layout_words
+from costcore.scenario.schema import (BY_PATH, CATALOG, STAGE_LABELS, effective_value, global_batch_unit,
+                                     pinned_layout_words)
 
 TRAINING_STAGES = ("pretrain", "cpt", "mm_align", "mm_cpt", "mm_tune", "sft", "dpo", "rl")
 
@@ -84,11 +85,10 @@ def batch_warnings(res) -> list[str]:
             continue
         g = res.stat(s, "num_gpus")
         used = res.stat(s, "plan_gpus_used")
-        gb = res.stat(s, "global_batch")
-        unit = "preference pairs" if s == "dpo" else "sequences"
         if 0 < used < g:
             out.append(f"{STAGE_LABELS[s]}: the best plan uses {used:,.0f} of the {g:,.0f} GPUs (a global batch of "
-                       f"{gb:,.0f} {unit} and the layout leave the rest idle); they are billed all the same.")
+                       f"{res.stat(s, 'global_batch'):,.0f} {global_batch_unit(s)} and the layout leave the rest "
+                       "idle); they are billed all the same.")
     gpu = effective_value(scn, "hardware.gpu")
     if effective_value(scn, "hardware.precision") == "fp8" and \
             float(effective_value(scn, "hardware.fp8_peak_tflops")) <= float(effective_value(scn, "hardware.peak_tflops")):

@@ -188,6 +188,11 @@ PLAN_FIELDS = [_make_field(f"{sec}.{key}", spec, -1) for sec, specs in _SCHEMA["
 PLAN_SECTIONS = tuple(_SCHEMA["plan"])
 BY_PATH: dict[str, Field] = {f.path: f for f in FIELDS + PLAN_FIELDS}
 STAGE_LABELS = {s: _SCHEMA["stages"][s]["label"] for s in STAGES}
+
+
+def global_batch_unit(stage: str) -> str:
+    """What a stage's global batch counts, in words: DPO's holds preference pairs, the others sequences."""
+    return "preference pairs" if stage == "dpo" else "sequences"
 # The stage's short name where room is tight (chart axes, the CLI table's first column).
 STAGE_SHORT = {"pretrain": "Pre-train", "cpt": "CPT", "mm_align": "Multimodal align", "mm_cpt": "Multimodal CPT",
                "mm_tune": "Multimodal tune", "sft": "SFT", "dpo": "DPO", "rl": "RL", "eval": "Eval"}

@@ -19,12 +19,10 @@ model. ``throughput=True`` instead feeds the run's published throughput
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from costcore import api
 from costcore.scenario.schema import CATALOG, ScenarioError
@@ -251,11 +249,10 @@ def baseline_table(mfu: float = 0.30, dataset: str = "reference") -> pd.DataFram
     return pd.DataFrame(out)
 
 
-@lru_cache(maxsize=1)
 def calibration_summary() -> dict:
-    """costcore/data/calibration.yaml: leave-one-out error and the Monte Carlo MFU spread."""
-    with open(DATA.parent / "calibration.yaml", encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+    """costcore/data/calibration.yaml: leave-one-out error and the Monte Carlo MFU spread (read once, by the
+    api that applies its bands)."""
+    return api.calibration()
 
 
 def default_mfu_log_sigma(stage: str | None = None) -> float:
@@ -263,11 +260,11 @@ def default_mfu_log_sigma(stage: str | None = None) -> float:
 
     The RMS of ln(predicted / published) under leave-one-out calibration
     (costcore.validation.calibration.leave_one_out), or over the public runs of the stage's family
-    (``costcore.api._stage_band``), read from costcore/data/calibration.yaml (the tests check that file against a
+    (``costcore.api.stage_band``), read from costcore/data/calibration.yaml (the tests check that file against a
     fresh computation). The Monte Carlo page samples a default MFU as lognormal with this sigma, so its
     P10-P90 band is the model's out-of-sample track record, not a guess.
     """
-    return float(api._stage_band(stage)["mfu_log_sigma"])
+    return float(api.stage_band(stage)["mfu_log_sigma"])
 
 
 def default_mfu_log_median(stage: str | None = None) -> float:
@@ -275,4 +272,4 @@ def default_mfu_log_median(stage: str | None = None) -> float:
     pre-training and CPT (their leave-one-out residuals are fitted around 0), the mean of ln(predicted /
     published) over their runs for the post-training and multimodal stages, whose public runs took longer
     than the model says (``mfu_log_median`` of ``stage_bands`` in costcore/data/calibration.yaml)."""
-    return float(api._stage_band(stage).get("mfu_log_median", 0.0))
+    return float(api.stage_band(stage).get("mfu_log_median", 0.0))
