@@ -62,6 +62,7 @@ def plan_dict(row: np.ndarray, sustained: float) -> dict[str, Any]:
     out = {k: int(round(g[k])) for k in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "zero", "interleave")}
     out["recompute"] = RECOMPUTE_WORDS[int(round(g["recompute"]))]
     out["sequence_parallel"] = bool(g["sp"] > 0.5)
+    out["schedule"] = "dualpipe" if g["dualpipe"] > 0.5 and g["pp"] > 1.5 else "1f1b"
     out["step_time_s"] = g["step_time_s"]
     out["mfu"] = g["mfu"] * sustained
     out["benchmark_mfu"] = g["mfu"]
@@ -161,7 +162,6 @@ class Result:
             row[r] = st[col] * div
         row[(layout.PLAN_FIELDS + layout.TERM_FIELDS).index("fits")] = st[K_FITS]  # the stage's, rollouts included
         out = plan_dict(row, 1.0)
-        out["schedule"] = _schedule(self.vector, stage)
         out["mfu"] = float(st[STATS.index("mfu")])
         out["plans_fitting"] = int(st[STATS.index("plans_fitting")])
         return out
@@ -362,13 +362,7 @@ def plans(scenario: "Scenario | Mapping | str | Path", stage: str | None = None,
     sustained = float(scn.vector[IX["efficiency.sustained_fraction"]])
     if not schema.uses_default_mfu(scn.data, stage):
         sustained = 1.0
-    return [dict(plan_dict(r, sustained), schedule=_schedule(scn.vector, stage)) for r in rows]
-
-
-def _schedule(vector: np.ndarray, stage: str) -> str:
-    """The stage's pipeline schedule as the scenario says it: ``auto`` (1F1B, interleaved as searched) or ``dualpipe``."""
-    f = BY_PATH[f"stages.{stage}.schedule"]
-    return f.decode(vector[f.index])
+    return [plan_dict(r, sustained) for r in rows]
 
 
 # ---------------------------------------------------------------------------

@@ -71,7 +71,8 @@ def plan_words(plan: dict, precision: str) -> str:
 
 
 def _same_layout(a: dict, b: dict) -> bool:
-    keys = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sequence_parallel")
+    keys = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sequence_parallel",
+            "schedule")
     return all(a[k] == b[k] for k in keys)
 
 
@@ -127,9 +128,12 @@ def plans_table(rows: list[dict], chosen: dict) -> tuple[pd.DataFrame, dict]:
         "Micro-batch": p["micro_batch"], "Micro-batches": p["micro_batches"],
         "Recompute": p["recompute"].capitalize(), "ZeRO": f"ZeRO-{p['zero']}" if p["zero"] else "Off",
         "Chunks": p["interleave"], "SP": "on" if p["sequence_parallel"] else "off",
+        "Schedule": "DualPipe" if p["schedule"] == "dualpipe" else "1F1B",
     } for i, p in enumerate(rows)])
     if (df["EP"] == 1).all():  # expert parallelism only means something for a mixture of experts
         df = df.drop(columns="EP")
+    if (df["Schedule"] == "1F1B").all():  # DualPipe only where the scenario asks for it
+        df = df.drop(columns="Schedule")
     formats = {"Step time": fmt.duration_s, "MFU": _pct, "Memory per GPU": fmt.gb,
                "Micro-batches": fmt.num}
     return df, formats
@@ -173,8 +177,8 @@ with cols[0]:
     pin(p + "schedule", "Pipeline schedule", list(common.CHOICE_WORDS["schedule"]), common.CHOICE_WORDS["schedule"].get,
         "How the pipeline runs its micro-batches. DualPipe (DeepSeek-V3 report Sec. 3.2.1) hides the expert "
         "all-to-all and the pipeline sends behind another micro-batch's compute and shrinks the bubble, at the "
-        "cost of the SMs its communication takes and a second copy of the weights; it needs an even pipeline "
-        "and its own implementation, so the search never picks it.")
+        "cost of the SMs its communication takes and a second copy of the weights; it needs an even pipeline. "
+        "Searched tries 1F1B and DualPipe and keeps the faster.")
 if res.stat(stage, "plan_ep") > 1 or schema.effective_value(res.scenario, "model.experts") > 0 or \
         schema.effective_value(res.scenario, p + "ep") > 0:
     with cols[1]:

@@ -40,6 +40,20 @@ def far_text(fold: float = 1.4) -> str:
             f"{', '.join(fast) or 'none'}; too slow {', '.join(slow) or 'none'}.")
 
 
+def schedule_search_text() -> str:
+    """How the MoE runs move when the search may take DualPipe (``schedule: search``), from the fit itself."""
+    r = calibration.schedule_search_ratios()
+    moved = [f"{n} {a:.2f} to {b:.2f}" for n, (a, b, sched) in r.items() if sched == "dualpipe"]
+    kept = [n for n, (_, _, sched) in r.items() if sched != "dualpipe"]
+    return (f"With `schedule: search` the plan search may take DualPipe; on the {len(r)} public MoE runs it "
+            f"does so for {len(moved)} ({', '.join(moved)}; predicted / published, default to searched) and keeps "
+            f"1F1B for {', '.join(kept) or 'none'}. Closer to the published time: "
+            f"{', '.join(n for n, (a, b, _) in r.items() if abs(math.log(b)) < abs(math.log(a))) or 'none'} "
+            "(DeepSeek used DualPipe for V3 and its own all-to-all overlap for V2); further: "
+            f"{', '.join(n for n, (a, b, _) in r.items() if abs(math.log(b)) > abs(math.log(a))) or 'none'}. "
+            "The default stays 1F1B; a stage opts in.")
+
+
 def loo_text() -> str:
     loo = calibration.leave_one_out()
     worst = sorted(loo["ratios"].items(), key=lambda kv: -abs(math.log(kv[1])))[:6]
@@ -101,7 +115,8 @@ def render() -> str:
              "slow: their rows carry the published node- and device-limited routing (at most 4 and 3 nodes or "
              "devices per token), but defaults only means no DualPipe (a stage may pin `schedule: dualpipe`; "
              "the DeepSeek-V3 preset pins it with the report's plan and comes out at about 1.7x), and the "
-             "expert GEMMs run at the efficiency of their small token counts. " + far_text(), "",
+             "expert GEMMs run at the efficiency of their small token counts. " + schedule_search_text() + " "
+             + far_text(), "",
              "## 3. With each run's published throughput", "",
              "Tokens/s/GPU when published, else MFU, else hardware TFLOP/s/GPU (recomputation included, "
              "converted with the stage's recompute mode): checks the arithmetic around the compute model.", "",

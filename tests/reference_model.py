@@ -295,8 +295,8 @@ def link_bytes_s(hw: dict, ranks: float, spacing: float) -> float:
 
 
 def dualpipe(job: dict, plan: dict) -> bool:
-    """The stage runs DeepSeek's DualPipe schedule (stages.*.schedule) on a pipeline of 2 or more stages."""
-    return job["dualpipe"] and plan["pp"] > 1
+    """The plan runs DeepSeek's DualPipe schedule (its ``dualpipe`` field) on a pipeline of 2 or more stages."""
+    return bool(plan.get("dualpipe", False)) and plan["pp"] > 1
 
 
 def plan_memory(model: dict, hw: dict, job: dict, plan: dict) -> dict:
@@ -590,7 +590,7 @@ def stage_job(v, stage: str, gpus: float, method: str, ctx: float, seqs_per_samp
             "flops_per_token": flops_per_token,
             "tokens_per_sample": ctx * seqs_per_sample, "optimizer": v(f"stages.{stage}.optimizer"),
             "offload": v(f"stages.{stage}.offload"), "grad_accum": float(v(f"stages.{stage}.grad_accum")),
-            "int8_base": int8_base, "media_act": media_act, "dualpipe": v(f"stages.{stage}.schedule") == "dualpipe",
+            "int8_base": int8_base, "media_act": media_act, "schedule": v(f"stages.{stage}.schedule"),
             "attn_ctx": attended_context(float(v("model.sliding_window")), float(v("model.sliding_window_share")), ctx)}
 
 
@@ -796,7 +796,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             """
             given = plans[stage]
             plan = {k: given[k] for k in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero",
-                                          "interleave", "sp")}
+                                          "interleave", "sp", "dualpipe")}
             model = layout_model(v, shape, n_total, n_act, method, n_lora)
             job = stage_job(v, stage, gpus, method, ctx, seqs_per_sample, extra_params, flops_per_token, media_act)
             layout.update(plan_step(model, hw, job, plan), plan=plan, global_batch=job["global_batch"])
@@ -1258,13 +1258,16 @@ def candidate_plans(model: dict, job: dict, pins: dict, choices) -> list[dict]:
     out = []
     tps = options("tp", [t for t in choices.TP_CHOICES if model["heads"] % t == 0])
     pps = options("pp", [p for p in range(1, choices.PP_MAX + 1) if p <= L and (L % p == 0 or (p & (p - 1)) == 0)])
-    if job["dualpipe"]:  # an even pipeline of 2 or more stages
-        pps = [p for p in pps if p >= 2 and p % 2 == 0]
+    # the schedules tried: auto 1F1B, dualpipe DualPipe, search both unless an interleave above 1 is
+    # pinned; DualPipe on an even pipeline of 2 or more stages only
+    scheds = {"dualpipe": [True]}.get(job["schedule"], [False])
+    if job["schedule"] == "search" and pins.get("interleave", 0) <= 1:
+        scheds = [False, True]
     cps = options("cp", [c for c in choices.CP_CHOICES if c == 1 or job["seq"] / c >= choices.MIN_CP_TOKENS])
     for tp in tps:
         if tp > G or tp > model["heads"]:
             continue
-        for pp in pps:
+        for pp, dual in [(p, d) for p in pps for d in scheds if not d or (p >= 2 and p % 2 == 0)]:
             if tp * pp > G or pp > L:
                 continue
             for cp in cps:
@@ -1280,7 +1283,7 @@ def candidate_plans(model: dict, job: dict, pins: dict, choices) -> list[dict]:
                                      and job["grad_accum"] <= 0):
                         continue
                     out += _inner_candidates(model, job, pins, options, choices,
-                                             dict(tp=tp, pp=pp, cp=cp, dp=dp, micro_batch=mb))
+                                             dict(tp=tp, pp=pp, cp=cp, dp=dp, micro_batch=mb, dualpipe=dual))
     return out
 
 
@@ -1301,6 +1304,8 @@ def _inner_candidates(model, job, pins, options, choices, outer) -> list[dict]:
                     continue
                 for v in options("interleave", choices.V_CHOICES):
                     if "interleave" not in pins and v > 1 and (outer["pp"] <= 1 or math.ceil(model["L"] / outer["pp"]) % v):
+                        continue
+                    if outer["dualpipe"] and v > 1:  # DualPipe runs its own two chunks per GPU
                         continue
                     out.append(dict(outer, ep=ep, recompute=rc, zero=zero, interleave=v,
                                     sp=pins.get("sp", outer["tp"] > 1)))
@@ -1324,7 +1329,7 @@ def kernel_plans(scenario: dict) -> dict:
         out[stage] = {"tp": g["tp"], "pp": g["pp"], "dp": g["dp"], "cp": g["cp"], "ep": g["ep"],
                       "micro_batch": g["micro_batch"], "recompute": RECOMPUTE_NAMES[int(g["recompute"])],
                       "zero": int(g["zero"]), "interleave": g["interleave"], "sp": g["sp"] > 0.5,
-                      "min_gpus": g["min_gpus"], "searched_fit": found[i] > 0}
+                      "dualpipe": g["dualpipe"] > 0.5, "min_gpus": g["min_gpus"], "searched_fit": found[i] > 0}
     return out
 
 

@@ -33,11 +33,40 @@ def _plan(scn: dict) -> dict:
     return api.estimate(scn).plan("pretrain")
 
 
-def test_the_search_never_picks_dualpipe_and_the_json_says_which_schedule_ran():
+def test_the_default_search_never_picks_dualpipe_and_the_json_says_which_schedule_ran():
     d = json.loads(json.dumps(api.estimate(_dense({"pp": 4})).to_dict()))
-    assert d["stages"]["pretrain"]["plan"]["schedule"] == "auto"
+    assert d["stages"]["pretrain"]["plan"]["schedule"] == "1f1b"
     p = _plan(_dense({"pp": 4, "schedule": "dualpipe"}))
     assert p["schedule"] == "dualpipe"
+
+
+def _fine_moe(stage: dict) -> dict:
+    """A fine-grained MoE (64 experts, top-6) pre-training on 128 H800s, plan searched."""
+    return {"model": {"params_b": 60, "active_params_b": 6, "experts": 64, "experts_active": 6},
+            "hardware": {"gpu": "h800", "num_gpus": 128},
+            "stages": {"pretrain": dict({"tokens_b": 100, "seq_len": 4096}, **stage)}}
+
+
+@pytest.mark.parametrize("scn", [_fine_moe({}), _dense({"pp": 4}), _dense({"pp": 0})], ids=["moe", "dense pp 4", "dense"])
+def test_schedule_search_keeps_the_faster_of_1f1b_and_dualpipe(scn):
+    """schedule: search = the fastest plan over both schedules: the faster of the two searches run apart."""
+    def rate(schedule):
+        stage = dict(scn["stages"]["pretrain"], schedule=schedule)
+        return api.estimate(dict(scn, stages={"pretrain": stage})).stat("pretrain", "plan_tokens_per_gpu_s")
+    assert rate("search") == pytest.approx(max(rate("auto"), rate("dualpipe")), rel=1e-12)
+
+
+def test_schedule_search_picks_dualpipe_where_it_hides_the_expert_all_to_all():
+    one, searched = _plan(_fine_moe({})), _plan(_fine_moe({"schedule": "search"}))
+    assert one["schedule"] == "1f1b" and one["communication_s"]["ep"] > 0.0
+    assert searched["schedule"] == "dualpipe" and searched["pp"] % 2 == 0
+    assert searched["benchmark_mfu"] > one["benchmark_mfu"]  # the same FLOPs per token, more tokens per GPU-second
+    assert searched["communication_s"]["ep"] < one["communication_s"]["ep"]
+
+
+def test_schedule_search_with_interleaving_pinned_stays_1f1b():
+    p = _plan(_fine_moe({"schedule": "search", "pp": 4, "interleave": 2}))
+    assert p["schedule"] == "1f1b" and p["interleave"] == 2
 
 
 def test_dualpipe_slows_compute_by_the_sms_its_communication_takes():

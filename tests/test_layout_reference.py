@@ -72,6 +72,11 @@ TINY = {  # small jobs whose whole search space the reference enumerates in well
     "RL GRPO with a live reference and a reward model": {
         "model": {"params_b": 1.0}, "hardware": {"gpu": "h100-80gb", "num_gpus": 8},
         "stages": {"rl": {"method": "full", "reward": "model", "reference": "live", "steps": 10}}},
+    "MoE 16 experts on 16 H800, schedule searched (1F1B or DualPipe)": {
+        "model": {"params_b": 6.0, "active_params_b": 1.0, "experts": 16, "experts_active": 2, "heads": 16},
+        "hardware": {"gpu": "h800", "num_gpus": 16},
+        "stages": {"pretrain": {"tokens_b": 10, "seq_len": 2048, "global_batch": 64, "schedule": "search",
+                                "micro_batch": 1}}},
     "7B pretraining on 32 H100, pp and micro-batch pinned": {
         "model": {"params_b": 7.0}, "hardware": {"gpu": "h100-80gb", "num_gpus": 32},
         "stages": {"pretrain": {"tokens_b": 10, "pp": 2, "micro_batch": 2}}},
@@ -89,7 +94,7 @@ def test_kernel_plan_is_the_fastest_that_fits(name):
     best_rate = ranked[0][0]
     assert res.stat(stage, "plan_tokens_per_gpu_s") == pytest.approx(best_rate, rel=REL), (chosen, ranked[0][1])
     # the kernel's plan is itself a plan of the search space that fits (not just as fast as one)
-    fields = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sp")
+    fields = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sp", "dualpipe")
     plans = [tuple(p[k] for k in fields) for _, p in ranked]
     assert tuple(chosen[k] for k in fields) in plans
     assert res.stat(stage, "plans_fitting") == len(ranked)
@@ -145,7 +150,8 @@ def small_jobs(draw):
     stage = {"method": method, "samples": 100, "tokens_per_sample": seq, "seq_len": seq}
     for key, values in (("cp", [1, 2]), ("micro_batch", [1, 2, 4]), ("recompute", ["none", "selective", "full"]),
                         ("zero_stage", [0, 1, 2, 3]), ("tp", [1, 2, 4, 8]), ("pp", [1, 2, 3, 4]),
-                        ("sequence_parallel", ["on", "off"]), ("global_batch", [1, 2, 3, 8])):
+                        ("sequence_parallel", ["on", "off"]), ("global_batch", [1, 2, 3, 8]),
+                        ("schedule", ["search"])):
         if draw(st.booleans(), label=f"pin {key}"):
             stage[key] = draw(st.sampled_from(values), label=key)
     return {"model": {"params_b": params_b}, "hardware": {"gpu": gpu, "num_gpus": 1}, "stages": {"sft": stage}}

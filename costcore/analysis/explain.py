@@ -48,7 +48,7 @@ def _default_mfu_row(res: Result, stage: str):
     if f is None:
         return None
     rc = ("none", "selective", "full")[int(round(f["recompute_mode"]))]
-    dual = effective_value(res.scenario, f"stages.{stage}.schedule") == "dualpipe" and f["plan_pp"] > 1
+    dual = res.stat(stage, "plan_dualpipe") > 0.5 and f["plan_pp"] > 1
     plan = (rf"\text{{TP {f['plan_tp']:.0f} PP {f['plan_pp']:.0f} DP {f['plan_dp']:.0f} CP {f['plan_cp']:.0f}"
             rf" EP {f['plan_ep']:.0f}, micro-batch {f['plan_micro_batch']:.0f}, ZeRO-{f['plan_zero']:.0f}, "
             rf"recompute {rc}{', DualPipe' if dual else ''}}}")

@@ -48,7 +48,7 @@ from costcore.scenario.schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_
                      M_HIDDEN, M_KV_HEADS, M_LAYERS, M_PARAMS_B, M_VOCAB, N_CKPT_REPLICAS,
                      N_DATASET_MOVES, N_EXPORTS, N_USD_PER_GB, NS, O_USD_PER_MONTH, PT_EPOCHS,
                      PT_TOKENS_B, R_FAIL_RATE, R_FAILED_RUNS, R_IDLE, R_RESTART_H, R_WRITE_GBPS,
-                     RECOMPUTE_AUTO, RESOURCES, SCHEDULE_DUALPIPE, SEQ_PAR_ON, SEQ_PAR_OFF, S_DP, S_CP, S_EP, S_INTERLEAVE,
+                     RECOMPUTE_AUTO, RESOURCES, SCHEDULE_DUALPIPE, SCHEDULE_SEARCH, SEQ_PAR_ON, SEQ_PAR_OFF, S_DP, S_CP, S_EP, S_INTERLEAVE,
                      S_SCHEDULE, S_SEQ_PAR, S_GLOBAL_BATCH, S_GLOBAL_BATCH_TOKENS, RL_ALGO, RL_CRITIC_B, RL_PPO,
                      RL_PROMPT_TOK, RL_PROMPTS, RL_REFERENCE, RL_REFERENCE_LIVE, RL_RESPONSE_TOK,
                      RL_REWARD, RL_REWARD_B, RL_REWARD_MODEL, RL_ROLLOUT_BATCH, RL_ROLLOUT_EFF, RL_ROLLOUT_TP,
@@ -149,7 +149,7 @@ STATS = ("enabled", "num_gpus", "productive_gpu_hours", "gpu_hours", "wall_days"
          "gpu_usd",  # billed GPU time (productive + hidden), $
          # the job layout of a training stage (costcore/engine/layout.py): its plan ...
          "plan_tp", "plan_pp", "plan_dp", "plan_cp", "plan_ep", "plan_micro_batch", "plan_zero",
-         "plan_interleave", "plan_sp",
+         "plan_interleave", "plan_sp", "plan_dualpipe",
          # ... one optimizer step's time, split into named terms (s) ...
          "step_time_s", "step_compute_s", "step_communication_s", "step_bubble_s", "step_recompute_s",
          "step_optimizer_s",
@@ -187,6 +187,7 @@ NK = len(STATS)
  K_CKPT_COLD_MO, K_CKPT_IN_RUN_GBMO, K_DATASET_COPY_GB, K_VERIFIER_SAMPLES, K_HUMAN_SAMPLES,
  K_LAYERS, K_HIDDEN, K_ACTIVE, K_FPT, K_PASSES_H, K_USABLE_GB, K_GPU_USD,
  K_PLAN_TP, K_PLAN_PP, K_PLAN_DP, K_PLAN_CP, K_PLAN_EP, K_PLAN_MB, K_PLAN_ZERO, K_PLAN_V, K_PLAN_SP,
+ K_PLAN_DUAL,
  K_STEP, K_STEP_COMPUTE, K_STEP_COMM, K_STEP_BUBBLE, K_STEP_RECOMP, K_STEP_OPT,
  K_MEM_W, K_MEM_G, K_MEM_O, K_MEM_A, K_MEM_B, K_PLANS_FIT, K_MICRO, K_GLOBAL_BATCH, K_PLAN_MFU,
  K_PLAN_TOKS, K_COMM_TP, K_COMM_DP, K_COMM_ZERO, K_COMM_CP, K_COMM_EP, K_COMM_P2P, K_PLAN_MEM,
@@ -363,7 +364,11 @@ def _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, j, pins, media_
     j[lay.J_TOKSEQ] = ctx * mbs_mult
     j[lay.J_MEDIA_ACT] = media_act
     j[lay.J_ACTX] = _actx(x, ctx)
-    j[lay.J_DUAL] = 1.0 if x[b + S_SCHEDULE] == SCHEDULE_DUALPIPE else 0.0
+    j[lay.J_DUAL] = lay.SCHED_1F1B
+    if x[b + S_SCHEDULE] == SCHEDULE_DUALPIPE:
+        j[lay.J_DUAL] = lay.SCHED_DUALPIPE
+    elif x[b + S_SCHEDULE] == SCHEDULE_SEARCH:
+        j[lay.J_DUAL] = lay.SCHED_EITHER
     pins[lay.P_TP] = x[b + S_TP]
     pins[lay.P_PP] = x[b + S_PP]
     pins[lay.P_DP] = x[b + S_DP]
@@ -372,7 +377,7 @@ def _fill_job_pins(x, b, G, method, ctx, mbs_mult, extra_w, fpt, j, pins, media_
     pins[lay.P_MB] = x[b + S_MICRO_BATCH]
     pins[lay.P_RC] = x[b + S_RECOMPUTE] - 1.0  # choices auto, none, selective, full -> -1, 0, 1, 2
     pins[lay.P_ZERO] = x[b + S_ZERO]
-    pins[lay.P_V] = 1.0 if j[lay.J_DUAL] > 0.5 else x[b + S_INTERLEAVE]  # DualPipe has its own two chunks
+    pins[lay.P_V] = 1.0 if j[lay.J_DUAL] == lay.SCHED_DUALPIPE else x[b + S_INTERLEAVE]  # DualPipe: its own two chunks
     sp = -1.0
     if x[b + S_SEQ_PAR] == SEQ_PAR_ON:
         sp = 1.0
@@ -408,7 +413,8 @@ def _fallback_plan(model, hw, job, pins, row):
     zero = pins[lay.P_ZERO] if pins[lay.P_ZERO] >= 0.0 else 3.0
     v = pins[lay.P_V] if pins[lay.P_V] > 0.0 else 1.0
     sp = pins[lay.P_SP] if pins[lay.P_SP] >= 0.0 else (1.0 if tp > 1.0 else 0.0)
-    lay._fill_plan(row, tp, pp, dp, cp, ep, mb, rc, zero, v, sp)
+    dual = 1.0 if job[lay.J_DUAL] == lay.SCHED_DUALPIPE and pp > 1.0 and pp % 2.0 == 0.0 else 0.0
+    lay._fill_plan(row, tp, pp, dp, cp, ep, mb, rc, zero, v, sp, dual)
     lay.plan_terms(model, hw, job, row, row)
 
 
@@ -417,7 +423,7 @@ def _fallback_plan(model, hw, job, pins, row):
 PLAN_STATS = (
     ("plan_tp", "tp", 1.0), ("plan_pp", "pp", 1.0), ("plan_dp", "dp", 1.0), ("plan_cp", "cp", 1.0),
     ("plan_ep", "ep", 1.0), ("plan_micro_batch", "micro_batch", 1.0), ("recompute_mode", "recompute", 1.0),
-    ("plan_zero", "zero", 1.0), ("plan_interleave", "interleave", 1.0), ("plan_sp", "sp", 1.0),
+    ("plan_zero", "zero", 1.0), ("plan_interleave", "interleave", 1.0), ("plan_sp", "sp", 1.0), ("plan_dualpipe", "dualpipe", 1.0),
     ("step_time_s", "step_time_s", 1.0), ("step_compute_s", "compute_s", 1.0),
     ("step_communication_s", "communication_s", 1.0), ("step_bubble_s", "bubble_s", 1.0),
     ("step_recompute_s", "recompute_s", 1.0), ("step_optimizer_s", "optimizer_s", 1.0),

@@ -48,7 +48,7 @@ HW_FIELDS = ("peak_flops", "fp8_peak_flops", "memory_bytes", "hbm_bytes_s", "int
 JOB_FIELDS = ("seq", "global_batch", "gpus", "method", "deq", "mbs_mult", "extra_weights", "fp8",
               "flops_per_token", "tokens_per_seq", "optimizer", "offload", "grad_accum", "base_bytes", "media_act",
               "attn_ctx", "dualpipe", "quantized_base")
-PLAN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sp")
+PLAN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sp", "dualpipe")
 # Terms of one evaluated plan (columns of a plan row after the PLAN_FIELDS).
 TERM_FIELDS = ("step_time_s", "compute_s", "communication_s", "bubble_s", "recompute_s", "optimizer_s",
                "tp_comm_s", "dp_comm_s", "zero_comm_s", "cp_comm_s", "ep_comm_s", "p2p_s",
@@ -64,7 +64,10 @@ NROW = NP + NT
  W_BUFFER, W_FP8_EFF, W_GRAD_BYTES, W_CONTENTION, W_PCIE, W_CPU_BW, W_TP_OVERLAP, W_DUAL_SMS) = range(len(HW_FIELDS))
 (J_SEQ, J_GB, J_G, J_METHOD, J_DEQ, J_MBS, J_EXTRA, J_FP8, J_FPT, J_TOKSEQ, J_OPT, J_OFFLOAD, J_ACCUM,
  J_BASE_BYTES, J_MEDIA_ACT, J_ACTX, J_DUAL, J_QBASE) = range(len(JOB_FIELDS))
-P_TP, P_PP, P_DP, P_CP, P_EP, P_MB, P_RC, P_ZERO, P_V, P_SP = range(NP)
+P_TP, P_PP, P_DP, P_CP, P_EP, P_MB, P_RC, P_ZERO, P_V, P_SP, P_DUAL = range(NP)
+# job[J_DUAL], the pipeline schedules a stage may run (stages.*.schedule): 1F1B (interleaved as searched) only,
+# DualPipe only, or either (the search keeps the faster)
+SCHED_1F1B, SCHED_DUALPIPE, SCHED_EITHER = 0.0, 1.0, 2.0
 (T_STEP, T_COMPUTE, T_COMM, T_BUBBLE, T_RECOMP, T_OPT, T_TP, T_DP, T_ZERO, T_CP, T_EP, T_P2P, T_WEIGHTS,
  T_GRADS, T_OPTIM, T_ACT, T_BUF, T_MEM, T_MFU, T_MICRO, T_FITS, T_USED, T_TOKS, T_OFFLOAD, T_PAGED, T_DEQUANT,
  T_ADAPTER) = range(NP, NROW)
@@ -219,7 +222,7 @@ def _activation_bytes(model, job, plan):
     layers_local = math.ceil(model[M_L] / pp)
     m = micro_batches(job, dp, mb)
     in_flight = min(pp, m)
-    if _dualpipe(job, pp):  # DualPipe holds PP + 1 micro-batches (DeepSeek-V3 report Table 2)
+    if _dualpipe(plan):  # DualPipe holds PP + 1 micro-batches (DeepSeek-V3 report Table 2)
         in_flight = min(pp + 1.0, m)
     elif v > 1.0:
         in_flight *= 1.0 + (pp - 1.0) / (pp * v)
@@ -234,9 +237,26 @@ def _activation_bytes(model, job, plan):
 
 
 @njit(cache=True, inline='always')
-def _dualpipe(job, pp):
-    """True when the stage runs DualPipe (``stages.*.schedule``: dualpipe) on a pipeline of 2+ stages."""
-    return job[J_DUAL] > 0.5 and pp > 1.0
+def _dualpipe(plan):
+    """True when the plan runs DualPipe (its ``dualpipe`` field) on a pipeline of 2+ stages."""
+    return plan[P_DUAL] > 0.5 and plan[P_PP] > 1.0
+
+
+@njit(cache=True)
+def _dual_choices(model, job, pins):
+    """(first, last) of the plan's ``dualpipe`` field the search tries: 0 = 1F1B, 1 = DualPipe.
+
+    A pinned schedule is kept; ``search`` tries both (DualPipe never with a pinned interleave above 1).
+    The default stays 1F1B: DualPipe hides the expert all-to-all behind compute (DeepSeek-V3 report,
+    arXiv:2412.19437 Sec. 3.2.1), which the DeepSeek runs did, but letting the search pick it for every
+    mixture of experts moves the other public MoE runs from about right to 10-25% too fast
+    (docs/validation.md), so it is the user's choice.
+    """
+    if job[J_DUAL] == SCHED_DUALPIPE:
+        return 1, 1
+    if job[J_DUAL] == SCHED_EITHER and pins[P_V] <= 1.0:
+        return 0, 1
+    return 0, 0
 
 
 @njit(cache=True)
@@ -311,7 +331,7 @@ def model_state_bytes(model, job, plan):
         w_b += 2.0 * n_tr
         g_b = 2.0 * n_tr
         o_b = opt_bpp * n_tr
-    if _dualpipe(job, pp):  # each GPU holds a chunk of each direction: two copies of its weights (Table 2)
+    if _dualpipe(plan):  # each GPU holds a chunk of each direction: two copies of its weights (Table 2)
         w_b *= 2.0
     if job[J_EXTRA] > 0.0:  # a frozen copy of another model (DPO live reference), bf16
         extra = 2.0 * job[J_EXTRA] / (tp * pp)
@@ -518,7 +538,7 @@ def plan_terms(model, hw, job, plan, out):
     Recompute: full reruns the forward, selective the attention core (Korthikanti et al. 2022
     Sec. 5). 1F1B pipeline with v interleaved chunks: step = (m + (p - 1)/v) micro-batch times
     (Narayanan et al. 2021, arXiv:2104.04473 Sec. 2.2), plus point-to-point sends between stages;
-    a stage pinned to DualPipe times its micro-batches, sends and bubble by :func:`_dualpipe_terms`.
+    a DualPipe plan times its micro-batches, sends and bubble by :func:`_dualpipe_terms`.
     Data parallelism: the gradient reduce-scatter / all-reduce over dp x cp replicas (2 ring
     passes of 2 bytes per local trainable parameter) overlaps the last micro-batch's backward up to
     the ``dp_overlap`` share (PyTorch DDP / Megatron bucketing); ZeRO-3 also all-gathers the
@@ -540,7 +560,7 @@ def plan_terms(model, hw, job, plan, out):
     t_recomp = nl * recomp_l
     t_ep_mb, t_p2p_mb = nl * 2.0 * t_ep, p2p
     m = micro_batches(job, dp, mb)
-    if _dualpipe(job, pp):
+    if _dualpipe(plan):
         t_compute, t_recomp, t_ep_mb, t_p2p_mb, bubble_mb = _dualpipe_terms(hw, job, nl, pp, t_lin, t_attn, t_mem,
                                                                             t_compute, t_recomp, t_ep_mb, p2p)
         t_comm = nl * (2.0 * t_tp + 3.0 * t_cp) + t_ep_mb + t_p2p_mb
@@ -685,7 +705,7 @@ def _pp_ok(pp, L):
 
 
 @njit(cache=True)
-def _fill_plan(plan, tp, pp, dp, cp, ep, mb, rc, zero, v, sp):
+def _fill_plan(plan, tp, pp, dp, cp, ep, mb, rc, zero, v, sp, dual):
     plan[P_TP] = tp
     plan[P_PP] = pp
     plan[P_DP] = dp
@@ -696,6 +716,7 @@ def _fill_plan(plan, tp, pp, dp, cp, ep, mb, rc, zero, v, sp):
     plan[P_ZERO] = zero
     plan[P_V] = v
     plan[P_SP] = sp
+    plan[P_DUAL] = dual
 
 
 @njit(cache=True)
@@ -739,10 +760,10 @@ def _tp_ok(tp, model, pins):
 
 
 @njit(cache=True)
-def _pp_try(ipp, model, pins, job):
+def _pp_try(ipp, model, pins, dual):
     """A pipeline degree tried: see :func:`_pp_ok`; DualPipe runs only on an even pipeline of 2 or more stages."""
     pp = float(ipp)
-    if job[J_DUAL] > 0.5 and (ipp < 2 or ipp % 2 != 0):
+    if dual > 0 and (ipp < 2 or ipp % 2 != 0):
         return False
     return _degree_ok(pp, pins[P_PP]) and pp <= model[M_L] and (_pp_ok(ipp, model[M_L]) or pp == pins[P_PP])
 
@@ -791,9 +812,10 @@ def _zero_ok(zero, replicas, pins, job):
 
 
 @njit(cache=True)
-def _v_ok(v, pp, model, pins):
-    """Interleaved chunks: v > 1 only with a pipeline whose stages hold a multiple of v layers (unless pinned)."""
-    if v < 0.0:
+def _v_ok(v, pp, model, pins, dual):
+    """Interleaved chunks: v > 1 only with a pipeline whose stages hold a multiple of v layers (unless pinned);
+    never under DualPipe, which runs its own two chunks per GPU."""
+    if v < 0.0 or (dual > 0 and v > 1.0):
         return False
     return not (v > 1.0 and pins[P_V] <= 0.0 and (pp <= 1.0 or math.ceil(model[M_L] / pp) % v != 0.0))
 
@@ -812,7 +834,7 @@ def _rc_ok(rc, pins):
 
 
 @njit(cache=True)
-def _rate_bound(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max):
+def _rate_bound(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max, dual):
     """The most tokens per GPU-second any plan with these (tp, pp, cp, dp, micro-batch) can reach.
 
     A step of :func:`plan_terms` is m micro-batch times plus the bubble plus terms >= 0 (exposed
@@ -827,7 +849,7 @@ def _rate_bound(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max):
     A 1e-9 margin keeps float rounding on the safe side.
     """
     ep = pins[P_EP] if pins[P_EP] > 0.0 else ep_max
-    _fill_plan(row, tp, pp, dp, cp, ep, mb, 0.0, 0.0, 1.0, _sp_for(tp, pins))
+    _fill_plan(row, tp, pp, dp, cp, ep, mb, 0.0, 0.0, 1.0, _sp_for(tp, pins), float(dual))
     t_lin, t_attn, t_mem, t_tp, _t_ep, t_cp, _t_deq, _t_ad = _layer_forward(model, hw, job, row)
     nl = math.ceil(model[M_L] / pp)
     t_mb = _compute_seconds(model, hw, job, row, t_lin, t_attn, t_mem) + nl * _comm_layer_seconds(t_tp, 0.0, t_cp)
@@ -836,7 +858,7 @@ def _rate_bound(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max):
     if pins[P_V] > 0.0:
         v_lo, v_hi = pins[P_V], pins[P_V]
     m = micro_batches(job, dp, mb)
-    if _dualpipe(job, pp):  # the sends can hide behind compute and the bubble is smaller: micro-batches alone
+    if _dualpipe(row):  # the sends can hide behind compute and the bubble is smaller: micro-batches alone
         step_low = m * t_mb
     else:
         t_mb += _p2p_seconds(model, hw, job, row, v_lo)
@@ -860,42 +882,53 @@ def search(model, hw, job, pins, top, row, prune):
     top[:, :] = 0.0
     fits = 0
     ep_max = max(1.0, model[M_E])
+    d_lo, d_hi = _dual_choices(model, job, pins)
     for itp in range(TP_CHOICES.shape[0] + 1):
         tp = _cand(TP_CHOICES, itp, pins[P_TP])
         if not _tp_ok(tp, model, pins) or tp > G:
             continue
         for ipp in range(1, max(PP_MAX, int(pins[P_PP])) + 1):
-            pp = float(ipp)
-            if not _pp_try(ipp, model, pins, job) or tp * pp > G:
-                continue
-            for icp in range(CP_CHOICES.shape[0] + 1):
-                cp = _cand(CP_CHOICES, icp, pins[P_CP])
-                if not _cp_ok(cp, job, pins) or tp * pp * cp > G:
+            for dual in range(d_lo, d_hi + 1):
+                pp = float(ipp)
+                if not _pp_try(ipp, model, pins, dual) or tp * pp > G:
                     continue
-                dp_max = math.floor(G / (tp * pp * cp))
-                for imb in range(MB_CHOICES.shape[0] + 1):
-                    mb = _cand(MB_CHOICES, imb, pins[P_MB])
-                    if mb < 0.0:
-                        continue
-                    cap = _dp_cap(job, pins, mb)
-                    if cap < 0.0 or (pins[P_DP] > 0.0 and cap > dp_max):
-                        continue
-                    dp = min(dp_max, cap)
-                    if mb > job[J_GB] / dp and mb > 1.0 and pins[P_MB] <= 0.0 and job[J_ACCUM] <= 0.0:
-                        continue
-                    # branch and bound: once ``top`` is full, a (tp, pp, cp, dp, mb) whose best possible
-                    # rate cannot enter it only has its fitting plans counted (same plans, same count)
-                    if prune and top[top.shape[0] - 1, T_STEP] > 0.0 and \
-                            _rate_bound(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max) <= \
-                            top[top.shape[0] - 1, T_TOKS]:
-                        fits += _count_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max)
-                    else:
-                        fits += _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max, True)
+                fits += _search_pp(model, hw, job, pins, top, row, prune, tp, pp, ep_max, dual)
     return fits
 
 
 @njit(cache=True)
-def _count_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max):
+def _search_pp(model, hw, job, pins, top, row, prune, tp, pp, ep_max, dual):
+    """:func:`search` under one (tp, pp, schedule): the cp x micro-batch choices; returns how many plans fit."""
+    G = job[J_G]
+    fits = 0
+    for icp in range(CP_CHOICES.shape[0] + 1):
+        cp = _cand(CP_CHOICES, icp, pins[P_CP])
+        if not _cp_ok(cp, job, pins) or tp * pp * cp > G:
+            continue
+        dp_max = math.floor(G / (tp * pp * cp))
+        for imb in range(MB_CHOICES.shape[0] + 1):
+            mb = _cand(MB_CHOICES, imb, pins[P_MB])
+            if mb < 0.0:
+                continue
+            cap = _dp_cap(job, pins, mb)
+            if cap < 0.0 or (pins[P_DP] > 0.0 and cap > dp_max):
+                continue
+            dp = min(dp_max, cap)
+            if mb > job[J_GB] / dp and mb > 1.0 and pins[P_MB] <= 0.0 and job[J_ACCUM] <= 0.0:
+                continue
+            # branch and bound: once ``top`` is full, a (tp, pp, cp, dp, mb) whose best possible
+            # rate cannot enter it only has its fitting plans counted (same plans, same count)
+            if prune and top[top.shape[0] - 1, T_STEP] > 0.0 and \
+                    _rate_bound(model, hw, job, pins, row, tp, pp, cp, dp, mb, ep_max, dual) <= \
+                    top[top.shape[0] - 1, T_TOKS]:
+                fits += _count_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max, dual)
+            else:
+                fits += _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max, True, dual)
+    return fits
+
+
+@njit(cache=True)
+def _count_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max, dual):
     """How many of :func:`_search_inner`'s plans fit in memory, without timing them.
 
     :func:`_memory`'s total is states (ep, ZeRO) + activations (recompute, interleave) + buffers
@@ -904,7 +937,7 @@ def _count_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max):
     depend on all three at once: those jobs walk plan by plan (:func:`_search_inner`, untimed).
     """
     if job[J_OPT] == OPT_PAGED_ADAMW_8BIT:
-        return _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max, False)
+        return _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max, False, dual)
     nv = V_CHOICES.shape[0] + 1
     # activations of each allowed (recompute, interleave), nan where not tried, kept in the row's term
     # slots (the state and buffer functions read only its plan fields): the kernel allocates nothing
@@ -917,8 +950,8 @@ def _count_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max):
             continue
         for iv in range(nv):
             v = _cand(V_CHOICES, iv, pins[P_V])
-            if _v_ok(v, pp, model, pins):
-                _fill_plan(row, tp, pp, dp, cp, 1.0, mb, rc, 0.0, v, sp)
+            if _v_ok(v, pp, model, pins, dual):
+                _fill_plan(row, tp, pp, dp, cp, 1.0, mb, rc, 0.0, v, sp, float(dual))
                 row[NP + irc * nv + iv] = _activation_bytes(model, job, row)
     cap = hw[W_MEM]
     fits = 0
@@ -929,7 +962,7 @@ def _count_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max):
                 zero = float(iz)
                 if not _zero_ok(zero, dp * cp, pins, job):
                     continue
-                _fill_plan(row, tp, pp, dp, cp, ep, mb, 0.0, zero, 1.0, sp)
+                _fill_plan(row, tp, pp, dp, cp, ep, mb, 0.0, zero, 1.0, sp, float(dual))
                 w_b, g_b, o_b = model_state_bytes(model, job, row)
                 buf = _buffer_bytes(model, hw, job, row)
                 for k in range(3 * nv):
@@ -943,7 +976,7 @@ def _count_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max):
 
 
 @njit(cache=True)
-def _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max, timed):
+def _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max, timed, dual):
     """The ep x recompute x ZeRO x interleave x sp choices of one (tp, pp, cp, dp, micro-batch): how many
     fit; ``timed``: each one that fits is timed and kept in ``top`` if fast enough (else only counted)."""
     fits = 0
@@ -963,9 +996,9 @@ def _search_inner(model, hw, job, pins, top, row, tp, pp, cp, dp, mb, ep_max, ti
                         continue
                     for iv in range(V_CHOICES.shape[0] + 1):
                         v = _cand(V_CHOICES, iv, pins[P_V])
-                        if not _v_ok(v, pp, model, pins):
+                        if not _v_ok(v, pp, model, pins, dual):
                             continue
-                        _fill_plan(row, tp, pp, dp, cp, ep, mb, rc, zero, v, _sp_for(tp, pins))
+                        _fill_plan(row, tp, pp, dp, cp, ep, mb, rc, zero, v, _sp_for(tp, pins), float(dual))
                         if _memory(model, hw, job, row, row) > hw[W_MEM]:
                             continue
                         fits += 1
@@ -1004,13 +1037,16 @@ def min_gpus(model, hw, job, pins, row, known):
     best = known if known > 0.0 else math.inf
     ep_max = max(1.0, model[M_E])
     cap_mem = hw[W_MEM]
+    # DualPipe only when pinned: it holds two copies of the weights and one more micro-batch than 1F1B
+    # on the same degrees, so where the search may take either, 1F1B fits on the fewest GPUs
+    dual = 1 if job[J_DUAL] == SCHED_DUALPIPE else 0
     for itp in range(TP_CHOICES.shape[0] + 1):
         tp = _cand(TP_CHOICES, itp, pins[P_TP])
         if not _tp_ok(tp, model, pins) or tp >= best:
             continue
         for ipp in range(1, max(PP_MAX, int(pins[P_PP])) + 1):
             pp = float(ipp)
-            if not _pp_try(ipp, model, pins, job) or tp * pp >= best:
+            if not _pp_try(ipp, model, pins, dual) or tp * pp >= best:
                 continue
             for icp in range(CP_CHOICES.shape[0] + 1):
                 cp = _cand(CP_CHOICES, icp, pins[P_CP])
@@ -1022,13 +1058,13 @@ def min_gpus(model, hw, job, pins, row, known):
                 cap = _dp_cap(job, pins, mb)
                 if cap < 0.0:
                     continue
-                g = _min_dp_gpus(model, hw, job, pins, row, tp, pp, cp, mb, cap, ep_max, cap_mem, best)
+                g = _min_dp_gpus(model, hw, job, pins, row, tp, pp, cp, mb, cap, ep_max, cap_mem, best, dual)
                 best = min(best, g)
     return best if best < math.inf else 0.0
 
 
 @njit(cache=True)
-def _min_dp_gpus(model, hw, job, pins, row, tp, pp, cp, mb, cap, ep_max, cap_mem, best):
+def _min_dp_gpus(model, hw, job, pins, row, tp, pp, cp, mb, cap, ep_max, cap_mem, best, dual):
     """Fewest GPUs of one (tp, pp, cp, micro-batch) over ep x recompute x ZeRO x interleave (inf: none below best)."""
     tpc = tp * pp * cp
     ep = pins[P_EP] if pins[P_EP] > 0.0 else 1.0
@@ -1046,7 +1082,7 @@ def _min_dp_gpus(model, hw, job, pins, row, tp, pp, cp, mb, cap, ep_max, cap_mem
                 lo_dp = 2.0 if (zero > 0.0 and pins[P_ZERO] < 0.0 and cp <= 1.0 and job[J_OFFLOAD] <= 0.0) else 1.0
                 # interleaving only adds micro-batches in flight: v = 1 unless pinned
                 v = pins[P_V] if pins[P_V] > 0.0 else 1.0
-                if not _v_ok(v, pp, model, pins):
+                if not _v_ok(v, pp, model, pins, dual):
                     continue
                 if pins[P_DP] > 0.0:  # the one dp allowed
                     k_lo = cap / q
@@ -1060,7 +1096,7 @@ def _min_dp_gpus(model, hw, job, pins, row, tp, pp, cp, mb, cap, ep_max, cap_mem
                     k_hi = min(k_hi, math.floor((best - 1.0) / (tpc * q)))
                 if k_lo > k_hi:
                     continue
-                _fill_plan(row, tp, pp, q * k_hi, cp, ep, mb, rc, zero, v, _sp_for(tp, pins))
+                _fill_plan(row, tp, pp, q * k_hi, cp, ep, mb, rc, zero, v, _sp_for(tp, pins), float(dual))
                 if _memory(model, hw, job, row, row) > cap_mem:
                     continue
                 while k_lo < k_hi:  # smallest k that fits; memory does not grow with dp

@@ -440,6 +440,7 @@ RECOMPUTE_SELECTIVE = BY_PATH["stages.sft.recompute"].choices.index("selective")
 SEQ_PAR_ON = BY_PATH["stages.sft.sequence_parallel"].choices.index("on")
 SEQ_PAR_OFF = BY_PATH["stages.sft.sequence_parallel"].choices.index("off")
 SCHEDULE_DUALPIPE = BY_PATH["stages.sft.schedule"].choices.index("dualpipe")
+SCHEDULE_SEARCH = BY_PATH["stages.sft.schedule"].choices.index("search")
 PRECISION_FP8 = BY_PATH["hardware.precision"].choices.index("fp8")
 METHOD_QLORA = BY_PATH["stages.sft.method"].choices.index("qlora")
 CKPT_WEIGHTS = BY_PATH["stages.sft.ckpt_type"].choices.index("weights")
@@ -1188,7 +1189,7 @@ def pinned_layout(scn: dict, stage: str) -> dict:
     return {k: sdata[k] for k in LAYOUT_KEYS if k in sdata and sdata[k] not in (0, "auto", None)}
 
 
-_LAYOUT_VALUE_WORDS = {"schedule": {"dualpipe": "DualPipe"}}
+_LAYOUT_VALUE_WORDS = {"schedule": {"dualpipe": "DualPipe", "search": "1F1B or DualPipe, the faster"}}
 
 
 def pinned_layout_words(scn: dict, stage: str) -> list[str]:

@@ -153,6 +153,26 @@ def stage_bands() -> dict:
             for f, t in tables.items()}
 
 
+def schedule_search_ratios() -> dict:
+    """{MoE run: (predicted / published by default, with ``schedule: search``, the schedule it then takes)}.
+
+    The public mixture-of-experts runs under the fitted knobs, once as the defaults run them (1F1B)
+    and once with the search free to take DualPipe: the evidence behind keeping 1F1B the default
+    (data/schema.yaml ``stages.*.schedule``; docs/validation.md section 2).
+    """
+    settings = fit()[0][1]
+    out = {}
+    for name, scn, basis, pub, _ in runs():
+        if float((scn.get("model") or {}).get("experts") or 0) <= 1:
+            continue
+        stage = next(iter(scn["stages"]))
+        searched = dict(scn, stages={stage: dict(scn["stages"][stage], schedule="search")})
+        pair = [api.estimate(dict(s, efficiency=dict(settings))) for s in (scn, searched)]
+        out[name] = (validation.predicted_figure(pair[0], basis) / pub,
+                     validation.predicted_figure(pair[1], basis) / pub, pair[1].plan(stage)["schedule"])
+    return out
+
+
 SUMMARY_FILE = validation.DATA.parent / "calibration.yaml"
 
 
