@@ -233,7 +233,7 @@ CHOICE_WORDS = {
     "recompute": {"auto": "Searched", "none": "None", "selective": "Selective", "full": "Full"},
     "precision": {"bf16": "BF16", "fp8": "FP8"},
     "sequence_parallel": {"auto": "Searched", "on": "On", "off": "Off"},
-    "schedule": {"auto": "1F1B", "dualpipe": "DualPipe", "search": "Searched (1F1B or DualPipe)"},
+    "schedule": {"auto": "1F1B", "dualpipe": "DualPipe", "search": "Searched"},
     "ckpt_type": {"full": "Full (resumable, with optimizer state)", "weights": "Weights only"},
     "lora_targets": {"qv": "Query and value", "attn": "All attention", "all": "Attention and MLP"},
     "reference": {"live": "Live", "precomputed": "Precomputed", "none": "None"},

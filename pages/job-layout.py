@@ -118,21 +118,27 @@ def time_chart(plan: dict) -> alt.Chart:
                     "per step", x_axis=alt.Axis(tickCount=8)).properties(height=190)
 
 
+def _schedule_words(p: dict) -> str:
+    if p["schedule"] == "dualpipe":
+        return "DualPipe"
+    return f"1F1B, {p['interleave']} chunks" if p["interleave"] > 1 else "1F1B"
+
+
 def plans_table(rows: list[dict], chosen: dict) -> tuple[pd.DataFrame, dict]:
     """The ten fastest plans as numbers (so a click on a header sorts 9.8 s before 12 s) and the
-    formatter of each measured column."""
+    formatter of each measured column. The degrees share one column (with SP marking sequence
+    parallelism) so that the table fits the page without a sideways scroll."""
+    moe = any(r["ep"] > 1 for r in rows)
     df = pd.DataFrame([{
         "Rank": f"{i + 1} ✓" if _same_layout(p, chosen) else str(i + 1),
         "Step time": p["step_time_s"], "MFU": p["mfu"], "Memory per GPU": p["memory_per_gpu_gb"],
-        "TP": p["tp"], "PP": p["pp"], "DP": p["dp"], "CP": p["cp"], "EP": p["ep"],
+        "Layout": f"TP {p['tp']}{' (SP)' if p['sequence_parallel'] else ''} · PP {p['pp']} · DP {p['dp']:,} · "
+                  f"CP {p['cp']}" + (f" · EP {p['ep']}" if moe else ""),
         "Micro-batch": p["micro_batch"], "Micro-batches": p["micro_batches"],
         "Recompute": p["recompute"].capitalize(), "ZeRO": f"ZeRO-{p['zero']}" if p["zero"] else "Off",
-        "Chunks": p["interleave"], "SP": "on" if p["sequence_parallel"] else "off",
-        "Schedule": "DualPipe" if p["schedule"] == "dualpipe" else "1F1B",
+        "Schedule": _schedule_words(p),
     } for i, p in enumerate(rows)])
-    if (df["EP"] == 1).all():  # expert parallelism only means something for a mixture of experts
-        df = df.drop(columns="EP")
-    if (df["Schedule"] == "1F1B").all():  # DualPipe only where the scenario asks for it
+    if (df["Schedule"] == "1F1B").all():  # nothing to tell apart
         df = df.drop(columns="Schedule")
     formats = {"Step time": fmt.duration_s, "MFU": _pct, "Memory per GPU": fmt.gb,
                "Micro-batches": fmt.num}
@@ -249,15 +255,14 @@ except ScenarioError as err:
     st.warning(common.md_escape(schema.error_in_words(err)), icon="⚠️")
 if top:
     st.caption("The ten fastest layouts that fit in memory with the settings pinned above, fastest first; "
-               "✓ marks the one the estimate uses. Chunks: model chunks per pipeline stage (interleaved "
-               "schedule); SP: sequence parallelism.")
+               "✓ marks the one the estimate uses. (SP): with sequence parallelism; chunks: model chunks per "
+               "pipeline stage (interleaved schedule).")
     table, formats = plans_table(top, plan)
     helps = {"Micro-batches": "micro-batches per optimizer step",
-             "Chunks": "model chunks per pipeline stage (interleaved 1F1B; 1 = not interleaved)",
-             "SP": "sequence parallelism (with tensor parallelism)",
              "MFU": "model FLOPs utilization the stage's hours use",
-             "TP": "tensor parallel", "PP": "pipeline parallel", "DP": "data parallel", "CP": "context parallel",
-             "EP": "expert parallel"}
+             "Layout": "tensor (TP), pipeline (PP), data (DP), context (CP) and expert (EP) parallel degrees; "
+                       "(SP): sequence parallelism with the tensor parallelism",
+             "Schedule": "pipeline schedule: 1F1B (with its model chunks per stage when interleaved) or DualPipe"}
     common.number_table(table, formats, {c: c for c in table.columns}, helps)
 else:
     st.info("No layout fits in memory with the settings pinned above.")

@@ -149,6 +149,18 @@ def _plan_text(at: AppTest) -> str:
     return lines[0]
 
 
+def test_job_layout_searched_schedule_lists_dualpipe_plans_for_a_mixture_of_experts():
+    """Pipeline schedule "Searched" lets the search take DualPipe: on a fine-grained MoE the plan and the
+    table say which schedule each plan runs, and the table still has one column per kind of setting."""
+    at = _app("pages/job-layout.py", p="moe-deepseek-v3", **{f"stages.pretrain.{k}": "0" for k in ("tp", "pp", "ep")})
+    _move(at, "stages.pretrain.schedule", "search")
+    plan = costcore.estimate(at.session_state["scenario"]).plan("pretrain")
+    assert plan["schedule"] == "dualpipe"
+    assert "DualPipe schedule" in _plan_text(at)
+    top = at.dataframe[0].value
+    assert top["Schedule"].iloc[0] == "DualPipe" and top["Layout"].str.contains("· EP ").all()
+
+
 def test_job_layout_shows_the_plan_and_pinning_tp_changes_it():
     at = _app("pages/job-layout.py", p="pipeline-70b")
     assert at.title[0].value == "Job layout"
@@ -166,20 +178,25 @@ def test_job_layout_shows_the_plan_and_pinning_tp_changes_it():
     assert f"P10–P90: {gh[0]} – {gh[1]}" in captions, captions
     top = at.dataframe[0].value
     assert 1 <= len(top) <= 10
-    assert {"TP", "PP", "DP", "CP", "Micro-batch", "Recompute", "ZeRO", "Step time", "MFU",
-            "Memory per GPU"} <= set(top.columns)
+    assert {"Layout", "Micro-batch", "Recompute", "ZeRO", "Step time", "MFU", "Memory per GPU"} <= set(top.columns)
+    sp = " (SP)" if plan["sequence_parallel"] else ""
+    assert top["Layout"].iloc[0] == f"TP {plan['tp']}{sp} · PP {plan['pp']} · DP {plan['dp']:,} · CP {plan['cp']}"
     # numbers underneath (a header click sorts them as numbers), the chosen plan first and marked
     assert top["Step time"].iloc[0] == pytest.approx(plan["step_time_s"])
     # the plans' modelled step times (kernel numbers, no clock) come fastest first
     # the planner's modelled step times (its output, no clock is read), listed fastest first
     assert list(top["Step time"]) == sorted(top["Step time"]) and top["Rank"].iloc[0] == "1 ✓"
 
+    if "Schedule" in top.columns:  # shown when some plan interleaves (or runs DualPipe)
+        v = plan["interleave"]
+        assert top["Schedule"].iloc[0] == (f"1F1B, {v} chunks" if v > 1 else "1F1B")
+
     _move(at, "stages.pretrain.tp", 4)
     assert at.session_state["scenario"]["stages"]["pretrain"]["tp"] == 4
     assert at.query_params["stages.pretrain.tp"] == "4"  # the share link carries the pin
     pinned = _plan_text(at)
     assert pinned != shown and pinned.startswith("**Plan:** TP 4 ×"), pinned
-    assert (at.dataframe[0].value["TP"] == 4).all()
+    assert at.dataframe[0].value["Layout"].str.startswith("TP 4").all()
     assert costcore.estimate(at.session_state["scenario"]).plan("pretrain")["tp"] == 4
 
 

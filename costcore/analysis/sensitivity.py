@@ -39,14 +39,14 @@ def numeric_inputs(scenario) -> list[str]:
     """Numeric inputs that matter for this scenario: global settings and enabled stages' settings."""
     scn = api.load_scenario(scenario)
     on = set(scn.get("stages", {}))
-    dualpipe = any(schema.effective_value(scn, f"stages.{s}.schedule") == "dualpipe" for s in on
+    dualpipe = any(schema.effective_value(scn, f"stages.{s}.schedule") in ("dualpipe", "search") for s in on
                    if f"stages.{s}.schedule" in schema.BY_PATH)
     out = []
     for f in schema.FIELDS:
         if f.kind not in ("float", "int"):
             continue
         if f.path == "efficiency.dualpipe_comm_sm_share" and not dualpipe:
-            continue  # read only by stages that run DualPipe
+            continue  # read only by stages that run DualPipe (pinned, or searched with 1F1B)
         parts = f.path.split(".")
         if parts[0] == "multimodal" and (not on & set(schema.MM_STAGES) or parts[1] in _ENCODER_SHAPE):
             continue  # the media block matters only to multimodal phases; an encoder's shape is not a knob
