@@ -287,14 +287,14 @@ def monte_carlo_section():
     pct = mc.percentiles.copy()
     pct.index = [STAGE_LABELS.get(i, "Total") for i in pct.index]
     common.money_table(pct.reset_index(names="stage"), list(pct.columns), {"stage": "Stage"})
-    with st.expander("Distributions used"):
-        st.dataframe(pd.DataFrame([{"Input": label(k), "Distribution": d.kind.capitalize(),
+    with st.expander("Distributions used"):  # a static table: it wraps the reasons instead of cutting them off
+        st.table(pd.DataFrame([{"Input": label(k), "Distribution": d.kind.capitalize(),
                                     "Parameters": ((f"sigma {d.a:.3g} around current" if d.b == 1.0 else
                                                     f"sigma {d.a:.3g} around x{d.b:.3g} of current")
                                                    if d.kind == "lognormal"
                                                    else f"x{d.a:g} .. x{d.b:g}" + (f" .. x{d.c:g}" if d.kind == "triangular" else "")),
                                     "Why": d.why or "assumption"}
-                                   for k, d in dists.items()]), hide_index=True, width="stretch")
+                                   for k, d in dists.items()]).set_index("Input"))
 
 
 @st.fragment
