@@ -226,17 +226,14 @@ common.number_table(
     height=35 * (len(close) + 1) + 3)
 st.subheader("The runs")
 # the sources are long: in a table they were cut off at its right edge, so they follow it in full
-runs_shown = df[["run", "params_b", "tokens_b", "published_gpu_hours", "predicted_gpu_hours", "notes"]]
-common.number_table(
-    runs_shown, {"params_b": fmt.num, "tokens_b": fmt.num, "published_gpu_hours": fmt.gpu_hours,
-                 "predicted_gpu_hours": fmt.gpu_hours},
-    {"run": "Run", "params_b": "Active parameters (billions)", "tokens_b": "Tokens (billions)",
-     "published_gpu_hours": "Published GPU-hours", "predicted_gpu_hours": "Predicted GPU-hours",
-     "notes": "Assumed by the planner"},
-    {"published_gpu_hours": "days x GPUs x 24 where days were published",
-     "params_b": "a mixture of experts' parameters per token (all of a dense model's)"},
-    height=35 * (len(runs_shown) + 1) + 3,
-    widths={"params_b": "small", "tokens_b": "small", "notes": "large"})
+# a static table that wraps: as a dataframe the assumptions (or, with narrow columns, the headers) were cut off
+st.table(pd.DataFrame({
+    "Run": df["run"], "Active parameters (billions)": df["params_b"].map(fmt.num),
+    "Tokens (billions)": df["tokens_b"].map(fmt.num), "Published GPU-hours": df["published_gpu_hours"].map(fmt.gpu_hours),
+    "Predicted GPU-hours": df["predicted_gpu_hours"].map(fmt.gpu_hours),
+    "Assumed by the planner": df["notes"].fillna("")}).set_index("Run"))
+st.caption("Published GPU-hours: days x GPUs x 24 where days were published. Active parameters: a mixture of "
+           "experts' parameters per token (all of a dense model's).")
 with st.expander(f"Each run's source ({len(df)})"):
     st.markdown("\n".join(f"- **{common.md_escape(r.run)}.** {common.md_escape(r.source)}" for r in df.itertuples()))
 loo = validation.calibration_summary()
