@@ -23,13 +23,14 @@ CASES = {
     "GPT-3 175B on 1,024 H100": ({"params_b": 175.0, "layers": 96, "hidden": 12288, "heads": 96, "gated": False,
                                   "ffn": 49152, "vocab": 51200}, "h100-80gb", 1024),
     "DeepSeek-V3 (MoE) on 2,048 H800": ({"hf_config": "deepseek-v3"}, "h800", 2048),
+    "DeepSeek-V3 on 2,048 H800, searched": ({"hf_config": "deepseek-v3"}, "h800", 2048, {"schedule": "search"}),
 }
 
 
 def main():
-    for name, (model, gpu, n) in CASES.items():
+    for name, (model, gpu, n, *stage) in CASES.items():
         scn = Scenario.of({"model": model, "hardware": {"gpu": gpu, "num_gpus": n},
-                           "stages": {"pretrain": {"tokens_b": 300, "seq_len": 2048}}})
+                           "stages": {"pretrain": {"tokens_b": 300, "seq_len": 2048, **(stage[0] if stage else {})}}})
         kernel.stage_plans(scn.vector, 0, 10)  # warm-up
         best = float("inf")
         for _ in range(5):
@@ -39,7 +40,7 @@ def main():
         top = api.plans(scn, "pretrain", 1)[0]
         print(f"{name:34s} search {best * 1e3:8.2f} ms  plans that fit {fits:6d}  best: TP {top['tp']} PP {top['pp']} "
               f"DP {top['dp']} CP {top['cp']} EP {top['ep']} mb {top['micro_batch']} {top['recompute']} "
-              f"ZeRO-{top['zero']} step {top['step_time_s']:.3g} s")
+              f"ZeRO-{top['zero']} {top['schedule']} step {top['step_time_s']:.3g} s")
     scn = Scenario.of("pipeline-70b")
     api.estimate(scn)
     total = 0.0
