@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from costcore import fmt
-from costcore.validation import decode, finetune, multimodal
+from costcore.validation import calibration, decode, finetune, multimodal
 from costcore.validation import runs as validation
 from pages import common
 
@@ -258,11 +258,43 @@ st.markdown(
     f"{loo['holdout_worst_fold']:.2f}x, {loo['holdout_band_coverage']:.0%} of them inside their P10-P90 band. "
     "That is the error to expect for a run the model has not seen, and the spread the Monte Carlo gives a "
     "default MFU.")
+
+
+@st.cache_data(show_spinner=False)
+def _schedule_search() -> dict:
+    return calibration.schedule_search_ratios()
+
+
+# dense runs of 100B and more on the stacks of 2020-22 and of 2023 (docs/validation.md, section 2)
+OLD_STACK = ("GPT-3-175B", "OPT-175B", "BLOOM-176B", "Megatron-GPT-175B", "GLM-130B")
+NEW_STACK = ("Falcon-180B", "Llama-2-70B")
+
+
+def _ratios(names) -> dict:
+    both = pd.concat([_table(False, "reference"), _table(False, "extra")]).set_index("run")["ratio"]
+    return {n: float(both[n]) for n in names if n in both.index}
+
+
+def _listed(r: dict) -> str:
+    return ", ".join(f"{n} {v:.2f}" for n, v in r.items())
+
+
 if dataset == "extra":
+    old, new = _ratios(OLD_STACK), _ratios(NEW_STACK)
+    if old and new and max(old.values()) < 1.0 < min(new.values()):
+        st.markdown(
+            f"The large dense runs of 2020-22 come out faster than published ({_listed(old)}; predicted / "
+            f"published) and those of 2023 slower ({_listed(new)}): the stacks changed (FlashAttention, selective "
+            "recomputation, overlapped communication), which no input of a defaults-only plan reveals.")
+    moe = _schedule_search()
+    moved = [f"{n} {a:.2f} to {b:.2f}" for n, (a, b, sched) in moe.items() if sched == "dualpipe"]
+    closer = [n for n, (a, b, _) in moe.items() if abs(math.log(b)) < abs(math.log(a))]
+    further = [n for n, (a, b, _) in moe.items() if abs(math.log(b)) > abs(math.log(a))]
     st.markdown(
-        "Large 2023+ runs on A100 (Falcon-180B, Llama-2-70B) come out slow while 2021-22 runs of the same size "
-        "fit: newer stacks use selective instead of full activation recomputation, which no input of a "
-        "defaults-only plan reveals. DeepSeek-V3 trained in FP8, which a BF16 default does not see.")
+        f"**Mixture of experts and DualPipe.** With the pipeline schedule set to Searched, the plan "
+        f"search takes DeepSeek's DualPipe on {len(moved)} of the {len(moe)} MoE runs ({', '.join(moved) or 'none'};"
+        f" predicted / published, 1F1B to searched). Closer to the published time: {', '.join(closer) or 'none'}; "
+        f"further: {', '.join(further) or 'none'}. The default stays 1F1B; a stage opts in on the Job layout page.")
 if tp and dataset == "reference":
     st.markdown(
         "PaLM's 64 days mix 6,144 chips for 1,200 h and 3,072 chips for 336 h \"including some downtime and "

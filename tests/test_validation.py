@@ -412,3 +412,25 @@ def test_decode_refit_decomposition_is_the_planners_latency():
     got = api.estimate(sc).to_dict()["stages"]["eval"]["productive_gpu_hours"] * 3600.0 / run["tp"]
     assert got == pytest.approx(prefill_s / 0.45 + decode_s / 0.7, rel=1e-9)
     assert prefill_s > 0 and decode_s > 0
+
+
+def test_validation_page_says_how_the_moe_runs_move_with_the_schedule_searched(warm_kernels):
+    """Other public runs: the sentence behind keeping 1F1B the default carries calibration's own numbers."""
+    from streamlit.testing.v1 import AppTest
+
+    from costcore.validation import calibration
+    from server_support import NEVER_S
+    from shared import APP
+    at = AppTest.from_file(str(APP), default_timeout=NEVER_S)
+    at.switch_page("pages/validation.py")
+    at.run()
+    at.radio(key="val_runs").set_value("extra").run()
+    assert not at.exception
+    text = " ".join(m.value for m in at.markdown)
+    moe = calibration.schedule_search_ratios()
+    assert "DeepSeek-V3" in moe and moe["DeepSeek-V3"][2] == "dualpipe"  # the run that used DualPipe takes it
+    for name, (default, searched, sched) in moe.items():
+        if sched == "dualpipe":
+            assert f"{name} {default:.2f} to {searched:.2f}" in text
+    # searched is never slower than the 1F1B default: it keeps the faster of the two
+    assert all(searched <= default * (1 + 1e-12) for default, searched, _ in moe.values())
