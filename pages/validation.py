@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from costcore import fmt
+from costcore.scenario.schema import BY_PATH
 from costcore.validation import calibration, decode, finetune, multimodal
 from costcore.validation import runs as validation
 from pages import common
@@ -129,11 +130,13 @@ def _decode_view() -> None:
     _time_view(df, decode.summary(df),
                "RL rollouts and evaluation generate text; the planner times it with a roofline (each step reads the "
                "weights and the KV cache at memory bandwidth, or does the batch's FLOPs at peak, whichever is longer) "
-               "at the default share of it (0.5), and prefills prompts at the default inference utilization (35%). "
+               f"at the default share of it ({fmt.num(BY_PATH['stages.eval.decode_efficiency'].default)}), and "
+               f"prefills prompts at the default inference utilization "
+               f"({fmt.share(BY_PATH['efficiency.inference_mfu'].default)}). "
                "Each measurement is a fixed batch of prompts generated to a fixed length on the GPUs its label "
                "names, its whole latency published; nothing is fitted on them. Two patterns stand out: one GPU "
                "decoding a 7B model runs faster than modelled in the tuned engines (TensorRT-LLM, LMDeploy), and "
-               "long prompts prefill faster than 35% of peak.",
+               f"long prompts prefill faster than {fmt.share(BY_PATH['efficiency.inference_mfu'].default)} of peak.",
                {},
                lambda r: f"{common.md_escape(r.engine)}. Source: {common.md_escape(r.source)}. In its table: "
                          f"\u201c{common.md_escape(r.quote)}\u201d. Assumed: {common.md_escape(r.assumptions)}.",
