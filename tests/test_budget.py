@@ -132,7 +132,18 @@ def test_compare_lists_differences():
     assert costs.B.sum() == pytest.approx(b.total_usd) and costs.A.sum() == pytest.approx(a.total_usd)
 
 
-@pytest.mark.parametrize("preset", ["pipeline-70b", "vertical-7b-lora", "reasoning-grpo-32b", "scratch-7b"])
+def test_dualpipe_lever_is_offered_for_a_mixture_of_experts_only():
+    """A MoE's stages on the 1F1B default get the lever that lets the search run DualPipe; a stage that
+    pins DualPipe already (the DeepSeek-V3 preset's pre-training) and dense models do not."""
+    lv = {x.key: x for x in levers.levers("moe-deepseek-v3")}
+    assert set(lv["dualpipe"].changes) == {"stages.cpt.schedule", "stages.sft.schedule"}
+    assert set(lv["dualpipe"].changes.values()) == {"search"}
+    assert "continued pre-training and supervised fine-tuning" in lv["dualpipe"].title
+    assert "dualpipe" not in {x.key for x in levers.levers("pipeline-70b")}
+
+
+@pytest.mark.parametrize("preset", ["pipeline-70b", "vertical-7b-lora", "reasoning-grpo-32b", "scratch-7b",
+                                    "moe-deepseek-v3"])
 def test_each_lever_saving_is_the_difference_of_two_estimates(preset):
     base = costcore.estimate(preset)
     lv = levers.levers(preset)

@@ -101,6 +101,15 @@ def _candidates(res: api.Result) -> list[Lever]:
                      {"hardware.usd_per_gpu_hour": round(price * (1 - P["spot_discount"]), 4),
                       "reliability.failures_per_gpu_hour": min(0.01, rate * P["spot_interruption_multiplier"])},
                      sources=["spot_discount", "spot_interruption_multiplier"]))
+    # a mixture of experts: let the plan search run DualPipe where it is faster than 1F1B
+    if float(ev("model.experts")) > 1:
+        ch = {f"stages.{s}.schedule": "search" for s in res.stages if f"stages.{s}.schedule" in schema.BY_PATH
+              and ev(f"stages.{s}.schedule") == "auto" and res.uses_layout(s)}
+        if ch:
+            out.append(Lever("dualpipe", "Let the plan search run DualPipe in " + fmt.words_list(
+                (lambda w: w[0].lower() + w[1:])(schema.STAGE_LABELS[k.split(".")[1]]) for k in ch),
+                "Needs DeepSeek's DualPipe (deepseek-ai/DualPipe) and two copies of each pipeline stage's weights; "
+                "the public MoE runs that did not use it ran slower than this predicts (the Validation page).", ch))
     # DPO reference log-probs
     if "dpo" in res.stages and ev("stages.dpo.reference") == "live":
         out.append(Lever("dpo_ref", "Precompute DPO reference log-probs once",
