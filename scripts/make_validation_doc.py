@@ -40,6 +40,15 @@ def far_text(fold: float = 1.4) -> str:
             f"{', '.join(fast) or 'none'}; too slow {', '.join(slow) or 'none'}.")
 
 
+def guanaco_dequant_share() -> float:
+    """Share of the Guanaco 65B run's step compute (forward and backward, recompute apart) that is the NF4
+    dequantization (layout terms ``dequant_s`` / ``compute_s``)."""
+    from costcore import api
+    from costcore.validation import finetune
+    plan = api.estimate(finetune.finetune_runs()["guanaco-65b"]["scenario"]).plan("sft")
+    return plan["compute_s"]["dequantization"] / plan["time_s"]["compute"]
+
+
 def deepseek_preset_plan_ratio() -> float:
     """Predicted / published of the DeepSeek-V3 run with the pre-training plan of presets/moe-deepseek-v3.yaml
     pinned (the report's TP 1, PP 16, EP 64, DualPipe), under the fitted knobs."""
@@ -149,7 +158,7 @@ def render() -> str:
              "covers about 30,000 sequences of unpublished length (400 tokens assumed), the step model puts "
              "a one-sequence micro-batch of 400 tokens at about a third of the A6000's peak (the GEMM "
              "efficiency curve, fitted on Selene's large matmuls, penalises a short dimension), and the NF4 "
-             "dequantization, timed from its bytes, is about a sixth of the step. Three community "
+             f"dequantization, timed from its bytes, is {guanaco_dequant_share():.0%} of the step's compute. Three community "
              "reruns of the Alpaca script (tatsu-lab/stanford_alpaca issues #168, #170 and #32) show how much "
              "the stack of the day weighed: with Hugging Face transformers main two weeks after the release, "
              "the README's command took 1.32 h on 4 A100 80GB and about 40 min for 3 epochs on 8, both about "
