@@ -177,14 +177,27 @@ def test_the_plan_command_names_the_schedule_and_reads_at_three_digits(capsys):
     rc, out, err = run_cli(capsys, ["plan", str(ROOT / "presets" / "moe-deepseek-v3.yaml"), "--top", "3"])
     assert rc == 0 and not err
     lines = out.splitlines()
-    assert lines[0] == "Pre-training: 3 fastest plans that fit (DualPipe schedule), best first"
+    assert lines[0] == "Pre-training: 3 fastest plans that fit, best first"
+    assert lines[1].split()[-1] == "schedule"  # each plan says which schedule it runs
     best = api.plans(api.load_preset("moe-deepseek-v3"), "pretrain", top=1)[0]
     row = lines[2].split()
     assert row[:5] == [str(best[k]) for k in ("tp", "pp", "dp", "cp", "ep")]
     assert " ".join(row[8:10]) == fmt.duration_s(best["step_time_s"])  # e.g. "5.30 s", never "5.3 s"
-    assert row[10] == fmt.share(best["mfu"]) and " ".join(row[11:]) == fmt.gb(best["memory_per_gpu_gb"])
+    assert row[10] == fmt.share(best["mfu"]) and " ".join(row[11:13]) == fmt.gb(best["memory_per_gpu_gb"])
+    assert all(line.split()[-1] == "DualPipe" for line in lines[2:5])
     rc, out, _ = run_cli(capsys, ["plan", "llama3-8b", "--top", "1"])
     assert rc == 0 and "DualPipe" not in out
+
+
+def test_the_plan_command_lists_each_plans_schedule_when_the_schedule_is_searched(capsys):
+    from shared import run_cli
+    rc, out, _ = run_cli(capsys, ["plan", "moe-deepseek-v3", "--stage", "cpt", "--top", "40",
+                                  "--set", "stages.cpt.schedule=search"])
+    assert rc == 0
+    plans = api.plans(api.load_preset("moe-deepseek-v3"), "cpt", top=1)  # default: 1F1B
+    assert plans[0]["schedule"] == "1f1b"
+    shown = [line.split()[-1] for line in out.splitlines()[2:]]
+    assert shown and set(shown) <= {"DualPipe", "1F1B"} and shown[0] == "DualPipe"
 
 
 def test_the_explanation_names_the_schedule_and_its_source():
