@@ -27,7 +27,8 @@ def budget_and_fixed() -> None:
         common.knob("budget.total_usd", "Total budget ($, 0 = none)", widget="number", step=100000.0, fmt_str="%.0f")
     with c2:
         common.knob("budget.warn_at", "Warning line (share of each budget)", 0.5, 1.0, 0.05)
-    cols = [st.container(horizontal=True, gap="medium")] * len(res.stages)  # one block, not one per stage
+    # one block, not one per stage; boxes aligned at the bottom when a long stage name wraps its label
+    cols = [st.container(horizontal=True, gap="medium", vertical_alignment="bottom")] * len(res.stages)
     for col, s in zip(cols, res.stages):
         with col:
             common.knob(f"budget.{s}_usd", f"{common.STAGE_LABELS[s]} budget ($)", widget="number", step=10000.0,
