@@ -108,6 +108,41 @@ def _finetune_view() -> None:
                {"tokens_per_s_per_gpu": ("Tokens/s per GPU", fmt.num), "mfu": ("MFU", lambda v: f"{v:.1%}")},
                lambda r: f"Source: {common.md_escape(r.source)}. "
                          f"Assumed where the source is silent: {common.md_escape(r.assumptions)}.")
+    _steps_view()
+
+
+@st.cache_data(show_spinner=False)
+def _steps() -> pd.DataFrame:
+    return finetune.step_table()
+
+
+def _steps_view() -> None:
+    """Qwen's LoRA / Q-LoRA profiling: the plan's step time and memory against the published ones."""
+    df = _steps()
+    s = finetune.step_summary(df)
+    st.subheader("Step time and memory of LoRA and Q-LoRA on one A100")
+    slow = "; ".join(f"{p['label'].split(' Q-LoRA')[0]} at {p['label'].split(', ')[1]}: {p['published']:.2f}x "
+                     f"published, {p['predicted']:.2f}x predicted" for p in s["qlora_over_lora"])
+    st.markdown(
+        "Qwen's README profiles one optimizer step (8 micro-batches of one padded sequence) and its memory. The "
+        "planner's figure is the plan's step at the modelled rate, without the production losses a profiled "
+        f"iteration does not have; nothing is fitted on these. Step time, predicted / published: LoRA median "
+        f"{s['lora']['step_ratio'][0]:.2f}, Q-LoRA median {s['qlora']['step_ratio'][0]:.2f}. Memory: LoRA median "
+        f"{s['lora']['memory_ratio'][0]:.2f}, Q-LoRA median {s['qlora']['memory_ratio'][0]:.2f}. How much slower "
+        f"Q-LoRA's step is than LoRA's: {slow}. Qwen's Q-LoRA dequantizes a GPTQ int4 checkpoint with AutoGPTQ, "
+        "not bitsandbytes' NF4 (docs/validation.md discusses both gaps).")
+    common.number_table(
+        df[["label", "published_step_s", "predicted_step_s", "step_ratio", "published_memory_gb",
+            "predicted_memory_gb", "memory_ratio"]],
+        {"published_step_s": fmt.duration_s, "predicted_step_s": fmt.duration_s, "step_ratio": lambda v: f"{v:.2f}x",
+         "published_memory_gb": fmt.gb, "predicted_memory_gb": fmt.gb, "memory_ratio": lambda v: f"{v:.2f}x"},
+        {"label": "Measurement", "published_step_s": "Published step", "predicted_step_s": "Predicted step",
+         "step_ratio": "Step ratio", "published_memory_gb": "Published memory",
+         "predicted_memory_gb": "Predicted memory", "memory_ratio": "Memory ratio"},
+        {"published_memory_gb": "per GPU (the 72B LoRA row: its 4 GPUs' total over 4)",
+         "step_ratio": "predicted / published step time", "memory_ratio": "predicted / published memory per GPU"},
+        height=35 * (len(df) + 1) + 3)
+    st.caption(f"Source: {common.md_escape(df['source'].iloc[0])}.")
 
 
 def _multimodal_view() -> None:

@@ -277,9 +277,8 @@ def test_post_training_and_multimodal_stages_carry_the_band_of_their_own_runs():
     assert validation.default_mfu_log_sigma("pretrain") == validation.default_mfu_log_sigma() == cal["mfu_log_sigma"]
 
 
-def _time_view_shows_the_scorers_numbers(dataset: str, scorer) -> str:
-    """Open the Validation page on ``dataset``; its metrics and table are ``scorer``'s (finetune or multimodal
-    validation module) own numbers. Returns the page's markdown text."""
+def _validation_page(dataset: str):
+    """An AppTest on the Validation page with the set of runs ``dataset`` chosen."""
     from streamlit.testing.v1 import AppTest
 
     from server_support import NEVER_S
@@ -289,6 +288,13 @@ def _time_view_shows_the_scorers_numbers(dataset: str, scorer) -> str:
     at.run()
     at.radio(key="val_runs").set_value(dataset).run()
     assert not at.exception
+    return at
+
+
+def _time_view_shows_the_scorers_numbers(dataset: str, scorer) -> str:
+    """Open the Validation page on ``dataset``; its metrics and table are ``scorer``'s (finetune or multimodal
+    validation module) own numbers. Returns the page's markdown text."""
+    at = _validation_page(dataset)
     want = {"finetune": lambda: scorer.finetune_table(), "multimodal": lambda: scorer.multimodal_table(),
             "decode": lambda: scorer.decode_table()}[dataset]()
     s = scorer.summary(want)
@@ -416,16 +422,8 @@ def test_decode_refit_decomposition_is_the_planners_latency():
 
 def test_validation_page_says_how_the_moe_runs_move_with_the_schedule_searched(warm_kernels):
     """Other public runs: the sentence behind keeping 1F1B the default carries calibration's own numbers."""
-    from streamlit.testing.v1 import AppTest
-
     from costcore.validation import calibration
-    from server_support import NEVER_S
-    from shared import APP
-    at = AppTest.from_file(str(APP), default_timeout=NEVER_S)
-    at.switch_page("pages/validation.py")
-    at.run()
-    at.radio(key="val_runs").set_value("extra").run()
-    assert not at.exception
+    at = _validation_page("extra")
     text = " ".join(m.value for m in at.markdown)
     moe = calibration.schedule_search_ratios()
     assert "DeepSeek-V3" in moe and moe["DeepSeek-V3"][2] == "dualpipe"  # the run that used DualPipe takes it
@@ -434,3 +432,63 @@ def test_validation_page_says_how_the_moe_runs_move_with_the_schedule_searched(w
             assert f"{name} {default:.2f} to {searched:.2f}" in text
     # searched is never slower than the 1F1B default: it keeps the faster of the two
     assert all(searched <= default * (1 + 1e-12) for default, searched, _ in moe.values())
+
+
+def test_lora_and_qlora_step_measurements_are_scored_as_published(warm_kernels):
+    """Qwen's profiling table (QwenLM/Qwen README, 'Profiling of Memory and Speed'): each row is the plan's own
+    step time and memory against the published s/it and GB; the Q-LoRA / LoRA pairs come from the same rows."""
+    import yaml
+
+    from costcore.validation import finetune
+    data = yaml.safe_load(finetune.STEPS.read_text())["runs"]
+    t = finetune.step_table()
+    assert list(t["run"]) == list(data) and len(t) == 10
+    for r in t.itertuples():
+        run = data[r.run]
+        plan = costcore.estimate(run["scenario"]).plan("sft")
+        assert r.predicted_step_s == pytest.approx(plan["step_time_s"], rel=1e-12)
+        assert r.predicted_memory_gb == pytest.approx(plan["memory_per_gpu_gb"], rel=1e-12)
+        assert r.published_step_s == run["published_step_s"] and f"{r.published_step_s}s/it" in run["quote"]
+        assert r.step_ratio == pytest.approx(r.predicted_step_s / r.published_step_s)
+        assert "QwenLM/Qwen README.md" in r.source
+    assert data["qwen-7b-lora-2048"]["published_step_s"] == 5.2 and data["qwen-7b-qlora-2048"]["published_step_s"] == 7.0
+    s = finetune.step_summary(t)
+    pair = next(p for p in s["qlora_over_lora"] if p["label"].startswith("Qwen-7B") and "2,048" in p["label"])
+    assert pair["published"] == pytest.approx(7.0 / 5.2)
+    q, lo = t.set_index("run").loc["qwen-7b-qlora-2048"], t.set_index("run").loc["qwen-7b-lora-2048"]
+    assert pair["predicted"] == pytest.approx(q.predicted_step_s / lo.predicted_step_s)
+    # the 72B pair ran on different GPU counts (LoRA with ZeRO-3 on 4, Q-LoRA on 1): not compared
+    assert not any("72B" in p["label"] for p in s["qlora_over_lora"])
+    assert s["lora"]["step_ratio"][1] <= s["lora"]["step_ratio"][0] <= s["lora"]["step_ratio"][2]
+
+
+def test_validation_page_shows_the_lora_and_qlora_step_measurements(warm_kernels):
+    from costcore.validation import finetune
+    at = _validation_page("finetune")
+    assert "Step time and memory of LoRA and Q-LoRA on one A100" in [h.value for h in at.subheader]
+    shown = at.dataframe[1].value
+    want = finetune.step_table()
+    assert list(shown["label"]) == list(want["label"])
+    assert (shown["step_ratio"] == want["step_ratio"]).all() and (shown["memory_ratio"] == want["memory_ratio"]).all()
+    text = " ".join(m.value for m in at.markdown)
+    s = finetune.step_summary(want)
+    assert f"LoRA median {s['lora']['step_ratio'][0]:.2f}, Q-LoRA median {s['qlora']['step_ratio'][0]:.2f}" in text
+
+
+def test_readme_quotes_the_lora_and_qlora_step_measurements():
+    """The README's line on Qwen's profiling table is step_summary's, not hand-copied."""
+    from costcore.validation import finetune
+    from shared import ROOT
+    s = finetune.step_summary(finetune.step_table())
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+
+    def span(method, key):
+        _, lo, hi = s[method][key]
+        return f"{lo:.2f}-{hi:.2f}×"
+    assert f"the plan's step time is {span('lora', 'step_ratio')[:-1]}× of the published one for LoRA" in readme
+    assert f"and {span('qlora', 'step_ratio')} for Q-LoRA" in readme
+    assert f"memory {span('lora', 'memory_ratio')} (LoRA) and {span('qlora', 'memory_ratio')} (Q-LoRA)" in readme
+    short = [p for p in s["qlora_over_lora"] if "8,192" not in p["label"]]  # the README's 256-2,048 tokens
+    pub = f"{min(p['published'] for p in short):.2f}-{max(p['published'] for p in short):.2g}×"
+    pred = f"{min(p['predicted'] for p in short):.2f}-{max(p['predicted'] for p in short):.2f}×"
+    assert f"slowed a step {pub} against the planner's {pred} at 256-2,048 tokens" in readme

@@ -17,6 +17,7 @@ from costcore import api
 from costcore.validation import multimodal, runs_of
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "finetune_runs.yaml"
+STEPS = Path(__file__).resolve().parent.parent / "data" / "finetune_steps.yaml"
 
 
 def finetune_runs() -> dict[str, dict]:
@@ -58,3 +59,48 @@ def summary(table: pd.DataFrame) -> dict:
     error in x, runs within 25%) and the label of the worst run."""
     worst = table["ratio"].map(lambda r: abs(math.log(r)))
     return dict(multimodal.summary(table), worst_run=str(table.loc[worst.idxmax(), "label"]) if len(table) else "")
+
+
+def step_runs() -> dict[str, dict]:
+    """name -> {label, published_step_s, published_memory_gb, quote, source, assumptions, scenario} (fresh copies)."""
+    return runs_of(STEPS)
+
+
+def step_table() -> pd.DataFrame:
+    """One row per published step measurement (``data/finetune_steps.yaml``): the plan's step time (one
+    optimizer step at the modelled rate: no production losses, which a profiled iteration does not have)
+    and its memory per GPU, each against the published figure. Nothing is fitted on them."""
+    rows = []
+    for name, run in step_runs().items():
+        res = api.estimate(dict(run["scenario"], name=run["label"]))
+        plan = res.plan("sft")
+        method = run["scenario"]["stages"]["sft"]["method"]
+        rows.append({"run": name, "label": run["label"], "method": method,
+                     "predicted_step_s": plan["step_time_s"], "published_step_s": float(run["published_step_s"]),
+                     "step_ratio": plan["step_time_s"] / float(run["published_step_s"]),
+                     "predicted_memory_gb": plan["memory_per_gpu_gb"],
+                     "published_memory_gb": float(run["published_memory_gb"]),
+                     "memory_ratio": plan["memory_per_gpu_gb"] / float(run["published_memory_gb"]),
+                     "quote": run["quote"], "source": run["source"], "assumptions": run["assumptions"]})
+    return pd.DataFrame(rows)
+
+
+def step_summary(table: pd.DataFrame) -> dict:
+    """Per method (lora, qlora): the median, lowest and highest predicted / published step time and
+    memory; and per model and length measured both ways, Q-LoRA's step time over LoRA's, published and
+    predicted (how much the 4-bit base slows a step)."""
+    out: dict = {}
+    for method, g in table.groupby("method"):
+        out[method] = {k: (float(g[k].median()), float(g[k].min()), float(g[k].max()))
+                       for k in ("step_ratio", "memory_ratio")}
+    pairs = []
+    keyed = table.assign(key=table["run"].str.replace(r"-(q?lora)-", "-", regex=True)).set_index(["key", "method"])
+    for key in dict.fromkeys(k for k, _ in keyed.index):
+        if (key, "lora") in keyed.index and (key, "qlora") in keyed.index:
+            lo, q = keyed.loc[(key, "lora")], keyed.loc[(key, "qlora")]
+            if lo["label"].split(",")[-1] == q["label"].split(",")[-1]:  # the same GPUs
+                pairs.append({"label": q["label"].replace("Q-LoRA", "Q-LoRA / LoRA"),
+                              "published": q["published_step_s"] / lo["published_step_s"],
+                              "predicted": q["predicted_step_s"] / lo["predicted_step_s"]})
+    out["qlora_over_lora"] = pairs
+    return out
