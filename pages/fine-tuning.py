@@ -76,7 +76,9 @@ with right:
 
 st.subheader("Optimizer and memory techniques")
 common.knob_columns(
-    [("stages.sft.optimizer", "Optimizer"), ("stages.sft.offload", "CPU offload (ZeRO-Offload)")],
+    [("stages.sft.optimizer", "Optimizer"), ("stages.sft.offload", "CPU offload (ZeRO-Offload)"),
+     ("efficiency.logit_bytes", "Bytes per logit held for the loss (4 fused, about 11 Hugging Face)", 2, 32, 1,
+      "number")],
     # QLoRA's base is 4-bit whatever base_bits says: the choice is offered to LoRA only
     ([("stages.sft.base_bits", "Frozen base weights (LoRA)", None, None, None, "slider", None, None, [16, 8, 4])]
      if schema.effective_value(common.scenario(), "stages.sft.method") != "qlora" else [])

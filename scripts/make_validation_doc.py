@@ -257,9 +257,15 @@ def finetune_text() -> str:
 
 def finetune_steps_text() -> str:
     """Qwen's published LoRA / Q-LoRA profiling against the plan's step time and memory (nothing fitted)."""
-    from costcore.validation.finetune import step_summary, step_table
+    from costcore.validation.finetune import HF_LOGIT_BYTES, step_summary, step_table
     df = step_table()
     s = step_summary(df)
+    hf_bytes = HF_LOGIT_BYTES
+    s_hf = step_summary(step_table({"logit_bytes": hf_bytes}))
+
+    def span_hf(method):
+        med, lo, hi = s_hf[method]["memory_ratio"]
+        return f"{lo:.2f}-{hi:.2f}x"
 
     def span(method, key):
         med, lo, hi = s[method][key]
@@ -278,8 +284,9 @@ def finetune_steps_text() -> str:
              "not bitsandbytes' NF4, so the gap may be that library's. The LoRA memory the planner leaves out "
              "grows with the length: its logits term is one FP32 copy of the vocabulary's scores per token, while "
              "a Hugging Face model of 2023 holds about three (the BF16 logits cast to FP32, the shifted copy, the "
-             "log-softmax) at a vocabulary of 152k; Q-LoRA's is short by a few more GB at every length, which the "
-             "planner does not place.", "",
+             f"log-softmax) at a vocabulary of 152k. With `efficiency.logit_bytes` at {hf_bytes:g} (the 7B rows' "
+             f"slope), LoRA's memory comes out {span_hf('lora')} of the published and Q-LoRA's {span_hf('qlora')}.",
+             "",
              "| run | published | predicted step | step ratio | published memory | predicted memory | memory ratio |",
              "|---|---|---|---|---|---|---|"]
     for r in df.itertuples():

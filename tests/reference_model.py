@@ -263,7 +263,7 @@ def layout_hardware(f) -> dict:
             "gemm": f("hardware.gemm_efficiency"), "attention": f("hardware.attn_efficiency"),
             "collective": f("efficiency.collective_efficiency"), "half_dim": f("efficiency.gemm_half_dim") * f("hardware.peak_tflops") / f("hardware.mem_bandwidth_tbs") / 156.0,
             "traffic": f("efficiency.memory_traffic"), "dp_overlap": f("efficiency.dp_overlap"),
-            "buffers": f("efficiency.comm_buffer_gb") * 1e9, "fp8_gemm": f("efficiency.fp8_gemm_efficiency"),
+            "buffers": f("efficiency.comm_buffer_gb") * 1e9, "logit_bytes": f("efficiency.logit_bytes"), "fp8_gemm": f("efficiency.fp8_gemm_efficiency"),
             "grad_bytes": f("efficiency.grad_reduce_bytes"), "contention": f("efficiency.overlap_contention"),
             "pcie": f("hardware.pcie_gbs") * 1e9, "cpu_bw": f("efficiency.cpu_optimizer_gbs") * 1e9,
             "tp_overlap": f("efficiency.tp_overlap"), "dualpipe_sms": f("efficiency.dualpipe_comm_sm_share")}
@@ -310,8 +310,8 @@ def plan_memory(model: dict, hw: dict, job: dict, plan: dict) -> dict:
     (Korthikanti et al. 2022 Table 2): 34 s b h / t with SP (s b h (10 + 24/t) without), the
     MLP's 19 scaled by its width / 4h, 7 bytes fewer in FP8; no recompute adds 5 a s^2 b / t;
     full keeps 2 s b h / t per layer plus one layer. The first stage holds min(p, m)
-    micro-batches of ceil(L/p) layers, x (1 + (p-1)/(p v)) interleaved. Buffers: fp32 logits
-    4 s b V / t, the communication buffers, with ZeRO-3 two prefetched bf16 layers, and a quantized
+    micro-batches of ceil(L/p) layers, x (1 + (p-1)/(p v)) interleaved. Buffers: the loss's logits
+    logit_bytes x s b V / t, the communication buffers, with ZeRO-3 two prefetched bf16 layers, and a quantized
     base's largest matrix dequantized to bf16.
     """
     tp, pp, dp, cp, ep = plan["tp"], plan["pp"], plan["dp"], plan["cp"], plan["ep"]
@@ -385,7 +385,7 @@ def plan_memory(model: dict, hw: dict, job: dict, plan: dict) -> dict:
         optimizer = grads = 0.0
     if job["offload"] == "optimizer_and_params":  # ZeRO-Infinity: the weights too
         weights = 0.0
-    buffers = 4.0 * s * b * model["V"] / tp + hw["buffers"]
+    buffers = hw["logit_bytes"] * s * b * model["V"] / tp + hw["buffers"]
     if zero >= 3 and (job["method"] == "full" or job["offload"] == "optimizer_and_params"):
         attention, mlp, expert = layer_parameter_counts(model)
         buffers += 2.0 * 2.0 * (attention + max(mlp, expert)) / tp

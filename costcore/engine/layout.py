@@ -44,7 +44,7 @@ MODEL_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "voc
 HW_FIELDS = ("peak_flops", "fp8_peak_flops", "memory_bytes", "hbm_bytes_s", "intra_bytes_s", "inter_bytes_s",
              "gpus_per_node", "gemm_efficiency", "attn_efficiency", "collective_efficiency", "gemm_half_dim",
              "memory_traffic", "dp_overlap", "buffer_bytes", "fp8_efficiency", "grad_reduce_bytes", "overlap_contention",
-             "pcie_bytes_s", "cpu_optimizer_bytes_s", "tp_overlap", "dualpipe_comm_sm_share")
+             "pcie_bytes_s", "cpu_optimizer_bytes_s", "tp_overlap", "dualpipe_comm_sm_share", "logit_bytes")
 JOB_FIELDS = ("seq", "global_batch", "gpus", "method", "deq", "mbs_mult", "extra_weights", "fp8",
               "flops_per_token", "tokens_per_seq", "optimizer", "offload", "grad_accum", "base_bytes", "media_act",
               "attn_ctx", "dualpipe", "quantized_base")
@@ -61,7 +61,7 @@ NROW = NP + NT
 (M_L, M_H, M_A, M_KV, M_HD, M_FFN, M_V, M_GATED, M_E, M_K, M_SHARED, M_MOE_FFN, M_NTOT, M_NACT, M_NEXP,
  M_NTRAIN, M_NODES) = range(len(MODEL_FIELDS))
 (W_PEAK, W_FP8, W_MEM, W_HBM, W_INTRA, W_INTER, W_GPN, W_GEMM, W_ATTN, W_COLL, W_HALF, W_TRAFFIC, W_OVERLAP,
- W_BUFFER, W_FP8_EFF, W_GRAD_BYTES, W_CONTENTION, W_PCIE, W_CPU_BW, W_TP_OVERLAP, W_DUAL_SMS) = range(len(HW_FIELDS))
+ W_BUFFER, W_FP8_EFF, W_GRAD_BYTES, W_CONTENTION, W_PCIE, W_CPU_BW, W_TP_OVERLAP, W_DUAL_SMS, W_LOGIT) = range(len(HW_FIELDS))
 (J_SEQ, J_GB, J_G, J_METHOD, J_DEQ, J_MBS, J_EXTRA, J_FP8, J_FPT, J_TOKSEQ, J_OPT, J_OFFLOAD, J_ACCUM,
  J_BASE_BYTES, J_MEDIA_ACT, J_ACTX, J_DUAL, J_QBASE) = range(len(JOB_FIELDS))
 P_TP, P_PP, P_DP, P_CP, P_EP, P_MB, P_RC, P_ZERO, P_V, P_SP, P_DUAL = range(NP)
@@ -346,13 +346,14 @@ def model_state_bytes(model, job, plan):
 
 @njit(cache=True)
 def _buffer_bytes(model, hw, job, plan):
-    """Buffers per GPU (bytes; see :func:`_memory`): fp32 logits, ZeRO-3's two prefetched layers, buckets, and
+    """Buffers per GPU (bytes; see :func:`_memory`): the loss's logits (``logit_bytes`` per token and vocabulary
+    entry: 4 for one FP32 copy), ZeRO-3's two prefetched layers, buckets, and
     for a quantized base the BF16 copy of its largest weight matrix, which bitsandbytes allocates to dequantize
     into before each matmul and frees after it (functional.py dequantize_4bit: ``out = torch.empty(shape,
     dtype=quant_state.dtype)``; autograd/_functions.py MatMul4Bit, forward and backward)."""
     tp, cp, mb, zero = plan[P_TP], plan[P_CP], plan[P_MB], plan[P_ZERO]
     s = job[J_SEQ] / cp
-    buf = 4.0 * s * mb * job[J_MBS] * model[M_V] / tp + hw[W_BUFFER]
+    buf = hw[W_LOGIT] * s * mb * job[J_MBS] * model[M_V] / tp + hw[W_BUFFER]
     if zero >= 2.5 and (job[J_METHOD] == METHOD_FULL or job[J_OFFLOAD] >= OFFLOAD_OPTIMIZER_AND_PARAMS):
         attn_p, mlp_p, exp_p = layer_params(model)
         buf += 2.0 * 2.0 * (attn_p + max(mlp_p, exp_p)) / tp
@@ -375,9 +376,9 @@ def _memory(model, hw, job, plan, out):
     working set. The MLP's share (19 of the 34) scales with its width (MoE: top-k experts). FP8
     stores the linear layers' inputs (14 of the 34) in one byte. With 1F1B the first stage holds
     min(p, m) micro-batches of L/p layers (Narayanan et al. 2021 Sec. 2.2); interleaving adds
-    (p - 1)/(p v) of that. Buffers: fp32 logits 4 s b V / t, ZeRO-3's two prefetched layers (also
-    with offloaded weights: the layers being computed), communication buckets, a quantized base's
-    dequantized matrix (:func:`_buffer_bytes`).
+    (p - 1)/(p v) of that. Buffers: the loss's logits, ``logit_bytes`` x s b V / t (4: one FP32
+    copy), ZeRO-3's two prefetched layers (also with offloaded weights: the layers being computed),
+    communication buckets, a quantized base's dequantized matrix (:func:`_buffer_bytes`).
     """
     tp, cp, mb, zero = plan[P_TP], plan[P_CP], plan[P_MB], plan[P_ZERO]
     w_b, g_b, o_b = model_state_bytes(model, job, plan)

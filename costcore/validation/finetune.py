@@ -66,13 +66,21 @@ def step_runs() -> dict[str, dict]:
     return runs_of(STEPS)
 
 
-def step_table() -> pd.DataFrame:
+# An unfused Hugging Face loss holds about 11 bytes per logit (data/schema.yaml efficiency.logit_bytes)
+HF_LOGIT_BYTES = 11.0
+
+
+def step_table(efficiency: dict | None = None) -> pd.DataFrame:
     """One row per published step measurement (``data/finetune_steps.yaml``): the plan's step time (one
     optimizer step at the modelled rate: no production losses, which a profiled iteration does not have)
-    and its memory per GPU, each against the published figure. Nothing is fitted on them."""
+    and its memory per GPU, each against the published figure. Nothing is fitted on them. ``efficiency``:
+    knobs set on every run (``{"logit_bytes": HF_LOGIT_BYTES}`` for the Hugging Face loss they ran)."""
     rows = []
     for name, run in step_runs().items():
-        res = api.estimate(dict(run["scenario"], name=run["label"]))
+        scn = dict(run["scenario"], name=run["label"])
+        if efficiency:
+            scn["efficiency"] = dict(scn.get("efficiency") or {}, **efficiency)
+        res = api.estimate(scn)
         plan = res.plan("sft")
         method = run["scenario"]["stages"]["sft"]["method"]
         rows.append({"run": name, "label": run["label"], "method": method,
