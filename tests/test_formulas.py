@@ -395,7 +395,8 @@ def gpt_model(n_params, L=32.0, h=4096.0, a=32.0, V=32000.0, ffn=None, method_fu
                 n_trainable=n_params)
 
 
-NO_BUFFERS = _arr(layout.HW_FIELDS, memory_bytes=1e15)
+# no communication buffers; the loss's logits at the default one FP32 copy (efficiency.logit_bytes)
+NO_BUFFERS = _arr(layout.HW_FIELDS, memory_bytes=1e15, logit_bytes=4.0)
 
 
 def memory(model, plan, seq=2048.0, global_batch=1.0, method=0.0, fp8=0.0, extra=0.0, hw=NO_BUFFERS):
