@@ -121,7 +121,7 @@ def _steps_view() -> None:
     df = _steps()
     s = finetune.step_summary(df)
     st.subheader("Step time and memory of LoRA and Q-LoRA on one A100")
-    slow = "; ".join(f"{p['label'].split(' Q-LoRA')[0]} at {p['label'].split(', ')[1]}: {p['published']:.2f}x "
+    slow = "; ".join(f"{p['model']} at {p['tokens']:,} tokens: {p['published']:.2f}x "
                      f"published, {p['predicted']:.2f}x predicted" for p in s["qlora_over_lora"])
     st.markdown(
         "Qwen's README profiles one optimizer step (8 micro-batches of one padded sequence) and its memory. The "
@@ -300,7 +300,7 @@ st.markdown(
 
 @st.cache_data(show_spinner=False)
 def _schedule_search() -> dict:
-    return calibration.schedule_search_ratios()
+    return calibration.schedule_search_summary()
 
 
 # dense runs of 100B and more on the stacks of 2020-22 and of 2023 (docs/validation.md, section 2)
@@ -325,14 +325,13 @@ if dataset == "extra":
             f"published) and those of 2023 slower ({_listed(new)}): the stacks changed (FlashAttention, selective "
             "recomputation, overlapped communication), which no input of a defaults-only plan reveals.")
     moe = _schedule_search()
-    moved = [f"{n} {a:.2f} to {b:.2f}" for n, (a, b, sched) in moe.items() if sched == "dualpipe"]
-    closer = [n for n, (a, b, _) in moe.items() if abs(math.log(b)) < abs(math.log(a))]
-    further = [n for n, (a, b, _) in moe.items() if abs(math.log(b)) > abs(math.log(a))]
+    moved = [f"{n} {a:.2f} to {b:.2f}" for n, a, b in moe["moved"]]
     st.markdown(
         f"**Mixture of experts and DualPipe.** With the pipeline schedule set to Searched, the plan "
-        f"search takes DeepSeek's DualPipe on {len(moved)} of the {len(moe)} MoE runs ({', '.join(moved) or 'none'};"
-        f" predicted / published, 1F1B to searched). Closer to the published time: {', '.join(closer) or 'none'}; "
-        f"further: {', '.join(further) or 'none'}. The default stays 1F1B; a stage opts in on the Job layout page.")
+        f"search takes DeepSeek's DualPipe on {len(moved)} of the {moe['runs']} MoE runs ({', '.join(moved) or 'none'};"
+        f" predicted / published, 1F1B to searched). Closer to the published time: {', '.join(moe['closer']) or 'none'}"
+        f"; further: {', '.join(moe['further']) or 'none'}. The default stays 1F1B; a stage opts in on the Job layout "
+        "page.")
 if tp and dataset == "reference":
     st.markdown(
         "PaLM's 64 days mix 6,144 chips for 1,200 h and 3,072 chips for 336 h \"including some downtime and "

@@ -67,16 +67,13 @@ def deepseek_preset_plan_ratio() -> float:
 
 def schedule_search_text() -> str:
     """How the MoE runs move when the search may take DualPipe (``schedule: search``), from the fit itself."""
-    r = calibration.schedule_search_ratios()
-    moved = [f"{n} {a:.2f} to {b:.2f}" for n, (a, b, sched) in r.items() if sched == "dualpipe"]
-    kept = [n for n, (_, _, sched) in r.items() if sched != "dualpipe"]
-    return (f"With `schedule: search` the plan search may take DualPipe; on the {len(r)} public MoE runs it "
+    r = calibration.schedule_search_summary()
+    moved = [f"{n} {a:.2f} to {b:.2f}" for n, a, b in r["moved"]]
+    return (f"With `schedule: search` the plan search may take DualPipe; on the {r['runs']} public MoE runs it "
             f"does so for {len(moved)} ({', '.join(moved)}; predicted / published, default to searched) and keeps "
-            f"1F1B for {', '.join(kept) or 'none'}. Closer to the published time: "
-            f"{', '.join(n for n, (a, b, _) in r.items() if abs(math.log(b)) < abs(math.log(a))) or 'none'} "
-            "(DeepSeek used DualPipe for V3 and its own all-to-all overlap for V2); further: "
-            f"{', '.join(n for n, (a, b, _) in r.items() if abs(math.log(b)) > abs(math.log(a))) or 'none'}. "
-            "The default stays 1F1B; a stage opts in.")
+            f"1F1B for {', '.join(r['kept']) or 'none'}. Closer to the published time: "
+            f"{', '.join(r['closer']) or 'none'} (DeepSeek used DualPipe for V3 and its own all-to-all overlap for "
+            f"V2); further: {', '.join(r['further']) or 'none'}. The default stays 1F1B; a stage opts in.")
 
 
 def loo_text() -> str:
@@ -270,7 +267,7 @@ def finetune_steps_text() -> str:
     def span(method, key):
         med, lo, hi = s[method][key]
         return f"{lo:.2f}-{hi:.2f} (median {med:.2f})"
-    pairs = "; ".join(f"{p['label'].split(' Q-LoRA')[0]} at {p['label'].split(', ')[1]} {p['published']:.2f}x published, "
+    pairs = "; ".join(f"{p['model']} at {p['tokens']:,} tokens {p['published']:.2f}x published, "
                       f"{p['predicted']:.2f}x predicted" for p in s["qlora_over_lora"])
     lines = [f"Qwen's README profiles one optimizer step (8 micro-batches of one padded sequence) and the memory of "
              f"LoRA and Q-LoRA on one A100 80GB, {len(df)} measurements. The planner's step time is the plan's, at "

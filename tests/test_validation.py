@@ -453,12 +453,12 @@ def test_lora_and_qlora_step_measurements_are_scored_as_published(warm_kernels):
         assert "QwenLM/Qwen README.md" in r.source
     assert data["qwen-7b-lora-2048"]["published_step_s"] == 5.2 and data["qwen-7b-qlora-2048"]["published_step_s"] == 7.0
     s = finetune.step_summary(t)
-    pair = next(p for p in s["qlora_over_lora"] if p["label"].startswith("Qwen-7B") and "2,048" in p["label"])
+    pair = next(p for p in s["qlora_over_lora"] if p["model"] == "Qwen-7B" and p["tokens"] == 2048)
     assert pair["published"] == pytest.approx(7.0 / 5.2)
     q, lo = t.set_index("run").loc["qwen-7b-qlora-2048"], t.set_index("run").loc["qwen-7b-lora-2048"]
     assert pair["predicted"] == pytest.approx(q.predicted_step_s / lo.predicted_step_s)
     # the 72B pair ran on different GPU counts (LoRA with ZeRO-3 on 4, Q-LoRA on 1): not compared
-    assert not any("72B" in p["label"] for p in s["qlora_over_lora"])
+    assert not any(p["model"] == "Qwen-72B" for p in s["qlora_over_lora"])
     assert s["lora"]["step_ratio"][1] <= s["lora"]["step_ratio"][0] <= s["lora"]["step_ratio"][2]
 
 
@@ -488,7 +488,7 @@ def test_readme_quotes_the_lora_and_qlora_step_measurements():
     assert f"the plan's step time is {span('lora', 'step_ratio')[:-1]}× of the published one for LoRA" in readme
     assert f"and {span('qlora', 'step_ratio')} for Q-LoRA" in readme
     assert f"memory {span('lora', 'memory_ratio')} (LoRA) and {span('qlora', 'memory_ratio')} (Q-LoRA)" in readme
-    short = [p for p in s["qlora_over_lora"] if "8,192" not in p["label"]]  # the README's 256-2,048 tokens
+    short = [p for p in s["qlora_over_lora"] if p["tokens"] <= 2048]  # the README's 256-2,048 tokens
     pub = f"{min(p['published'] for p in short):.2f}-{max(p['published'] for p in short):.2g}×"
     pred = f"{min(p['predicted'] for p in short):.2f}-{max(p['predicted'] for p in short):.2f}×"
     assert f"slowed a step {pub} against the planner's {pred} at 256-2,048 tokens" in readme

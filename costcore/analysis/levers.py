@@ -32,6 +32,12 @@ class Lever:
     sources: list = field(default_factory=list)
 
 
+def _stages_in_words(changes: dict) -> str:
+    """The stages a lever's changes (``stages.<stage>.<key>`` paths) touch, in words: "continued pre-training and
+    supervised fine-tuning"."""
+    return fmt.words_list((lambda w: w[0].lower() + w[1:])(schema.STAGE_LABELS[k.split(".")[1]]) for k in changes)
+
+
 def _train_stages(res) -> list[str]:
     return [s for s in res.stages if s != "eval"]
 
@@ -43,8 +49,7 @@ def _candidates(res: api.Result) -> list[Lever]:
     # PEFT instead of full fine-tuning
     ch = {f"stages.{s}.method": "lora" for s in ("sft", "dpo") if s in res.stages and ev(f"stages.{s}.method") == "full"}
     if ch:
-        out.append(Lever("lora", "LoRA instead of full fine-tuning in " + fmt.words_list(
-            (lambda w: w[0].lower() + w[1:])(schema.STAGE_LABELS[k.split(".")[1]]) for k in ch),
+        out.append(Lever("lora", "LoRA instead of full fine-tuning in " + _stages_in_words(ch),
                          "Can trail full fine-tuning on hard or knowledge-heavy tasks; check on your evals.", ch))
     # retention: keep last K + milestones
     ch = {}
@@ -106,8 +111,7 @@ def _candidates(res: api.Result) -> list[Lever]:
         ch = {f"stages.{s}.schedule": "search" for s in res.stages if f"stages.{s}.schedule" in schema.BY_PATH
               and ev(f"stages.{s}.schedule") == "auto" and res.uses_layout(s)}
         if ch:
-            out.append(Lever("dualpipe", "Let the plan search run DualPipe in " + fmt.words_list(
-                (lambda w: w[0].lower() + w[1:])(schema.STAGE_LABELS[k.split(".")[1]]) for k in ch),
+            out.append(Lever("dualpipe", "Let the plan search run DualPipe in " + _stages_in_words(ch),
                 "Needs DeepSeek's DualPipe (deepseek-ai/DualPipe) and two copies of each pipeline stage's weights; "
                 "the public MoE runs that did not use it ran slower than this predicts (the Validation page).", ch))
     # DPO reference log-probs

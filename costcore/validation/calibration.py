@@ -173,6 +173,17 @@ def schedule_search_ratios() -> dict:
     return out
 
 
+def schedule_search_summary() -> dict:
+    """:func:`schedule_search_ratios` sorted for the words that report it: ``moved`` (name, default, searched)
+    of the runs the search puts on DualPipe, ``kept`` the names left on 1F1B, ``closer`` / ``further`` the names
+    whose prediction the searched schedule brings nearer to / farther from the published time."""
+    r = schedule_search_ratios()
+    return {"runs": len(r), "moved": [(n, a, b) for n, (a, b, sched) in r.items() if sched == "dualpipe"],
+            "kept": [n for n, (_, _, sched) in r.items() if sched != "dualpipe"],
+            "closer": [n for n, (a, b, _) in r.items() if abs(np.log(b)) < abs(np.log(a))],
+            "further": [n for n, (a, b, _) in r.items() if abs(np.log(b)) > abs(np.log(a))]}
+
+
 SUMMARY_FILE = validation.DATA.parent / "calibration.yaml"
 
 

@@ -62,7 +62,8 @@ def summary(table: pd.DataFrame) -> dict:
 
 
 def step_runs() -> dict[str, dict]:
-    """name -> {label, published_step_s, published_memory_gb, quote, source, assumptions, scenario} (fresh copies)."""
+    """name -> {label, model, published_step_s, published_memory_gb, quote, source, assumptions, scenario} (fresh
+    copies)."""
     return runs_of(STEPS)
 
 
@@ -82,8 +83,9 @@ def step_table(efficiency: dict | None = None) -> pd.DataFrame:
             scn["efficiency"] = dict(scn.get("efficiency") or {}, **efficiency)
         res = api.estimate(scn)
         plan = res.plan("sft")
-        method = run["scenario"]["stages"]["sft"]["method"]
-        rows.append({"run": name, "label": run["label"], "method": method,
+        sft = run["scenario"]["stages"]["sft"]
+        rows.append({"run": name, "label": run["label"], "method": sft["method"], "model": run["model"],
+                     "tokens": int(sft["seq_len"]), "gpus": int(run["scenario"]["hardware"]["num_gpus"]),
                      "predicted_step_s": plan["step_time_s"], "published_step_s": float(run["published_step_s"]),
                      "step_ratio": plan["step_time_s"] / float(run["published_step_s"]),
                      "predicted_memory_gb": plan["memory_per_gpu_gb"],
@@ -95,20 +97,16 @@ def step_table(efficiency: dict | None = None) -> pd.DataFrame:
 
 def step_summary(table: pd.DataFrame) -> dict:
     """Per method (lora, qlora): the median, lowest and highest predicted / published step time and
-    memory; and per model and length measured both ways, Q-LoRA's step time over LoRA's, published and
-    predicted (how much the 4-bit base slows a step)."""
+    memory; and per model, length and GPU count measured both ways, Q-LoRA's step time over LoRA's,
+    published and predicted (how much the 4-bit base slows a step): {model, tokens, published, predicted}."""
     out: dict = {}
     for method, g in table.groupby("method"):
         out[method] = {k: (float(g[k].median()), float(g[k].min()), float(g[k].max()))
                        for k in ("step_ratio", "memory_ratio")}
-    pairs = []
-    keyed = table.assign(key=table["run"].str.replace(r"-(q?lora)-", "-", regex=True)).set_index(["key", "method"])
-    for key in dict.fromkeys(k for k, _ in keyed.index):
-        if (key, "lora") in keyed.index and (key, "qlora") in keyed.index:
-            lo, q = keyed.loc[(key, "lora")], keyed.loc[(key, "qlora")]
-            if lo["label"].split(",")[-1] == q["label"].split(",")[-1]:  # the same GPUs
-                pairs.append({"label": q["label"].replace("Q-LoRA", "Q-LoRA / LoRA"),
-                              "published": q["published_step_s"] / lo["published_step_s"],
-                              "predicted": q["predicted_step_s"] / lo["predicted_step_s"]})
-    out["qlora_over_lora"] = pairs
+    by = table.set_index(["model", "tokens", "gpus", "method"])
+    out["qlora_over_lora"] = [
+        {"model": m, "tokens": t,
+         "published": float(by.loc[(m, t, g, "qlora"), "published_step_s"] / lo["published_step_s"]),
+         "predicted": float(by.loc[(m, t, g, "qlora"), "predicted_step_s"] / lo["predicted_step_s"])}
+        for (m, t, g, method), lo in by.iterrows() if method == "lora" and (m, t, g, "qlora") in by.index]
     return out
