@@ -194,3 +194,11 @@ def words_list(items) -> str:
     """Words joined as a sentence reads them: "a", "a and b", "a, b and c"."""
     items = [str(x) for x in items]
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1] if items else ""
+
+
+def schedule(plan: dict) -> str:
+    """A plan's pipeline schedule in words: "DualPipe", "1F1B" or "1F1B, 4 chunks" (interleaved)."""
+    if plan.get("schedule") == "dualpipe":
+        return "DualPipe"
+    chunks = int(plan.get("interleave", 1))
+    return f"1F1B, {chunks} chunks" if chunks > 1 else "1F1B"

@@ -118,12 +118,6 @@ def time_chart(plan: dict) -> alt.Chart:
                     "per step", x_axis=alt.Axis(tickCount=8)).properties(height=190)
 
 
-def _schedule_words(p: dict) -> str:
-    if p["schedule"] == "dualpipe":
-        return "DualPipe"
-    return f"1F1B, {p['interleave']} chunks" if p["interleave"] > 1 else "1F1B"
-
-
 def plans_table(rows: list[dict], chosen: dict) -> tuple[pd.DataFrame, dict]:
     """The ten fastest plans as numbers (so a click on a header sorts 9.8 s before 12 s) and the
     formatter of each measured column. The degrees share one column (with SP marking sequence
@@ -136,7 +130,7 @@ def plans_table(rows: list[dict], chosen: dict) -> tuple[pd.DataFrame, dict]:
                   f"CP {p['cp']}" + (f" · EP {p['ep']}" if moe else ""),
         "Micro-batch": p["micro_batch"], "Micro-batches": p["micro_batches"],
         "Recompute": p["recompute"].capitalize(), "ZeRO": f"ZeRO-{p['zero']}" if p["zero"] else "Off",
-        "Schedule": _schedule_words(p),
+        "Schedule": fmt.schedule(p),
     } for i, p in enumerate(rows)])
     if (df["Schedule"] == "1F1B").all():  # nothing to tell apart
         df = df.drop(columns="Schedule")

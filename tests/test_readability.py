@@ -176,11 +176,11 @@ def test_a_run_shorter_than_its_checkpoint_interval_is_not_told_to_raise_the_int
     cannot spare that save; it now names the write speed and the weights-only type."""
     res, warns = _warned(_with("llama3-8b", stages__sft__samples=50))
     assert res.stat("sft", "ckpt_count") == 1 and res.stat("sft", "ckpt_interval_h") < 1.0
-    mine = [w for w in warns if w.startswith("Supervised fine-tuning: ")]
+    mine = [w for w in warns if w.startswith("Supervised fine-tuning: ") and "checkpoint" in w]
     assert len(mine) == 1 and "one checkpoint, the final save" in mine[0], warns
     assert "Hours between checkpoints" not in mine[0] and "save weights only" in mine[0]
     res, warns = _warned(_with("llama3-8b", stages__sft__samples=50, stages__sft__ckpt_type="weights"))
-    mine = [w for w in warns if w.startswith("Supervised fine-tuning: ")]  # already weights only: not offered
+    mine = [w for w in warns if w.startswith("Supervised fine-tuning: ") and "checkpoint" in w]  # already weights only: not offered
     assert all("save weights only" not in w for w in mine), warns
 
 
@@ -209,6 +209,29 @@ def test_a_batch_thinner_than_the_gpus_is_named_with_the_mfu_it_leaves(stage, un
     pinned, warns = _warned({"model": {"params_b": 7}, "hardware": {"gpu": "h100-80gb", "num_gpus": 4096},
                              "stages": {stage: {"mfu": 0.3}}})
     assert not [w for w in warns if "global batch" in w], warns
+
+
+@pytest.mark.parametrize("stage, key, unit, words", [("sft", "samples", "sequences", "samples"),
+                                                     ("dpo", "pairs", "preference pairs", "preference pairs"),
+                                                     ("mm_tune", "samples", "sequences", "samples")])
+def test_a_global_batch_larger_than_the_data_is_named(stage, key, unit, words):
+    """A global batch of 4,096 over 1,000 examples makes an epoch a quarter of one optimizer step, which
+    the planner times pro rata but no run can take: one sentence names both numbers and the knob. At a
+    batch no larger than the data, nothing is said."""
+    from costcore.scenario.schema import STAGE_LABELS
+
+    def run(gb):
+        return _warned({"model": {"params_b": 7}, "hardware": {"gpu": "h100-80gb", "num_gpus": 8},
+                        "stages": {stage: {key: 1000, "global_batch": gb}}})
+    res, warns = run(4096)
+    mine = [w for w in warns if w.startswith(STAGE_LABELS[stage] + ": ") and "larger than" in w]
+    assert res.stat(stage, "global_batch") == 4096
+    assert mine == [f"{STAGE_LABELS[stage]}: the global batch of 4,096 {unit} is larger than its 1,000 {words}, "
+                    "so an epoch is less than one optimizer step (timed pro rata); set the Global batch to at "
+                    "most 1,000."], warns
+    for gb in (1000, 128):
+        _, warns = run(gb)
+        assert not [w for w in warns if "larger than" in w], (gb, warns)
 
 
 @pytest.mark.parametrize("efficiency", [0.01, 0.02, 0.05, 0.5])
@@ -454,3 +477,17 @@ def test_the_fine_tuning_warning_on_one_gpu_says_one_gpu():
     assert not at.exception, [e.message for e in at.exception]
     warnings = " ".join(w.value for w in at.warning)
     assert "on 1 GPU;" in warnings and "1 GPUs" not in warnings, warnings
+
+
+@pytest.mark.parametrize("plan, shown", [({"schedule": "dualpipe", "interleave": 1}, "DualPipe"),
+                                         ({"schedule": "1f1b", "interleave": 1}, "1F1B"),
+                                         ({"schedule": "1f1b", "interleave": 4}, "1F1B, 4 chunks")])
+def test_the_cli_and_the_job_layout_page_name_a_schedule_alike(plan, shown):
+    """One wording of a plan's pipeline schedule (fmt.schedule) for the CLI's plan table and the page's."""
+    from costcore import fmt
+    from costcore.cli import main
+    assert fmt.schedule(plan) == shown
+    plans = [dict(plan, tp=1, pp=4, dp=2, cp=1, ep=1, micro_batch=1, recompute="none", zero=1, step_time_s=1.0,
+                  mfu=0.4, memory_per_gpu_gb=40.0)]
+    table = main.render_plans("pretrain", plans)
+    assert (shown in table) == (shown != "1F1B"), table

@@ -104,12 +104,6 @@ def cmd_estimate(args) -> int:
     return 0 if res.feasible else EXIT_INFEASIBLE
 
 
-def _schedule_words(p: dict) -> str:
-    if p.get("schedule") == "dualpipe":
-        return "DualPipe"
-    return f"1F1B x{p['interleave']}" if p["interleave"] > 1 else "1F1B"
-
-
 def render_plans(stage: str, plans: list[dict]) -> str:
     """The plans as a text table; a schedule column (1F1B, 1F1B with its interleaved chunks, DualPipe)
     when they do not all run plain 1F1B."""
@@ -117,9 +111,9 @@ def render_plans(stage: str, plans: list[dict]) -> str:
     rows = [[str(p["tp"]), str(p["pp"]), str(p["dp"]), str(p["cp"]), str(p["ep"]), str(p["micro_batch"]),
              p["recompute"], str(p["zero"]), fmt.duration_s(p["step_time_s"]), fmt.share(p["mfu"]),
              fmt.gb(p["memory_per_gpu_gb"])] for p in plans]
-    if any(_schedule_words(p) != "1F1B" for p in plans):
+    if any(fmt.schedule(p) != "1F1B" for p in plans):
         cols += ("schedule",)
-        rows = [r + [_schedule_words(p)] for r, p in zip(rows, plans)]
+        rows = [r + [fmt.schedule(p)] for r, p in zip(rows, plans)]
     widths = [max(len(r[i]) for r in rows + [list(cols)]) for i in range(len(cols))]
     lines = [f"{schema.STAGE_LABELS[stage]}: {len(plans)} fastest plans that fit, best first"]
     lines.append("  ".join(c.rjust(w) for c, w in zip(cols, widths)))

@@ -75,6 +75,25 @@ def _any_layout(res, stage: str, need: float, fewest_any_layout):
     return " and ".join(said), fewest
 
 
+# What one epoch of a fine-tuning or multimodal stage holds: (input key, its name in a sentence).
+_DATA_KEYS = {"sft": ("samples", "samples"), "dpo": ("pairs", "preference pairs"), "mm_align": ("samples", "samples"),
+              "mm_tune": ("samples", "samples"), "mm_cpt": ("samples", "samples")}
+
+
+def _batch_over_data(res, stage: str) -> list[str]:
+    """A global batch larger than the stage's data: an epoch is then a fraction of one optimizer step,
+    which the planner times pro rata (the tokens at the plan's rate) but no run can take."""
+    if stage not in _DATA_KEYS:
+        return []
+    key, words = _DATA_KEYS[stage]
+    n, gb = float(effective_value(res.scenario, f"stages.{stage}.{key}")), res.stat(stage, "global_batch")
+    if gb <= n:
+        return []
+    return [f"{STAGE_LABELS[stage]}: the global batch of {gb:,.0f} {global_batch_unit(stage)} is larger than its "
+            f"{n:,.0f} {words}, so an epoch is less than one optimizer step (timed pro "
+            f"rata); set the Global batch to at most {n:,.0f}."]
+
+
 def batch_warnings(res) -> list[str]:
     """Stages whose best plan leaves GPUs idle (the global batch or the layout cannot use them all),
     and FP8 asked of a GPU without FP8 tensor cores (a batch too thin for busy GPUs: analysis.warnings)."""
@@ -89,6 +108,7 @@ def batch_warnings(res) -> list[str]:
             out.append(f"{STAGE_LABELS[s]}: the best plan uses {used:,.0f} of the {g:,.0f} GPUs (a global batch of "
                        f"{res.stat(s, 'global_batch'):,.0f} {global_batch_unit(s)} and the layout leave the rest "
                        "idle); they are billed all the same.")
+        out += _batch_over_data(res, s)
     gpu = effective_value(scn, "hardware.gpu")
     if effective_value(scn, "hardware.precision") == "fp8" and \
             float(effective_value(scn, "hardware.fp8_peak_tflops")) <= float(effective_value(scn, "hardware.peak_tflops")):
