@@ -254,10 +254,10 @@ def finetune_text() -> str:
 
 def finetune_steps_text() -> str:
     """Qwen's published LoRA / Q-LoRA profiling against the plan's step time and memory (nothing fitted)."""
-    from costcore.validation.finetune import HF_LOGIT_BYTES, step_summary, step_table
+    from costcore.validation.finetune import hf_logit_bytes, step_summary, step_table
     df = step_table()
     s = step_summary(df)
-    hf_bytes = HF_LOGIT_BYTES
+    hf_bytes = hf_logit_bytes()
     s_hf = step_summary(step_table({"logit_bytes": hf_bytes}))
 
     def span_hf(method):
@@ -281,8 +281,9 @@ def finetune_steps_text() -> str:
              "not bitsandbytes' NF4, so the gap may be that library's. The LoRA memory the planner leaves out "
              "grows with the length: its logits term is one FP32 copy of the vocabulary's scores per token, while "
              "a Hugging Face model of 2023 holds about three (the BF16 logits cast to FP32, the shifted copy, the "
-             f"log-softmax) at a vocabulary of 152k. With `efficiency.logit_bytes` at {hf_bytes:g} (the 7B rows' "
-             f"slope), LoRA's memory comes out {span_hf('lora')} of the published and Q-LoRA's {span_hf('qlora')}.",
+             f"log-softmax) at a vocabulary of 152k. With `efficiency.logit_bytes` at {hf_bytes:.1f} (the 7B LoRA "
+             "rows' growth from 2,048 to 8,192 tokens beyond the planner's, per token and vocabulary entry, plus "
+             f"the default 4: finetune.hf_logit_bytes), LoRA's memory comes out {span_hf('lora')} of the published and Q-LoRA's {span_hf('qlora')}.",
              "",
              "| run | published | predicted step | step ratio | published memory | predicted memory | memory ratio |",
              "|---|---|---|---|---|---|---|"]
