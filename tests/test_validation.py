@@ -213,6 +213,48 @@ def test_leave_one_out_and_its_checked_in_summary():
     assert validation.default_mfu_log_sigma() == pytest.approx(loo["rms_log_error"], abs=1e-4)
 
 
+def test_run_families_name_runs_of_one_team_and_gpu():
+    """data/run_families.yaml: every name is a scored pre-training run, in one family only, each family of at
+    least two runs on one kind of GPU, with a source."""
+    import yaml
+    from costcore.validation import calibration
+    fams = yaml.safe_load(calibration.FAMILIES_FILE.read_text())["families"]
+    gpu = {name: scn["hardware"]["gpu"] for name, scn, *_ in calibration.runs()}
+    seen = [n for f in fams.values() for n in f["runs"]]
+    assert len(seen) == len(set(seen)) and set(seen) <= set(gpu), set(seen) - set(gpu)
+    for fam, f in fams.items():
+        assert len(f["runs"]) >= 2 and f["source"], fam
+        assert len({gpu[n] for n in f["runs"]}) == 1, (fam, {n: gpu[n] for n in f["runs"]})
+
+
+def test_residual_structure_by_a_slow_obvious_route():
+    """calibration.residual_structure against the same statistics computed by hand from the out-of-sample
+    ratios: each family's residuals around its geometric mean (n / (n - 1) corrected), and the correlation of
+    the residuals with the model size read from each run's scenario."""
+    import statistics
+
+    import yaml
+    from costcore.validation import calibration
+    got = calibration.residual_structure()
+    loo = calibration.leave_one_out()
+    ratio = {**loo["ratios"], **loo["holdout"]}
+    devs = []
+    for f in yaml.safe_load(calibration.FAMILIES_FILE.read_text())["families"].values():
+        logs = [math.log(ratio[n]) for n in f["runs"]]
+        mean = sum(logs) / len(logs)
+        devs += [abs(x - mean) * math.sqrt(len(logs) / (len(logs) - 1)) for x in logs]
+    assert got["family_runs"] == len(devs)
+    assert got["family_median_error"] == pytest.approx(math.exp(statistics.median(devs)) - 1, rel=1e-9)
+    assert got["family_worst_fold"] == pytest.approx(math.exp(max(devs)), rel=1e-9)
+    names = [r[0] for r in calibration.runs()]
+    size = [math.log(float(scn["model"]["params_b"])) for _, scn, *_ in calibration.runs()]
+    resid = [-math.log(ratio[n]) for n in names]
+    assert dict(got["features"])["model size (log parameters)"] == pytest.approx(
+        statistics.correlation(size, resid), abs=1e-9)
+    assert got["chance_r"] == pytest.approx(2 / math.sqrt(len(names)))
+    assert [abs(v) for _, v in got["features"]] == sorted((abs(v) for _, v in got["features"]), reverse=True)
+
+
 def test_band_holds_70_to_90_percent_of_the_held_out_runs():
     """Issue 14's band bar: the P10-P90 band (leave-one-out residuals of the calibration runs) holds 70-90% of
     the held-out runs never fitted on (18 of 25, 72%, on 2026-12-06; 16 of 25 before tp_overlap)."""
@@ -392,6 +434,18 @@ def test_readme_quotes_the_checked_in_calibration():
     assert (f"× {math.exp(post['band_log_p10']):.2f} and × {math.exp(post['band_log_p90']):.2f} for SFT, DPO and RL "
             f"({post['runs']} runs), × {math.exp(mm['band_log_p10']):.2f} and × {math.exp(mm['band_log_p90']):.2f} "
             f"for the multimodal phases ({mm['runs']} runs)") in readme
+
+
+def test_readme_quotes_the_residual_structure():
+    """The README's sentence on what the pre-training residuals follow is calibration.residual_structure's."""
+    from costcore.validation import calibration
+    from shared import ROOT
+    r = calibration.residual_structure()
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert (f"the largest of {len(r['features'])} correlations with the residuals is "
+            f"{abs(r['features'][0][1]):.2f}") in readme
+    assert f"the residuals still scatter by a median of {r['family_median_error']:.0%}" in readme
+    assert r["family_median_error"] > 0.10  # "would not reach the bar either"
 
 
 def test_readme_quotes_the_generation_benchmarks():

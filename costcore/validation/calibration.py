@@ -29,6 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 from costcore import api
+from costcore.scenario.schema import effective_value
 from costcore.validation import runs as validation
 
 GRID = {
@@ -182,6 +183,52 @@ def schedule_search_summary() -> dict:
             "kept": [n for n, (_, _, sched) in r.items() if sched != "dualpipe"],
             "closer": [n for n, (a, b, _) in r.items() if abs(np.log(b)) < abs(np.log(a))],
             "further": [n for n, (a, b, _) in r.items() if abs(np.log(b)) > abs(np.log(a))]}
+
+
+FAMILIES_FILE = validation.DATA.parent / "run_families.yaml"
+
+
+def _features(scn: dict, basis: str) -> dict:
+    """The inputs a residual could follow, in words (the run's scenario and its searched plan)."""
+    res = api.estimate(scn)
+    plan, g = res.plan("pretrain"), float(scn["hardware"]["num_gpus"])
+    n_b = float(effective_value(res.scenario, "model.params_b"))
+    seq = float(effective_value(res.scenario, "stages.pretrain.seq_len"))
+    return {"model size (log parameters)": np.log(n_b), "GPU count (log)": np.log(g),
+            "GPUs per billion parameters (log)": np.log(g / n_b),
+            "sequence length (log)": np.log(seq), "the plan's modelled MFU": plan["benchmark_mfu"],
+            "pipeline-parallel degree (log)": np.log(plan["pp"]), "ZeRO-3 in the plan": float(plan["zero"] == 3),
+            "a Hopper GPU (H100, H800)": float(scn["hardware"]["gpu"] in ("h100-80gb", "h800")),
+            "mixture of experts": float(bool(scn["model"].get("experts"))),
+            "published as days rather than GPU-hours": float(basis == "days")}
+
+
+def residual_structure() -> dict:
+    """What the out-of-sample residuals ln(published / predicted) follow (leave-one-out for the calibration
+    runs, the full fit for the holdout runs).
+
+    ``features``: (input in words, Pearson r with the residual), largest |r| first; ``chance_r`` = 2 / sqrt(n),
+    about the |r| that chance alone passes 1 time in 20 with n runs. ``families``: runs one team published
+    together (data/run_families.yaml); ``family_median_error`` / ``family_worst_fold``: the residuals
+    around their family's mean (geometric, with the n / (n - 1) correction of a fitted mean), i.e. the error
+    that a perfect per-team efficiency would still leave."""
+    import yaml
+    loo = leave_one_out()
+    r = {**loo["ratios"], **loo["holdout"]}
+    resid, feats = [], []
+    for name, scn, basis, _, _ in runs():
+        resid.append(-np.log(r[name]))
+        feats.append(_features(scn, basis))
+    y = np.array(resid)
+    corr = [(k, float(np.corrcoef([f[k] for f in feats], y)[0, 1])) for k in feats[0]]
+    fams = yaml.safe_load(FAMILIES_FILE.read_text())["families"]
+    dev = []
+    for fam in fams.values():
+        lr = np.log([r[n] for n in fam["runs"]])
+        dev += list(np.abs(lr - lr.mean()) * np.sqrt(len(lr) / (len(lr) - 1)))
+    return {"runs": len(y), "chance_r": 2 / np.sqrt(len(y)), "features": sorted(corr, key=lambda kv: -abs(kv[1])),
+            "families": len(fams), "family_runs": len(dev), "family_median_error": float(np.exp(np.median(dev)) - 1),
+            "family_worst_fold": float(np.exp(max(dev)))}
 
 
 SUMMARY_FILE = validation.DATA.parent / "calibration.yaml"
