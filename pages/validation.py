@@ -296,6 +296,16 @@ st.markdown(
     f"{loo['holdout_worst_fold']:.2f}x, {loo['holdout_band_coverage']:.0%} of them inside their P10-P90 band. "
     "That is the error to expect for a run the model has not seen, and the spread the Monte Carlo gives a "
     "default MFU.")
+rs = loo.get("residual_structure")
+if rs:
+    st.markdown(
+        f"**What is left.** The residuals follow no input much more than chance would: of {rs['residual_inputs']} "
+        f"inputs (size, GPU count, sequence length, the plan's MFU and parallel degrees, GPU generation, mixture of "
+        f"experts, how the time was published), the closest correlation is {rs['max_abs_r']:.2f}, against "
+        f"{rs['chance_r']:.2f} that chance passes 1 time in 20. Around the mean of each family of runs one team "
+        f"published together ({rs['family_runs']} runs), they still scatter by a median of "
+        f"{rs['family_median_error']:.0%} (worst {rs['family_worst_fold']:.2f}x): knowing each team's efficiency "
+        "would not bring the median error under 10% either.")
 
 
 @st.cache_data(show_spinner=False)

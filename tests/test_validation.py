@@ -354,6 +354,24 @@ def _time_view_shows_the_scorers_numbers(dataset: str, scorer) -> str:
     return " ".join(m.value for m in at.markdown)
 
 
+def test_validation_page_says_what_the_residuals_follow(warm_kernels):
+    """The pre-training view quotes the checked-in residual structure (calibration.yaml), which is a fresh
+    calibration.residual_structure (test_leave_one_out_and_its_checked_in_summary)."""
+    from streamlit.testing.v1 import AppTest
+
+    from server_support import NEVER_S
+    from shared import APP
+    at = AppTest.from_file(str(APP), default_timeout=NEVER_S)
+    at.switch_page("pages/validation.py")
+    at.run()
+    assert not at.exception
+    rs = validation.calibration_summary()["residual_structure"]
+    text = " ".join(m.value for m in at.markdown)
+    assert (f"of {rs['residual_inputs']} inputs" in text and f"the closest correlation is {rs['max_abs_r']:.2f}" in text
+            and f"against {rs['chance_r']:.2f} that chance passes" in text), text
+    assert f"({rs['family_runs']} runs), they still scatter by a median of {rs['family_median_error']:.0%}" in text
+
+
 def test_validation_page_shows_the_fine_tuning_and_preference_runs(warm_kernels):
     """The Validation page's third set of runs: the table and its summary are the scorer's own numbers."""
     from costcore.validation import finetune

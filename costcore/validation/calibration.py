@@ -256,6 +256,15 @@ def summary_text(date: str) -> str:
         f"band_log_p10: {loo['band_log_p10']:.4f}",
         f"band_log_p90: {loo['band_log_p90']:.4f}",
         "best_fit: {" + ", ".join(f"{k}: {v}" for k, v in best.items()) + "}",
+        "# residual_structure: the largest |r| of the out-of-sample residuals with an input (of residual_inputs),",
+        "# the |r| chance passes 1 time in 20, and the residuals' median error and worst fold around the mean of",
+        "# each family of runs one team published together (data/run_families.yaml).",
+    ]
+    rs = residual_structure()
+    lines += [
+        f"residual_structure: {{residual_inputs: {len(rs['features'])}, max_abs_r: {abs(rs['features'][0][1]):.4f}, "
+        f"chance_r: {rs['chance_r']:.4f}, family_runs: {rs['family_runs']}, "
+        f"family_median_error: {rs['family_median_error']:.4f}, family_worst_fold: {rs['family_worst_fold']:.4f}}}",
         "# stage_bands: the same percentiles for the stages the pre-training runs do not speak for, from their",
         "# own public runs (finetune_runs.yaml, multimodal_runs.yaml), none of them fitted on; loo_coverage: the",
         "# share of those runs inside the band the other runs give; the Monte Carlo's MFU lognormal is centered",
