@@ -219,15 +219,18 @@ class Result:
         items per sample); ``media_tokens_per_item``: tokens each adds to the LLM's sequence;
         ``media_token_share``: media tokens' share of the LLM's tokens; ``encoder_gpu_hours``: the
         productive GPU-hours of the encoder and connector; ``preprocess_cpu_hours``: decoding,
-        resizing and sharding; ``media_raw_gb`` / ``media_features_gb``: raw media and precomputed
-        encoder features stored; ``connector_params`` / ``encoder_params``: counts. An evaluation that
+        resizing and sharding (every epoch when online); ``media_raw_gb`` / ``media_features_gb``: raw media
+        and precomputed encoder features stored; ``connector_params`` / ``encoder_params``: counts;
+        ``media_items_per_s_per_node`` / ``media_loader_items_per_s_per_node``: with online preprocessing,
+        the items a node's GPUs take and its loader decodes per second (0 otherwise). An evaluation that
         scores media (stages.eval.media_items_k) carries the same keys: its items, their tokens, the
         encoder's GPU-hours (no preprocessing or storage is billed for benchmark media).
         """
         st = self.stats[STAGES.index(stage)]
         keys = ("media_items", "media_tokens_per_item", "encoder_passes_per_item", "media_token_share",
                 "encoder_gpu_hours", "preprocess_cpu_hours", "media_raw_gb", "media_features_gb",
-                "connector_params", "encoder_params")
+                "connector_params", "encoder_params", "media_items_per_s_per_node",
+                "media_loader_items_per_s_per_node")
         return {k: float(st[STATS.index(k)]) for k in keys}
 
     def to_dict(self) -> dict[str, Any]:

@@ -244,6 +244,7 @@ CHOICE_WORDS = {
     "offload": {"none": "None", "optimizer": "Optimizer states", "optimizer_and_params": "Optimizer states and weights"},
     "base_bits": {16: "16-bit (BF16)", 8: "8-bit (LLM.int8)", 4: "4-bit (NF4)"},
     "modality": {"image": "Images", "video": "Video clips", "audio": "Audio recordings"},
+    "preprocessing": {"offline": "Offline, once before training", "online": "Online, by the data loader each epoch"},
     "connector": {"mlp2x": "Two-layer MLP (LLaVA-1.5)", "linear": "Linear layer (LLaVA)", "qformer": "Q-Former (BLIP-2)",
                   "resampler": "Resampler (Qwen-VL)", "pixel-shuffle": "Pixel shuffle + MLP (InternVL)"},
 }
@@ -537,7 +538,7 @@ def frame(title: str, intro: str) -> api.Result:
     for msg in ss.messages:
         st.warning(md_escape(msg), icon="⚠️")
     ss.messages = []
-    name = md_escape(ss.scenario.get("name", ""))
+    name = md_escape(ss.scenario.get("name", "").strip() or "Untitled scenario")  # never an empty "****"
     st.caption(f"Scenario: **{name}** · preset `{ss.preset}` · {len(res.stages)} stage(s) · "
                f"{md_escape(gpu_label(ss.scenario))}")
     if not res.feasible:  # no headline numbers for a plan that cannot run: the reason stands where they would be

@@ -89,6 +89,9 @@ with right:
     common.knob("multimodal.tokens_per_item", "Media tokens per item (0 = from the encoder)", None, None, 1,
                 "number")
     common.knob("multimodal.precomputed_features", "Precompute the encoder's features once")
+    common.knob("multimodal.preprocessing", "Media decoding")
+    if ev(scn, "multimodal.preprocessing") == "online":
+        common.knob("multimodal.loader_cores_per_node", "Data-loader CPU cores per node", None, None, 1, "number")
     common.knob("multimodal.raw_mb_per_item", "Stored MB per item (0 = typical for the media type)", None, None,
                 0.01, "number")
 
@@ -153,6 +156,13 @@ def media_costs() -> None:
     lines = mm.media_table(res)
     common.number_table(lines, {"amount": fmt.num, "usd": fmt.usd},
                         {"phase": "Phase", "line": "Line item", "amount": "Amount", "unit": "Unit", "usd": "Cost"})
+    words = mm.MEDIA_WORDS[modality]
+    for r in mm.loader_table(res).itertuples():
+        stall = (f"the GPUs wait {fmt.gpu_hours(r.stall_gpu_hours)} ({common.md_escape(fmt.usd(r.stall_usd))}, "
+                 "under hidden costs)" if r.stall_gpu_hours > 0 else "the loader keeps up")
+        st.caption(f"{r.phase}: decoded online, the data loader delivers {fmt.num(r.delivered)} {words} per second "
+                   f"to a node and its GPUs take {fmt.num(r.taken)}: {stall}. Precomputed features, more loader "
+                   "cores or offline preprocessing remove the wait.")
 
 
 def media_sweeps() -> None:

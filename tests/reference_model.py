@@ -987,6 +987,14 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             eaten_per_node = min(gpus, f("hardware.gpus_per_node")) * tokens / (productive_h * SECONDS_PER_HOUR)
             if eaten_per_node > loader:
                 data_h = productive_h * (eaten_per_node / loader - 1.0)
+        media_rates = (0.0, 0.0)  # media items per second per node: taken by the GPUs, decoded by the loader
+        if media_stored is not None and media_online(v, media_stored) and productive_h > 0:
+            taken = (min(gpus, f("hardware.gpus_per_node")) * media_stored[1] * sf("epochs")
+                     / (productive_h * SECONDS_PER_HOUR))
+            decoded = f("multimodal.loader_cores_per_node") / media_item_size_and_cpu(v)[1]
+            media_rates = (taken, decoded)
+            if taken > decoded:
+                data_h = max(data_h, productive_h * (taken / decoded - 1.0))
         # ---- reliability: checkpoints, interruptions, idle, failed runs, experiments
         run_hours = (productive_h + data_h) / gpus  # wall-clock hours of training
         trains = stage in TRAIN_STAGES
@@ -1100,7 +1108,8 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             "decode_batch_used": float(decoding_at_once),
         })
         row.update(layout_stats(layout))
-        row.update(media_stats(v, stage, media_stored, productive_h, flops, side_flops if media_stored else 0.0))
+        row.update(media_stats(v, stage, media_stored, productive_h, flops, side_flops if media_stored else 0.0,
+                               media_rates))
         row.update(eval_media)
         out[stage] = row
     return out
@@ -1160,6 +1169,16 @@ def media_item_size_and_cpu(v) -> tuple[float, float]:
     return mb, cpu_s
 
 
+def media_online(v, stored) -> bool:
+    """The loader decodes every epoch: online preprocessing and no precomputed features of a frozen encoder."""
+    return v("multimodal.preprocessing") == "online" and not stored[2]
+
+
+def media_decodes(v, stage: str, stored) -> float:
+    """Times each item is decoded and billed: the epochs when online, else once."""
+    return float(v(f"stages.{stage}.epochs")) if media_online(v, stored) else 1.0
+
+
 def media_money(v, stage: str, media: dict, n_items: float, features: bool, months: float, run_months: float) -> dict:
     """The media line items: CPU preprocessing, raw + preprocessed copies (object storage for the stage and its
     retention), precomputed BF16 features (hot tier for the run), transfers, licences, captions."""
@@ -1169,7 +1188,9 @@ def media_money(v, stage: str, media: dict, n_items: float, features: bool, mont
                   / 1e9) if features else 0.0
     retention = float(v("storage.retention_months"))
     copies = 1.0 + float(v("multimodal.shard_copies"))
-    return {"compute.media_preprocessing": n_items * cpu_s / SECONDS_PER_HOUR * float(v("multimodal.usd_per_cpu_hour")),
+    decodes = media_decodes(v, stage, (media, n_items, features))
+    return {"compute.media_preprocessing": n_items * decodes * cpu_s / SECONDS_PER_HOUR
+            * float(v("multimodal.usd_per_cpu_hour")),
             "storage.media": (float(v("storage.object_usd_per_gb_month")) * raw_gb * copies * (months + retention)
                               + float(v("storage.hot_usd_per_gb_month")) * feature_gb * run_months),
             "network.media": raw_gb * float(v("multimodal.media_transfers")) * float(v("network.usd_per_gb")),
@@ -1179,10 +1200,12 @@ def media_money(v, stage: str, media: dict, n_items: float, features: bool, mont
 
 MEDIA_STAT_KEYS = ("media_items", "media_tokens_per_item", "encoder_passes_per_item", "encoder_gpu_hours",
                    "media_token_share", "preprocess_cpu_hours", "media_raw_gb", "media_features_gb",
-                   "connector_params", "encoder_params")
+                   "connector_params", "encoder_params", "media_items_per_s_per_node",
+                   "media_loader_items_per_s_per_node")
 
 
-def media_stats(v, stage: str, stored, productive_h: float, flops: float, side_flops: float) -> dict:
+def media_stats(v, stage: str, stored, productive_h: float, flops: float, side_flops: float,
+                rates=(0.0, 0.0)) -> dict:
     """The media figures of a multimodal phase as kernel.STATS names them (0 for other stages)."""
     if stored is None:
         return {k: 0.0 for k in MEDIA_STAT_KEYS}
@@ -1195,7 +1218,9 @@ def media_stats(v, stage: str, stored, productive_h: float, flops: float, side_f
             "encoder_passes_per_item": media["passes"],
             "encoder_gpu_hours": productive_h * side_flops / flops if flops > 0 else 0.0,
             "media_token_share": media_tok / (text + media_tok) if (text + media_tok) > 0 else 0.0,
-            "preprocess_cpu_hours": n_items * cpu_s / SECONDS_PER_HOUR, "media_raw_gb": n_items * mb / 1000.0,
+            "preprocess_cpu_hours": n_items * media_decodes(v, stage, stored) * cpu_s / SECONDS_PER_HOUR,
+            "media_raw_gb": n_items * mb / 1000.0,
+            "media_items_per_s_per_node": rates[0], "media_loader_items_per_s_per_node": rates[1],
             "media_features_gb": (n_items * media["passes"] * media["tokens_per_pass"]
                                   * float(v("multimodal.encoder_hidden")) * 2.0 / 1e9) if features else 0.0,
             "connector_params": media["connector_params"],

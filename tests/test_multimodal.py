@@ -192,6 +192,69 @@ def test_precomputed_features_trade_encoder_compute_for_storage():
                                           "stages.mm_tune.train", ["llm", "encoder"]))
 
 
+VIDEO = {"model": {"params_b": 7}, "hardware": {"gpu": "h100-80gb", "num_gpus": 64},
+         "multimodal": {"modality": "video", "encoder": "siglip-so400m-patch14-384", "frames_per_item": 32,
+                        "tokens_per_item": 2592},
+         "stages": {"mm_tune": {"samples": 1_000_000, "text_tokens_per_sample": 300, "epochs": 2, "seq_len": 4096}}}
+
+
+def test_offline_preprocessing_decodes_once_and_never_stalls():
+    """The default: media decoded and resized once before training (billed once whatever the epochs); the
+    loader reads shards, so no media stall and no loader rates."""
+    res = costcore.estimate(VIDEO)
+    items, cpu_s = res.stat("mm_tune", "media_items"), 0.25 * 32  # 0.25 CPU-s per sampled frame (schema doc)
+    assert res.stat("mm_tune", "preprocess_cpu_hours") == pytest.approx(items * cpu_s / 3600, rel=1e-12)
+    assert res.stat("mm_tune", "media_loader_items_per_s_per_node") == 0
+    assert res.stat("mm_tune", "data_stall_gpu_hours") == 0
+
+
+def test_online_decoding_bills_every_epoch_and_stalls_when_the_loader_is_slower_by_hand():
+    """Online, the loader decodes every item every epoch: 8 CPU-s a 32-frame clip on 96 cores is 12 clips/s per
+    node, against 8 GPUs' appetite of items x epochs / productive GPU-seconds; the GPUs wait the shortfall
+    (formulas.data_stall_gpu_hours), billed as a data-pipeline stall. Enough cores, or precomputed features of
+    a frozen encoder (decoded once), remove it."""
+    on = schema.set_path(VIDEO, "multimodal.preprocessing", "online")
+    res = costcore.estimate(on)
+    items, prod_h = res.stat("mm_tune", "media_items"), res.stat("mm_tune", "productive_gpu_hours")
+    assert res.stat("mm_tune", "preprocess_cpu_hours") == pytest.approx(items * 2 * 8.0 / 3600, rel=1e-12)
+    deliver, take = 96 / 8.0, 8 * items * 2 / (prod_h * 3600)
+    assert res.stat("mm_tune", "media_loader_items_per_s_per_node") == pytest.approx(deliver, rel=1e-12)
+    assert res.stat("mm_tune", "media_items_per_s_per_node") == pytest.approx(take, rel=1e-12)
+    assert take > deliver  # this clip mix outruns 96 cores
+    assert res.stat("mm_tune", "data_stall_gpu_hours") == pytest.approx(prod_h * (take / deliver - 1), rel=1e-12)
+    stall_usd = res.to_dict()["stages"]["mm_tune"]["line_items"]["hidden.data_stalls"]
+    assert stall_usd == pytest.approx(res.stat("mm_tune", "data_stall_gpu_hours") * 2.99, rel=1e-9)
+    assert res.stat("mm_tune", "gpu_hours") > costcore.estimate(VIDEO).stat("mm_tune", "gpu_hours")
+    more = costcore.estimate(schema.set_path(on, "multimodal.loader_cores_per_node", 512))
+    assert more.stat("mm_tune", "data_stall_gpu_hours") == 0
+    pre = costcore.estimate(schema.set_path(on, "multimodal.precomputed_features", True))
+    assert pre.stat("mm_tune", "data_stall_gpu_hours") == 0 and pre.stat("mm_tune", "media_loader_items_per_s_per_node") == 0
+    assert pre.stat("mm_tune", "preprocess_cpu_hours") == pytest.approx(items * 8.0 / 3600, rel=1e-12)
+
+
+def test_online_decoding_is_said_on_the_cli_and_the_page():
+    """The CLI's media line and the multimodal page's preprocessing tab give the loader's rate and the GPUs'."""
+    from costcore import fmt
+    from costcore.cli import main as cli
+    from streamlit.testing.v1 import AppTest
+    on = schema.set_path(VIDEO, "multimodal.preprocessing", "online")
+    res = costcore.estimate(on)
+    line = cli._media_line("mm_tune", res.to_dict()["stages"]["mm_tune"], res)
+    assert (f"decoded online: the loader delivers {fmt.num(res.stat('mm_tune', 'media_loader_items_per_s_per_node'))} "
+            f"clips/s per node, the GPUs take {fmt.num(res.stat('mm_tune', 'media_items_per_s_per_node'))}") in line
+    from costcore.scenario import share
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=NEVER_S)
+    for k, v in share.encode(on, "scratch-7b").items():  # the scenario as its share link carries it
+        at.query_params[k] = v
+    at.switch_page("pages/multimodal.py")
+    at.session_state["multimodal:tab"] = "Preprocessing, storage and rights"
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    said = [c.value for c in at.caption if "decoded online" in c.value]
+    assert said and f"delivers {fmt.num(12)} clips per second" in said[0], [c.value for c in at.caption]
+    assert fmt.gpu_hours(res.stat("mm_tune", "data_stall_gpu_hours")) in said[0]
+
+
 def test_lower_resolution_means_fewer_tokens_and_less_compute():
     base = {"multimodal": {"encoder": "clip-vit-l-14-336"}, "stages": {"mm_align": {}}}
     hi = costcore.estimate(base)

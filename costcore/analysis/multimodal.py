@@ -71,6 +71,21 @@ def media_table(res: api.Result) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def loader_table(res: api.Result) -> pd.DataFrame:
+    """Phases whose media the data loader decodes online (multimodal.preprocessing): the items per second
+    per node the loader delivers and the GPUs take, and the stall (GPU-hours and $) when they take more."""
+    rows = []
+    stall_item = [key for key, _, _, _ in LINE_ITEMS].index("hidden.data_stalls")
+    for s in phases(res):
+        deliver = res.stat(s, "media_loader_items_per_s_per_node")
+        if deliver > 0:
+            rows.append({"phase": STAGE_LABELS[s], "delivered": deliver,
+                         "taken": res.stat(s, "media_items_per_s_per_node"),
+                         "stall_gpu_hours": res.stat(s, "data_stall_gpu_hours"),
+                         "stall_usd": float(res.items[STAGES.index(s), stall_item])})
+    return pd.DataFrame(rows, columns=["phase", "delivered", "taken", "stall_gpu_hours", "stall_usd"])
+
+
 SWEEPS = {"tokens_per_item": "multimodal.tokens_per_item", "resolution_px": "multimodal.resolution_px",
           "tiles_per_item": "multimodal.tiles_per_item"}
 

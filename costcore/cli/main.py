@@ -78,10 +78,14 @@ def _media_line(stage: str, v: dict, res) -> str:
     if stage not in schema.MM_STAGES:
         return (f"{head} ({fmt.pct(m['media_token_share'])} of the prompt tokens); encoder and connector "
                 f"{fmt.num(m['encoder_gpu_hours'])} GPU-h")
-    return (f"{head} ({fmt.pct(m['media_token_share'])} of the LLM's tokens); preprocessing "
+    line = (f"{head} ({fmt.pct(m['media_token_share'])} of the LLM's tokens); preprocessing "
             f"{fmt.num(m['preprocess_cpu_hours'])} CPU-h {fmt_usd(items.get('compute.media_preprocessing', 0.0))}; "
             f"media storage {fmt.gb(m['media_raw_gb'] + m['media_features_gb'])} "
             f"{fmt_usd(items.get('storage.media', 0.0))}")
+    if m["media_loader_items_per_s_per_node"] > 0:  # decoded online by the data loader
+        line += (f"; decoded online: the loader delivers {fmt.num(m['media_loader_items_per_s_per_node'])} {words}/s "
+                 f"per node, the GPUs take {fmt.num(m['media_items_per_s_per_node'])}")
+    return line
 
 
 def cmd_estimate(args) -> int:

@@ -63,7 +63,7 @@ from costcore.scenario.schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_
                      S_OFFLOAD, S_GRAD_ACCUM, S_LOADER_TPS, STAGES, MM_MODALITY, MM_ENC_B, MM_ENC_L, MM_ENC_D,
                      MM_PATCH, MM_RES, MM_ENC_TOK, MM_AUDIO_TPS, MM_MAX_S, MM_TILES, MM_FRAMES, MM_SECONDS,
                      MM_TOK_ITEM, MM_CONNECTOR, MM_QUERIES, MM_COMPRESS, MM_CONN_B, MM_RAW_MB, MM_SHARDS,
-                     MM_PRECOMP, MM_CPU_S, MM_USD_CPU_H, MM_TRANSFERS, MS_SAMPLES, MS_ITEMS, MS_TEXT, MS_SHARE,
+                     MM_PRECOMP, MM_CPU_S, MM_ONLINE, MM_LOADER_CORES, PREPROCESS_ONLINE, MM_USD_CPU_H, MM_TRANSFERS, MS_SAMPLES, MS_ITEMS, MS_TEXT, MS_SHARE,
                      MS_EPOCHS, MS_TOK_ITEM, MS_TRAIN_CONN, MS_TRAIN_LLM, MS_TRAIN_ENC, MS_LICENSE, MS_CAPTION)
 from costcore.scenario.schema import METHOD_QLORA as _SCHEMA_METHOD_QLORA
 
@@ -177,7 +177,10 @@ STATS = ("enabled", "num_gpus", "productive_gpu_hours", "gpu_hours", "wall_days"
          # ... a training stage's frozen base: bytes per weight, 1 when quantized (dequantized before its matmuls)
          "base_bytes_per_param", "quantized_base",
          # ... and of the step's compute: dequantizing that base and the LoRA adapters (s per step)
-         "step_dequant_s", "step_adapter_s")
+         "step_dequant_s", "step_adapter_s",
+         # ... a multimodal phase decoding its media online: items per second its GPUs take and its
+         # loader delivers, per node (0 when preprocessed offline or read as precomputed features)
+         "media_items_per_s_per_node", "media_loader_items_per_s_per_node")
 NK = len(STATS)
 (K_ENABLED, K_GPUS, K_PROD_H, K_GPU_H, K_WALL_D, K_MONTHS, K_FLOPS, K_MFU, K_TOKENS, K_INTERRUPT,
  K_CKPT_INT, K_YOUNG_DALY, K_CKPT_N, K_CKPT_GB, K_CKPT_WRITE_S, K_DATASET_GB, K_STORAGE_PEAK_GB,
@@ -194,7 +197,7 @@ NK = len(STATS)
  K_PLAN_USED, K_PLAN_OFFLOAD, K_MEM_PAGED, K_DATA_STALL_H, K_EPOCH_H, K_TOKS_RATE,
  K_MM_ITEMS, K_MM_TOK_ITEM, K_MM_PASSES, K_MM_ENC_H, K_MM_SHARE, K_MM_CPU_H, K_MM_RAW_GB, K_MM_FEAT_GB,
  K_MM_CONN, K_MM_ENC, K_DEC_TP, K_DEC_B, K_ROLL_W, K_ROLL_KV, K_BASE_BYTES, K_QBASE, K_STEP_DEQUANT,
- K_STEP_ADAPTER) = range(NK)
+ K_STEP_ADAPTER, K_MM_EAT_IPS, K_MM_LOADER_IPS) = range(NK)
 # Scratch rows the callers allocate for _eval_one (it allocates nothing): model, hw, job, pins,
 # one plan row, the best plan; then one row per stage of plans to reuse (batch).
 SCRATCH_ROWS = 6
@@ -843,6 +846,25 @@ def _mm_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     return prod_h, samples * text
 
 
+@njit(cache=True, inline='always')
+def _media_cpu_s(x):
+    """CPU-seconds to decode and resize one media item: the input, else 0.02 s per image, 0.25 s per
+    sampled video frame, 0.01 s per second of audio (data/schema.yaml multimodal.preprocess_cpu_s_per_item)."""
+    cpu_s = x[MM_CPU_S]
+    if cpu_s <= 0.0:
+        mod = x[MM_MODALITY]
+        cpu_s = 0.25 * x[MM_FRAMES] if mod == MODALITY_VIDEO else (0.01 * x[MM_SECONDS] if mod == MODALITY_AUDIO
+                                                                    else 0.02)
+    return cpu_s
+
+
+@njit(cache=True, inline='always')
+def _media_online(x, b):
+    """The data loader decodes the media every epoch: online preprocessing, unless a frozen encoder's features
+    are precomputed (decoded once, then read)."""
+    return x[MM_ONLINE] == PREPROCESS_ONLINE and not (x[MM_PRECOMP] > 0.5 and x[b + MS_TRAIN_ENC] < 0.5)
+
+
 @njit(cache=True)
 def _media_usd(x, b, months, st, s, it):
     """A multimodal stage's media: CPU preprocessing, raw + preprocessed copies in object storage for the
@@ -853,11 +875,7 @@ def _media_usd(x, b, months, st, s, it):
     raw_mb = x[MM_RAW_MB]
     if raw_mb <= 0.0:
         raw_mb = 10.0 if mod == MODALITY_VIDEO else (0.032 * x[MM_SECONDS] if mod == MODALITY_AUDIO else 0.15)
-    cpu_s = x[MM_CPU_S]
-    if cpu_s <= 0.0:
-        cpu_s = 0.25 * x[MM_FRAMES] if mod == MODALITY_VIDEO else (0.01 * x[MM_SECONDS] if mod == MODALITY_AUDIO
-                                                                    else 0.02)
-    cpu_h = n * cpu_s / 3600.0
+    cpu_h = n * _media_cpu_s(x) * (x[b + MS_EPOCHS] if _media_online(x, b) else 1.0) / 3600.0
     raw_gb = n * raw_mb / 1e3
     feat_gb = 0.0
     if x[MM_PRECOMP] > 0.5 and x[b + MS_TRAIN_ENC] < 0.5:
@@ -906,6 +924,14 @@ def _hidden_time(x, s, b, G, prod_h, ckpt_bytes, st):
     if s != EVAL and s != RL and prod_h > 0.0:
         per_node = min(G, x[H_GPUS_PER_NODE]) * st[s, K_TOKENS] / (prod_h * 3600.0)
         data_h = data_stall_gpu_hours(prod_h, per_node, x[b + S_LOADER_TPS])
+        if (s == MM_ALIGN or s == MM_CPT or s == MM_TUNE) and _media_online(x, b):
+            # online media decoding: items per second per node the GPUs take against what the loader's
+            # cores decode; the slower of the two pipelines (tokens, media) sets the stall
+            eat = min(G, x[H_GPUS_PER_NODE]) * st[s, K_MM_ITEMS] * x[b + MS_EPOCHS] / (prod_h * 3600.0)
+            deliver = x[MM_LOADER_CORES] / _media_cpu_s(x)
+            st[s, K_MM_EAT_IPS] = eat
+            st[s, K_MM_LOADER_IPS] = deliver
+            data_h = max(data_h, data_stall_gpu_hours(prod_h, eat, deliver))
     train_h = prod_h + data_h
     st[s, K_DATA_STALL_H] = data_h
     if st[s, K_TOKENS] > 0.0 and s != EVAL:

@@ -409,6 +409,8 @@ MM_RAW_MB = IX["multimodal.raw_mb_per_item"]
 MM_SHARDS = IX["multimodal.shard_copies"]
 MM_PRECOMP = IX["multimodal.precomputed_features"]
 MM_CPU_S = IX["multimodal.preprocess_cpu_s_per_item"]
+MM_ONLINE = IX["multimodal.preprocessing"]
+MM_LOADER_CORES = IX["multimodal.loader_cores_per_node"]
 MM_USD_CPU_H = IX["multimodal.usd_per_cpu_hour"]
 MM_TRANSFERS = IX["multimodal.media_transfers"]
 
@@ -451,6 +453,7 @@ RL_REWARD_MODEL = BY_PATH["stages.rl.reward"].choices.index("model")
 RL_REFERENCE_LIVE = BY_PATH["stages.rl.reference"].choices.index("live")
 MODALITY_VIDEO = BY_PATH["multimodal.modality"].choices.index("video")
 MODALITY_AUDIO = BY_PATH["multimodal.modality"].choices.index("audio")
+PREPROCESS_ONLINE = BY_PATH["multimodal.preprocessing"].choices.index("online")
 CONNECTOR_CODES = {c: i for i, c in enumerate(BY_PATH["multimodal.connector"].choices)}
 
 
