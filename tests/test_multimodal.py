@@ -232,6 +232,19 @@ def test_online_decoding_bills_every_epoch_and_stalls_when_the_loader_is_slower_
     assert pre.stat("mm_tune", "preprocess_cpu_hours") == pytest.approx(items * 8.0 / 3600, rel=1e-12)
 
 
+def test_offline_preprocessing_is_a_lever_only_where_online_decoding_stalls():
+    """The lever appears when a phase's loader is slower than its GPUs, and applying it removes the stall;
+    with enough loader cores (no stall) or offline already, it is not offered."""
+    from costcore.analysis import levers
+    on = schema.set_path(VIDEO, "multimodal.preprocessing", "online")
+    found = {lv.key: lv for lv in levers.levers(on)}
+    assert "offline_preprocessing" in found
+    after = costcore.estimate(levers.apply(on, found["offline_preprocessing"]))
+    assert after.stat("mm_tune", "data_stall_gpu_hours") == 0
+    for scn in (VIDEO, schema.set_path(on, "multimodal.loader_cores_per_node", 512)):
+        assert "offline_preprocessing" not in {lv.key for lv in levers.levers(scn)}
+
+
 def test_online_decoding_is_said_on_the_cli_and_the_page():
     """The CLI's media line and the multimodal page's preprocessing tab give the loader's rate and the GPUs'."""
     from costcore import fmt

@@ -144,6 +144,12 @@ def _media_levers(res: api.Result) -> list[Lever]:
         out.append(Lever("precomputed_features", "Run the frozen encoder once and store its features",
                          "No image augmentation, features take more storage than the images, and the encoder "
                          "can no longer be trained.", {"multimodal.precomputed_features": True}))
+    if ev("multimodal.preprocessing") == "online" and any(res.stat(s, "media_items_per_s_per_node")
+                                                          > res.stat(s, "media_loader_items_per_s_per_node") > 0
+                                                          for s in phases):
+        out.append(Lever("offline_preprocessing", "Decode and resize the media once, before training",
+                         "A preprocessing pass and a stored copy of the decoded media to manage, and no fresh "
+                         "random crops or frame samples each epoch.", {"multimodal.preprocessing": "offline"}))
     return out
 
 
