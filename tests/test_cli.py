@@ -221,7 +221,9 @@ def test_bad_bytes_in_process(capsys, tmp_path):
 
 def test_unknown_preset_name(capsys):
     rc, out, err = run_main(capsys, "estimate", "no-such-preset")
-    assert_one_line_error(rc, out, err, ("preset", "no-such-preset", PRESET))
+    assert_one_line_error(rc, out, err, ("preset", "no-such-preset", "python -m costcore presets lists all"))
+    rc, out, err = run_main(capsys, "estimate", "pipeline-70")  # a near miss is offered the close names
+    assert_one_line_error(rc, out, err, ("did you mean pipeline-70b or pipeline-70b-lora-grpo?",))
 
 
 def test_missing_subcommand(capsys):

@@ -8,6 +8,7 @@ these functions.
 from __future__ import annotations
 
 import copy
+import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +66,17 @@ def preset_names() -> list[str]:
 _PRESET_MEMO: dict = {}
 
 
+def _preset_hint(name) -> str:
+    """What to choose instead of an unknown preset, short enough for one sentence: every name while the
+    list is short, else the closest names and where the list is."""
+    names = preset_names()
+    if len(", ".join(names)) <= 150:
+        return "choose one of: " + ", ".join(names)
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5) if isinstance(name, str) else []
+    return ((f"did you mean {' or '.join(close)}? " if close else "")
+            + f"python -m costcore presets lists all {len(names)}")
+
+
 def load_preset(name: str) -> dict:
     """Load a preset by name from presets/ only (no paths: ``../x`` is refused).
 
@@ -72,7 +84,7 @@ def load_preset(name: str) -> dict:
     rerun diffs the scenario against its preset for the share link. Each call returns its own copy."""
     if not isinstance(name, str) or not _PRESET_NAME.match(name) or name not in preset_names():
         shown = name if isinstance(name, str) and len(name) < 60 else "that name"
-        raise ScenarioError("preset", f"unknown preset {shown!r}; choose one of: " + ", ".join(preset_names()))
+        raise ScenarioError("preset", f"unknown preset {shown!r}; " + _preset_hint(name))
     path = PRESET_DIR / f"{name}.yaml"
     st_ = path.stat()
     key = (name, st_.st_mtime_ns, st_.st_size)
