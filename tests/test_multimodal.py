@@ -245,6 +245,18 @@ def test_offline_preprocessing_is_a_lever_only_where_online_decoding_stalls():
         assert "offline_preprocessing" not in {lv.key for lv in levers.levers(scn)}
 
 
+def test_how_it_was_computed_shows_the_stall_with_the_kernels_numbers():
+    """The explanation's stall row: the rates and GPU-hours are the stats, and the billed formula names stalls;
+    a stage without a stall has no such row."""
+    from costcore.analysis import explain
+    res = costcore.estimate(schema.set_path(VIDEO, "multimodal.preprocessing", "online"))
+    rows = {t: b for t, b, _ in explain.stage_explanation(res, "mm_tune")}
+    take, deliver = res.stat("mm_tune", "media_items_per_s_per_node"), res.stat("mm_tune", "media_loader_items_per_s_per_node")
+    assert (rf"\frac{{{take:.3g}}}{{{deliver:.3g}}} - 1" in rows["Data-pipeline stall"]
+            and f"{res.stat('mm_tune', 'data_stall_gpu_hours'):,.1f}" in rows["Data-pipeline stall"])
+    assert "Data-pipeline stall" not in {t for t, _, _ in explain.stage_explanation(costcore.estimate(VIDEO), "mm_tune")}
+
+
 def test_online_decoding_is_said_on_the_cli_and_the_page():
     """The CLI's media line and the multimodal page's preprocessing tab give the loader's rate and the GPUs'."""
     from costcore import fmt

@@ -165,6 +165,7 @@ def stage_explanation(res: Result, stage: str) -> list[tuple[str, str, str]]:
                         rf" \Rightarrow {res.stat(stage, 'encoder_gpu_hours'):,.2f}\ \text{{GPU-h encoder and connector}}",
                         "the multimodal block's encoder and connector, at the inference utilization; media tokens "
                         "prefilled as prompt tokens (costcore/engine/kernel.py _eval_work)"))
+    out += _stall_rows(res, stage)
     if stage != "eval":
         out.append(("Checkpoint interval and failures",
                     rf"\tau = \sqrt{{2\delta M}}[\ldots] - \delta:\ \delta = {st['ckpt_write_s']:.1f}\,s,\ \tau = {st['ckpt_interval_h']:.2f}\,h\ (\text{{Young/Daly}}\ {st['young_daly_h']:.2f}\,h),\ "
@@ -173,8 +174,28 @@ def stage_explanation(res: Result, stage: str) -> list[tuple[str, str, str]]:
     out.append(("Billed GPU-hours and money",
                 rf"{st['gpu_hours']:,.0f}\ \text{{GPU-h}} \times \${price:g}/\text{{GPU-h}} = {fmt.usd(st['gpu_usd']).replace('$', chr(92) + '$')}"
                 rf";\ \text{{wall}} = {st['wall_days']:.1f}\ \text{{days on}}\ {st['num_gpus']:,.0f}\ \text{{GPUs}}",
-                "billed = productive + failures + checkpoint stalls + idle + failed runs + repeated experiments"))
+                "billed = productive + data-pipeline stalls + failures + checkpoint stalls + idle + failed runs + "
+                "repeated experiments"))
     return out
+
+
+def _stall_rows(res: Result, stage: str) -> list[tuple[str, str, str]]:
+    """The data-pipeline stall when the loader (tokens, or media decoded online) is slower than the GPUs."""
+    stall = res.stat(stage, "data_stall_gpu_hours")
+    if stall <= 0:
+        return []
+    take, deliver = res.stat(stage, "media_items_per_s_per_node"), res.stat(stage, "media_loader_items_per_s_per_node")
+    if deliver > 0 and take > deliver:
+        cores = float(effective_value(res.scenario, "multimodal.loader_cores_per_node"))
+        body = (rf"\text{{productive}}\times\left(\frac{{{take:.3g}}}{{{deliver:.3g}}} - 1\right) = {stall:,.1f}\ "
+                rf"\text{{GPU-h}}:\ \text{{items per second per node the GPUs take against what {cores:g} loader cores "
+                rf"decode}}")
+    else:
+        loader = float(effective_value(res.scenario, f"stages.{stage}.loader_tokens_per_s_per_node"))
+        body = (rf"\text{{productive}}\times\left(\frac{{\text{{tokens/s per node taken}}}}{{{loader:,.0f}}} - 1\right)"
+                rf" = {stall:,.1f}\ \text{{GPU-h}}")
+    return [("Data-pipeline stall", body, "costcore/engine/formulas.py data_stall_gpu_hours; the source articles' "
+             "data-pipeline stalls")]
 
 
 def checks(res: Result) -> list[str]:
