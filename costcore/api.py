@@ -401,7 +401,7 @@ def _check_rows(path: str, values) -> None:
         raise ScenarioError(path, f"has {n:,} values; a batch has at most {MAX_BATCH_ROWS:,}")
 
 
-def _values_list(path: str, values, what: str) -> list:
+def values_list(path: str, values, what: str) -> list:
     """A list of at most MAX_BATCH_ROWS + 1 items of a foreign iterable (a generator may be endless)."""
     import itertools
     _check_rows(path, values)
@@ -458,7 +458,7 @@ def _expand_columns(columns: Mapping[str, Any]) -> tuple[list[int], list[np.ndar
             if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
                 raise ScenarioError(path, f"needs a list of values, each {f.allowed()}")
             codes = []
-            for v in _values_list(path, values, f.allowed()):
+            for v in values_list(path, values, f.allowed()):
                 if isinstance(v, str) and v in f.choices:
                     codes.append(float(f.choices.index(v)))
                 elif checks.is_integer(v) and 0 <= v < len(f.choices):

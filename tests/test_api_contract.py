@@ -515,6 +515,14 @@ def test_sweep_only_raises_scenario_error(scenario, kv, full):
         assert_finite_frame(out, "sweep")
 
 
+@pytest.mark.parametrize("values", [BadLen(), BadIter()])
+def test_a_choice_sweep_over_a_hostile_list_is_refused_in_one_sentence(values):
+    """Found by the contract test above (seed 205): an enum sweep read its values with list(), which ran the
+    object's own __len__, and that exception escaped. It is now read as batch reads a column."""
+    with pytest.raises(ScenarioError, match="stages.sft.optimizer"):
+        costcore.sweep("alpaca-7b-sft", "stages.sft.optimizer", values)
+
+
 @CONTRACT
 @given(scenario=base_scenarios, kx=key_and_values(), ky=key_and_values(), feasible=flags)
 def test_heatmap_only_raises_scenario_error(scenario, kx, ky, feasible):

@@ -295,7 +295,8 @@ def sweep(scenario, key: str, values: Sequence[float], full: bool = False) -> pd
     scn, x, res = _base(scenario)
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         raise ScenarioError(key, "needs a list of values")
-    values = list(values) if BY_PATH[key].kind == "enum" else values
+    if BY_PATH[key].kind == "enum":  # read once, safely: a foreign __len__ / __iter__ may raise anything
+        values = api.values_list(key, values, "one of its choices")
     if full:
         out = api.batch(scn, {key: values}, full=True, vector=x)
         feasible = out[:, :, len(schema.RESOURCES) + kernel.BATCH_EXTRA.index("fits")].min(axis=1) > 0.5
