@@ -279,7 +279,7 @@ def finetune_steps_text() -> str:
     from costcore.validation.finetune import hf_logit_bytes, step_summary, step_table
     df = step_table()
     s = step_summary(df)
-    hf_bytes = hf_logit_bytes()
+    hf_bytes = hf_logit_bytes(df)
     s_hf = step_summary(step_table({"logit_bytes": hf_bytes}))
 
     def span_hf(method):

@@ -72,13 +72,14 @@ def step_runs() -> dict[str, dict]:
 HF_LOGIT_RUNS = ("qwen-7b-lora-2048", "qwen-7b-lora-8192")
 
 
-def hf_logit_bytes() -> float:
+def hf_logit_bytes(table: pd.DataFrame | None = None) -> float:
     """Bytes per token and vocabulary entry an unfused Hugging Face loss holds (efficiency.logit_bytes for
     such a stack), read from Qwen-7B's profiled LoRA memory at 2,048 and 8,192 tokens: the published
     growth beyond the planner's at the default 4 bytes, per added token and vocabulary entry, plus those
     4 (about 11: the BF16 logits, their FP32 cast, the shifted copy, the log-softmax). The other
-    profiled rows are not used (tests check the 14B and 72B against it)."""
-    t = step_table().set_index("run")
+    profiled rows are not used (tests check the 14B and 72B against it). ``table``: :func:`step_table` at the
+    defaults, when the caller has it already."""
+    t = (step_table() if table is None else table).set_index("run")
     short, long_ = (t.loc[r] for r in HF_LOGIT_RUNS)
     vocab = float(step_runs()[HF_LOGIT_RUNS[1]]["scenario"]["model"]["vocab"])
     extra_gb = ((long_["published_memory_gb"] - short["published_memory_gb"])
