@@ -187,17 +187,17 @@ def _stall_rows(res: Result, stage: str) -> list[tuple[str, str, str]]:
     take, deliver = res.stat(stage, "media_items_per_s_per_node"), res.stat(stage, "media_loader_items_per_s_per_node")
     loader = float(effective_value(res.scenario, f"stages.{stage}.loader_tokens_per_s_per_node"))
     tokens = rf"\frac{{\text{{tokens/s per node taken}}}}{{{loader:,.0f}}}"
+    source = "costcore/engine/formulas.py data_stall_gpu_hours; the source articles' data-pipeline stalls"
     if deliver > 0 and take > deliver:
         cores = float(effective_value(res.scenario, "multimodal.loader_cores_per_node"))
         media = rf"\frac{{{take:.3g}}}{{{deliver:.3g}}}"
         ratio = rf"\max\left({tokens}, {media}\right)" if loader > 0 else media  # the kernel: the slower pipeline
-        body = (rf"\text{{productive}}\times\left({ratio} - 1\right) = {stall:,.1f}\ "
-                rf"\text{{GPU-h}}:\ \text{{items per second per node the GPUs take against what {cores:g} loader cores "
-                rf"decode}}")
+        source = (f"media items per second per node the GPUs take ({take:.3g}) against what {cores:g} loader cores "
+                  f"decode ({deliver:.3g}); " + source)
     else:
-        body = rf"\text{{productive}}\times\left({tokens} - 1\right) = {stall:,.1f}\ \text{{GPU-h}}"
-    return [("Data-pipeline stall", body, "costcore/engine/formulas.py data_stall_gpu_hours; the source articles' "
-             "data-pipeline stalls")]
+        ratio = tokens
+    return [("Data-pipeline stall", rf"\text{{productive}}\times\left({ratio} - 1\right) = {stall:,.1f}\ \text{{GPU-h}}",
+             source)]
 
 
 def checks(res: Result) -> list[str]:
