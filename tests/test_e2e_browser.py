@@ -507,3 +507,37 @@ def test_workbench_8bit_adam_shrinks_the_optimizer_bar_and_the_fewest_gpus(serve
     # the optimizer bar: Altair's tooltip data is not in the DOM, so read the kernel through the share link
     link = _share_link(page)
     assert "optimizer=adamw_8bit" in link or "adamw_8bit" in link
+
+
+KATEX_WIDER_THAN_ITS_BOX = """() => [...document.querySelectorAll('[data-testid="stExpander"] .katex-display')].map(e => {
+    const box = e.closest('[data-testid="stMarkdownContainer"]') || e.parentElement;
+    return [e.textContent.slice(0, 60), e.scrollWidth, box.clientWidth];
+})"""
+
+
+@pytest.mark.parametrize("path, preset", [("pretraining", "moe-deepseek-v3"), ("multimodal", "qwen-vl-style-7b"),
+                                          ("post-training", "pipeline-70b-lora-grpo")])
+def test_every_formula_of_how_it_was_computed_fits_a_laptop_window(server, browser, path, preset):
+    """At 1280 pixels wide, every formula in the opened "How this was computed" expanders fits its column.
+    Before, a MoE plan's MFU row ran 1.7x past the column and multimodal rows were cut off mid-number; the
+    rows now break into lines (plan, step terms, MFU; formula, then the scenario's numbers)."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    ctx.set_default_timeout(RERUN_TIMEOUT_MS)
+    try:
+        page = ctx.new_page()
+        page.goto(f"{server}/{path}?p={preset}")
+        _total_cost(page, FIRST_LOAD_TIMEOUT_MS)
+        wait_idle(page)
+        boxes = page.locator('[data-testid="stExpander"] summary').filter(has_text="How this was computed")
+        assert boxes.count() >= 1
+        for i in range(boxes.count()):
+            boxes.nth(i).click()
+            wait_idle(page)
+        page.locator('[data-testid="stExpander"] .katex-display').first.wait_for(state="visible")
+        shown = page.evaluate(KATEX_WIDER_THAN_ITS_BOX)
+        assert len(shown) >= 4 * boxes.count(), shown  # every opened stage drew its formulas (4 or more each)
+        too_wide = [s for s in shown if s[1] > s[2] + 2]
+        assert not too_wide, too_wide
+        assert page.locator(EXCEPTION).count() == 0
+    finally:
+        ctx.close()

@@ -640,7 +640,7 @@ def test_a_pinned_rollout_replica_is_the_one_used_and_reported():
     assert pinned["rl"]["decode"]["sequences_at_once"] > auto["rl"]["decode"]["sequences_at_once"]
     assert pinned["rl"]["decode"]["rollout_gpu_hours"] < auto["rl"]["decode"]["rollout_gpu_hours"]
     shown = explain.stage_explanation(res, "rl")[0][1]
-    assert r"t = 4\ \text{GPUs}" in shown and f"B = {pinned['rl']['decode']['sequences_at_once']:,}" in shown
+    assert r"t = \text{4 GPUs}" in shown and f"B = {pinned['rl']['decode']['sequences_at_once']:,}" in shown
 
 
 def test_a_pinned_replica_too_small_for_the_weights_is_named():

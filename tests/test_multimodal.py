@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 import costcore
+from costcore import fmt
 from costcore.errors import ScenarioError
 from costcore.scenario import media, schema
 from costcore.scenario.schema import ENCODERS
@@ -253,7 +254,7 @@ def test_how_it_was_computed_shows_the_stall_with_the_kernels_numbers():
     rows = {t: b for t, b, _ in explain.stage_explanation(res, "mm_tune")}
     take, deliver = res.stat("mm_tune", "media_items_per_s_per_node"), res.stat("mm_tune", "media_loader_items_per_s_per_node")
     assert (rf"\frac{{{take:.3g}}}{{{deliver:.3g}}} - 1" in rows["Data-pipeline stall"]
-            and f"{res.stat('mm_tune', 'data_stall_gpu_hours'):,.1f}" in rows["Data-pipeline stall"])
+            and fmt.gpu_hours(res.stat('mm_tune', 'data_stall_gpu_hours')) in rows["Data-pipeline stall"])
     assert "Data-pipeline stall" not in {t for t, _, _ in explain.stage_explanation(costcore.estimate(VIDEO), "mm_tune")}
 
 

@@ -491,3 +491,44 @@ def test_the_cli_and_the_job_layout_page_name_a_schedule_alike(plan, shown):
                   mfu=0.4, memory_per_gpu_gb=40.0)]
     table = main.render_plans("pretrain", plans)
     assert (shown in table) == (shown != "1F1B"), table
+
+
+@pytest.mark.parametrize("preset", ["pipeline-70b", "qwen-vl-style-7b", "llama3-8b"])
+def test_how_it_was_computed_reads_at_three_significant_digits(preset):
+    """Every GPU-hour, duration and count of interruptions in the explanations is at three significant digits in
+    the unit that fits (16.6k GPU-h, 26.2 min); before, they read 16,598 and 5,997.2 GPU-h, "0.0 days on 32
+    GPUs" and "0.0 interruptions"."""
+    import costcore
+    from costcore import fmt
+    from costcore.analysis import explain
+    res = costcore.estimate(preset)
+    for stage in res.stages:
+        for title, latex, _ in explain.stage_explanation(res, stage):
+            for number in re.findall(r"\\text\{(-?[\d.,]+)[kMB]? GPU-h\}", latex):
+                assert len(number.replace(",", "").replace(".", "").lstrip("-0")) <= 3, (stage, title, latex)
+            assert not re.search(r"\d,\d{3}(\.\d+)?\\? ?\\text\{(GPU-h|days)", latex), (stage, title, latex)
+            assert not re.search(r"\b0\.0(?!\d)", latex), (stage, title, latex)
+            if title == "Billed GPU-hours and money":
+                assert fmt.days(res.stat(stage, "wall_days")) in latex and fmt.gpu_hours(res.stat(stage, "gpu_hours")) in latex
+
+
+def test_the_checkpoint_row_says_why_its_interval_is_shorter_than_asked():
+    """A stage shorter than the hour set between checkpoints checkpoints once, at its end: the row says the
+    interval is the whole run, names the hour set and still shows the Young/Daly optimum; a long stage says
+    "as set"; with the interval left at 0, the Young/Daly optimum is the one used."""
+    import costcore
+    from costcore import fmt
+    from costcore.analysis import explain
+    from costcore.scenario import schema
+
+    def row(scn, stage):
+        res = costcore.estimate(scn)
+        return res, dict((t, f) for t, f, _ in explain.stage_explanation(res, stage))["Checkpoint interval and failures"]
+
+    res, short = row(_with("llama3-8b", stages__sft__samples=50), "sft")
+    assert r"\text{the whole run, shorter than the}\ \text{1.00 h}\ \text{set}" in short
+    assert fmt.duration_s(res.stat("sft", "young_daly_h") * 3600) in short
+    _, long = row("pipeline-70b", "pretrain")  # every 30 min over 43 days
+    assert r"\text{30.0 min}\ (\text{as set}" in long and "whole run" not in long
+    res, free = row(schema.set_path(costcore.load_preset("pipeline-70b"), "stages.pretrain.ckpt_interval_h", 0), "pretrain")
+    assert r"(\text{Young/Daly})" in free and fmt.duration_s(res.stat("pretrain", "ckpt_interval_h") * 3600) in free

@@ -25,6 +25,31 @@ def _e(v: float) -> str:
     return m if not ex else rf"{m}\times10^{{{int(ex)}}}"
 
 
+def _t(words: str) -> str:
+    """Words or a formatted number (fmt: $9.01k, 1.64k GPU-h, 2.64 h) as LaTeX text; $ and % escaped."""
+    return r"\text{" + words.replace("$", r"\$").replace("%", r"\%") + "}"
+
+
+def _gpu_h(v: float) -> str:
+    """GPU-hours in a formula at three significant digits (fmt.gpu_hours: 16.6k GPU-h, not 16,598)."""
+    return _t(fmt.gpu_hours(v))
+
+
+def _lines(*parts: str) -> str:
+    """Display LaTeX of several centred lines: the formula, then the scenario's numbers (on one line, a
+    multimodal or MoE row ran past the expander of a 1280-pixel window)."""
+    return r"\begin{gathered}" + r"\\ ".join(parts) + r"\end{gathered}"
+
+
+def _count(v: float) -> str:
+    """A count at three significant digits, a tiny one as a power of ten (6.52x10^-5, not 6.52e-05)."""
+    return _e(v) if 0 < abs(v) < 1e-3 else _t(fmt.num(v))
+
+
+def _passes(n: float) -> str:
+    return _t(f"{n:g} pass" + ("" if n == 1 else "es"))
+
+
 def mfu_factors(res: Result, stage: str) -> dict | None:
     """The job layout behind a stage's MFU as the kernel computed it (its stats), or None when
     the stage gives its own MFU or throughput.
@@ -50,14 +75,16 @@ def _default_mfu_row(res: Result, stage: str):
     rc = ("none", "selective", "full")[int(round(f["recompute_mode"]))]
     dual = res.stat(stage, "plan_dualpipe") > 0.5 and f["plan_pp"] > 1
     plan = (rf"\text{{TP {f['plan_tp']:.0f} PP {f['plan_pp']:.0f} DP {f['plan_dp']:.0f} CP {f['plan_cp']:.0f}"
-            rf" EP {f['plan_ep']:.0f}, micro-batch {f['plan_micro_batch']:.0f}, ZeRO-{f['plan_zero']:.0f}, "
+            rf" EP {f['plan_ep']:.0f},}}\\ \text{{micro-batch {f['plan_micro_batch']:.0f}, ZeRO-{f['plan_zero']:.0f}, "
             rf"recompute {rc}{', DualPipe' if dual else ''}}}")
-    latex = (plan + rf":\ t_{{step}} = \underbrace{{{f['step_compute_s']:.3g}}}_{{\text{{compute}}}}"
+    # four lines (plan, its options, step terms, MFU): on one, a MoE plan ran 1.7x past the expander's width
+    latex = (r"\begin{gathered}" + plan + rf"\\ t_{{step}} = \underbrace{{{f['step_compute_s']:.3g}}}_{{\text{{compute}}}}"
              rf" + \underbrace{{{f['step_communication_s']:.3g}}}_{{\text{{comm.}}}}"
              rf" + \underbrace{{{f['step_bubble_s']:.3g}}}_{{\text{{bubble}}}}"
              rf" + \underbrace{{{f['step_recompute_s']:.3g}}}_{{\text{{recompute}}}}"
-             rf" + {f['step_optimizer_s']:.2g} = {f['step_time_s']:.3g}\,s;\ "
-             rf"\text{{MFU}} = {f['plan_mfu']:.3f} \times {f['sustained']:.2f}\ (\text{{sustained}}) = {f['mfu']:.3f}")
+             rf" + \underbrace{{{f['step_optimizer_s']:.2g}}}_{{\text{{optimizer}}}} = {f['step_time_s']:.3g}\,s\\ "
+             rf"\text{{MFU}} = {f['plan_mfu']:.3f} \times {f['sustained']:.2f}\ (\text{{sustained}}) = {f['mfu']:.3f}"
+             r"\end{gathered}")
     return ("MFU from the job layout", latex,
             "costcore/engine/layout.py (Megatron-LM / Korthikanti et al. 2022 step terms"
             + ("; DualPipe: DeepSeek-V3 report Sec. 3.2.1, Table 2" if dual else "") + "); the plan is the "
@@ -84,11 +111,13 @@ def _training_rows(res: Result, stage: str, st: dict) -> list[tuple[str, str, st
     shape_src = "model shape: N = 12·L·d² with d/L = 128 unless given (Kaplan et al. 2020)"
     if method == "full":
         out.append(("Training FLOPs per token",
-                    rf"6N + 12\,L\,d\,s = 6\cdot {_e(N)} + 12\cdot {L:.0f}\cdot {d:.0f}\cdot {seq:.0f} = {_e(fpt)}",
+                    _lines(r"6N + 12\,L\,d\,s", rf"= 6\cdot {_e(N)} + 12\cdot {L:.0f}\cdot {d:.0f}\cdot {seq:.0f} = {_e(fpt)}"),
                     "PaLM (arXiv:2204.02311) App. B; " + shape_src))
     else:
         out.append((f"{method.upper()} FLOPs per token",
-                    rf"4N + 12\,L\,d\,s + 6N_{{lora}} = 4\cdot {_e(N)} + 12\cdot {L:.0f}\cdot {d:.0f}\cdot {seq:.0f} + 6\cdot {_e(st['trainable_params'])} = {_e(fpt)}",
+                    _lines(r"4N + 12\,L\,d\,s + 6N_{lora}",
+                           rf"= 4\cdot {_e(N)} + 12\cdot {L:.0f}\cdot {d:.0f}\cdot {seq:.0f} + 6\cdot {_e(st['trainable_params'])}",
+                           rf"= {_e(fpt)}"),
                     "frozen base: forward 2N + input gradients 2N (model assumption); "
                     "N_lora = r(d_in + d_out) per adapted matrix (peft lora/layer.py)"
                     + ("; a 4-bit or 8-bit base does the same FLOPs and spends time dequantizing its weights to BF16 "
@@ -99,7 +128,7 @@ def _training_rows(res: Result, stage: str, st: dict) -> list[tuple[str, str, st
     if mfu_row:
         out.append(mfu_row)
     out.append(("Productive GPU-hours",
-                rf"\frac{{C}}{{\text{{peak}}\cdot \text{{MFU}}\cdot 3600}} = \frac{{{_e(st['flops'])}}}{{{peak:g}\times10^{{12}} \cdot {st['mfu']:.3f} \cdot 3600}} = {st['productive_gpu_hours']:,.0f}",
+                rf"\frac{{C}}{{\text{{peak}}\cdot \text{{MFU}}\cdot 3600}} = \frac{{{_e(st['flops'])}}}{{{peak:g}\times10^{{12}} \cdot {st['mfu']:.3f} \cdot 3600}} = {_gpu_h(st['productive_gpu_hours'])}",
                 "MFU definition: PaLM App. B; MFU from the job layout (costcore/engine/layout.py, docs/validation.md)"))
     return out
 
@@ -114,20 +143,23 @@ def _media_rows(res: Result, stage: str, st: dict) -> list[tuple[str, str, str]]
     peak = float(effective_value(scn, "hardware.peak_tflops"))
     return [
         ("Tokens in the language model",
-         rf"T = \text{{samples}}\,(t_{{text}} + \text{{share}}\cdot k\cdot m)\cdot\text{{epochs}},\ m = {m['media_tokens_per_item']:,.0f}"
-         rf"\ \text{{tokens per item}},\ t_{{text}} = {text:,.0f} \Rightarrow {_e(st['tokens'])}\ "
-         rf"({m['media_token_share'] * 100:.0f}\%\ \text{{media}})",
+         _lines(r"T = \text{samples}\,(t_{text} + \text{share}\cdot k\cdot m)\cdot\text{epochs}",
+                rf"m = {m['media_tokens_per_item']:,.0f}\ \text{{tokens per item}},\ t_{{text}} = {text:,.0f}"
+                rf" \Rightarrow {_e(st['tokens'])}\ ({m['media_token_share'] * 100:.0f}\%\ \text{{media}})"),
          "LLaVA-1.5 (arXiv:2310.03744) Sec. 3: 576 tokens per 336 px image; Q-Former/resampler queries (BLIP-2, "
          "Qwen-VL); pixel shuffle (InternVL 1.5)"),
         ("Language model FLOPs per token",
-         rf"{_e(st['train_flops_per_token'])}\ (6N\ \text{{trained}},\ 4N\ \text{{frozen or LoRA: gradients flow to the connector}}) + 12\,L\,d\,s",
+         _lines(rf"{_e(st['train_flops_per_token'])}\ (6N\ \text{{trained}},\ 4N\ \text{{frozen or LoRA:}}",
+                r"\text{gradients flow to the connector}) + 12\,L\,d\,s"),
          "PaLM (arXiv:2204.02311) App. B; frozen base: forward 2N + input gradients 2N"),
         ("Encoder and connector",
-         rf"{fmt.num(m['media_items'])}\ \text{{items}} \times {m['encoder_passes_per_item']:g}\ \text{{passes}}\times(2N_{{enc}}T + 4L_{{enc}}T^2 d_{{enc}}),"
-         rf"\ N_{{enc}} = {_e(m['encoder_params'])},\ N_{{conn}} = {_e(m['connector_params'])} \Rightarrow {m['encoder_gpu_hours']:,.1f}\ \text{{GPU-h}}",
+         _lines(rf"{fmt.num(m['media_items'])}\ \text{{items}} \times {_passes(m['encoder_passes_per_item'])}"
+                r"\times(2N_{enc}T + 4L_{enc}T^2 d_{enc})",
+                rf"N_{{enc}} = {_e(m['encoder_params'])},\ N_{{conn}} = {_e(m['connector_params'])}"
+                rf" \Rightarrow {_gpu_h(m['encoder_gpu_hours'])}"),
          "x3 when trained, x1 frozen, once in all with precomputed features (costcore/engine/formulas.py media section)"),
         ("Productive GPU-hours",
-         rf"\frac{{C}}{{\text{{peak}}\cdot \text{{MFU}}\cdot 3600}} = \frac{{{_e(st['flops'])}}}{{{peak:g}\times10^{{12}} \cdot {st['mfu']:.3f} \cdot 3600}} = {st['productive_gpu_hours']:,.0f}",
+         rf"\frac{{C}}{{\text{{peak}}\cdot \text{{MFU}}\cdot 3600}} = \frac{{{_e(st['flops'])}}}{{{peak:g}\times10^{{12}} \cdot {st['mfu']:.3f} \cdot 3600}} = {_gpu_h(st['productive_gpu_hours'])}",
          "the MFU of the language model's searched plan (costcore/engine/layout.py), applied to the encoder too")]
 
 
@@ -139,44 +171,63 @@ def stage_explanation(res: Result, stage: str) -> list[tuple[str, str, str]]:
     if stage == "rl":
         eta = float(effective_value(res.scenario, "stages.rl.rollout_efficiency"))
         out.append(("Rollout generation (decode roofline)",
-                    rf"t_{{step}} = \max\left(\frac{{W + B\cdot kv\cdot ctx}}{{t\cdot BW}}, \frac{{2N B}}{{t\cdot peak}}\right)/\eta,"
-                    rf"\ t = {st['decode_replica_gpus']:g}\ \text{{GPUs}},\ B = {st['decode_batch_used']:,.0f}\ \text{{sequences}},\ \eta = {eta:g}"
-                    rf" \Rightarrow {st['rollout_gpu_hours']:,.0f}\ \text{{GPU-h}}",
+                    _lines(r"t_{step} = \max\left(\frac{W + B\cdot kv\cdot ctx}{t\cdot BW}, \frac{2N B}{t\cdot peak}\right)/\eta",
+                           rf"t = {_t(fmt.gpus(st['decode_replica_gpus']))},\ B = {st['decode_batch_used']:,.0f}\ \text{{sequences}},\ \eta = {eta:g}"
+                           rf" \Rightarrow {_gpu_h(st['rollout_gpu_hours'])}"),
                     "cost-model-notes: gpu_poor src/App.js, LLM-Viewer roofline; DeepSpeed-Chat: generation dominates RLHF "
                     "wall time; eta checked on public batch latencies (docs/validation.md, section 6)"))
         out.append(("Training and scoring passes",
-                    rf"\text{{policy}}\ 6N\cdot T\cdot epochs + \text{{ref/old/reward}}\ 2N\cdot T\ (+\text{{critic}}) \Rightarrow {st['passes_gpu_hours']:,.0f}\ \text{{GPU-h}}",
+                    _lines(r"\text{policy}\ 6N\cdot T\cdot epochs + \text{ref/old/reward}\ 2N\cdot T\ (+\text{critic})",
+                           rf"\Rightarrow {_gpu_h(st['passes_gpu_hours'])}"),
                     "PPO per trained token: 6N_actor + 6N_critic + 2N_ref + 2N_reward (cost-model-notes Sec. 1); GRPO drops the critic"))
     if stage in MM_STAGES:
         out.extend(_media_rows(res, stage, st))
     if stage == "eval":
         eta = float(effective_value(res.scenario, "stages.eval.decode_efficiency"))
         out.append(("Evaluation inference",
-                    rf"\text{{runs}}\cdot(2N\cdot\text{{prompt tokens}}/\text{{(peak·util)}} + \text{{decode roofline}}) = {st['productive_gpu_hours']:,.1f}\ \text{{GPU-h}},"
-                    rf"\ t = {st['decode_replica_gpus']:g}\ \text{{GPUs}},\ B = {st['decode_batch_used']:,.0f}\ \text{{sequences}},\ \eta = {eta:g}",
+                    r"\begin{gathered}" + rf"\text{{runs}}\cdot(2N\cdot\text{{prompt tokens}}/\text{{(peak·util)}} + \text{{decode roofline}}) = {_gpu_h(st['productive_gpu_hours'])}"
+                    + rf"\\ t = {_t(fmt.gpus(st['decode_replica_gpus']))},\ B = {st['decode_batch_used']:,.0f}\ \text{{sequences}},\ \eta = {eta:g}"
+                    + r"\end{gathered}",
                     "prefill compute bound; decode bandwidth bound (LLM-Viewer); checked on public batch latencies "
                     "(docs/validation.md, section 6)"))
         items = res.stat(stage, "media_items")
         if items > 0:
             out.append(("Media of the multimodal benchmarks",
-                        rf"{fmt.num(items)}\ \text{{items}} \times [{res.stat(stage, 'encoder_passes_per_item'):g}\ \text{{passes}}"
-                        rf"\times(2N_{{enc}}T + 4L_{{enc}}T^2 d_{{enc}}) + 2N_{{conn}}\,m + m\,(2N + 4Lds)],"
-                        rf"\ m = {res.stat(stage, 'media_tokens_per_item'):,.0f}\ \text{{tokens per item}}"
-                        rf" \Rightarrow {res.stat(stage, 'encoder_gpu_hours'):,.2f}\ \text{{GPU-h encoder and connector}}",
+                        r"\begin{gathered}" + rf"{fmt.num(items)}\ \text{{items}} \times [{_passes(res.stat(stage, 'encoder_passes_per_item'))}"
+                        rf"\times(2N_{{enc}}T + 4L_{{enc}}T^2 d_{{enc}}) + 2N_{{conn}}\,m + m\,(2N + 4Lds)]\\ "
+                        rf"m = {res.stat(stage, 'media_tokens_per_item'):,.0f}\ \text{{tokens per item}}"
+                        rf" \Rightarrow {_gpu_h(res.stat(stage, 'encoder_gpu_hours'))}\ \text{{encoder and connector}}"
+                        r"\end{gathered}",
                         "the multimodal block's encoder and connector, at the inference utilization; media tokens "
                         "prefilled as prompt tokens (costcore/engine/kernel.py _eval_work)"))
     out += _stall_rows(res, stage)
     if stage != "eval":
-        out.append(("Checkpoint interval and failures",
-                    rf"\tau = \sqrt{{2\delta M}}[\ldots] - \delta:\ \delta = {st['ckpt_write_s']:.1f}\,s,\ \tau = {st['ckpt_interval_h']:.2f}\,h\ (\text{{Young/Daly}}\ {st['young_daly_h']:.2f}\,h),\ "
-                    rf"{st['interruptions']:.1f}\ \text{{interruptions}} \times (\tau/2 + \text{{restart}})",
-                    "Young 1974; Daly 2006 (LLNL/scr scr_ckpt_interval.py); failure rate: Llama 3 (arXiv:2407.21783) Sec. 3.3.4"))
+        out.append(_checkpoint_row(res, stage, st))
     out.append(("Billed GPU-hours and money",
-                rf"{st['gpu_hours']:,.0f}\ \text{{GPU-h}} \times \${price:g}/\text{{GPU-h}} = {fmt.usd(st['gpu_usd']).replace('$', chr(92) + '$')}"
-                rf";\ \text{{wall}} = {st['wall_days']:.1f}\ \text{{days on}}\ {st['num_gpus']:,.0f}\ \text{{GPUs}}",
+                _lines(rf"{_gpu_h(st['gpu_hours'])} \times \${price:g}/\text{{GPU-h}} = {_t(fmt.usd(st['gpu_usd']))}",
+                       rf"\text{{wall}} = {_t(fmt.days(st['wall_days']))}\ \text{{on}}\ {_t(fmt.gpus(st['num_gpus']))}"),
                 "billed = productive + data-pipeline stalls + failures + checkpoint stalls + idle + failed runs + "
                 "repeated experiments"))
     return out
+
+
+def _checkpoint_row(res: Result, stage: str, st: dict) -> tuple[str, str, str]:
+    """The interval used and why (set, Young/Daly, or the whole run when that is shorter), and the failures."""
+    tau, yd = st["ckpt_interval_h"], st["young_daly_h"]
+    set_h = float(effective_value(res.scenario, f"stages.{stage}.ckpt_interval_h"))
+    asked = set_h if set_h > 0 else yd
+    why = (rf"\text{{the whole run, shorter than the}}\ {_t(fmt.duration_s(asked * 3600))}\ "
+           + (r"\text{set}" if set_h > 0 else r"\text{of Young/Daly}") if tau < asked * 0.9995
+           else (r"\text{as set}" if set_h > 0 else r"\text{Young/Daly}"))
+    return ("Checkpoint interval and failures",
+            r"\begin{gathered}"  # three lines: with its reason the interval alone is as wide as the expander
+            rf"\tau = \sqrt{{2\delta M}}[\ldots] - \delta:\ \delta = {_t(fmt.duration_s(st['ckpt_write_s']))}\\"
+            rf"\tau = {_t(fmt.duration_s(tau * 3600))}\ ({why}"
+            + ("" if set_h <= 0 else (r")\\ (" if "whole run" in why else r";\ ")
+               + rf"\text{{Young/Daly}}\ {_t(fmt.duration_s(yd * 3600))}") + r") \\ "
+            rf"{_count(st['interruptions'])}\ \text{{interruptions}} \times (\tau/2 + \text{{restart}})"
+            r"\end{gathered}",
+            "Young 1974; Daly 2006 (LLNL/scr scr_ckpt_interval.py); failure rate: Llama 3 (arXiv:2407.21783) Sec. 3.3.4")
 
 
 def _stall_rows(res: Result, stage: str) -> list[tuple[str, str, str]]:
@@ -196,7 +247,7 @@ def _stall_rows(res: Result, stage: str) -> list[tuple[str, str, str]]:
                   f"decode ({deliver:.3g}); " + source)
     else:
         ratio = tokens
-    return [("Data-pipeline stall", rf"\text{{productive}}\times\left({ratio} - 1\right) = {stall:,.1f}\ \text{{GPU-h}}",
+    return [("Data-pipeline stall", rf"\text{{productive}}\times\left({ratio} - 1\right) = {_gpu_h(stall)}",
              source)]
 
 
