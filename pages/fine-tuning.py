@@ -147,6 +147,12 @@ line = alt.Chart(pd.DataFrame({"gb": [cap], "what": [f"Usable memory {fmt.gb(cap
                                                        tooltip=[alt.Tooltip("what:N", title="Line")])
 common.show_chart(common.layer(bars, line),
                   f"Memory per GPU by kind against the usable {fmt.gb(cap)} (red line)", height=320)
+# a lighter method can show more memory per GPU than a heavier one: each runs the fastest layout that fits, and
+# spare memory goes to larger micro-batches or to fewer shards; its layout says which (Fewest GPUs shows the rest)
+st.caption("Each method runs the fastest layout that fits on "
+           f"{fmt.gpus(rows.num_gpus.iloc[0])}, which may spend spare memory on larger micro-batches or shard less: "
+           + "; ".join(f"{common.md_escape(r.label)}: {r.layout}" for r in rows.itertuples())
+           + ". The fewest GPUs that fit show what each method's smaller footprint saves.")
 # one colour: the method is on the axis, and the memory chart above gives blue, light blue and red to weights,
 # gradients and optimizer states, which per-method colours here repeated with another meaning
 speed = alt.Chart(rows).mark_bar(color="#4C78A8").encode(

@@ -52,24 +52,6 @@ def _count(v: int) -> str:
     return "Searched" if v == 0 else f"{v:,}"
 
 
-def plan_words(plan: dict, precision: str) -> str:
-    """The plan in one line, e.g. TP 8 × PP 4 × DP 64 × CP 1, micro-batch 2, ZeRO-1, selective recompute, BF16."""
-    dims = f"TP {plan['tp']} × PP {plan['pp']} × DP {plan['dp']} × CP {plan['cp']}"
-    if plan["ep"] > 1:
-        dims += f" (EP {plan['ep']})"
-    parts = [dims, f"micro-batch {plan['micro_batch']}",
-             f"ZeRO-{plan['zero']}" if plan["zero"] > 0 else "no ZeRO"]
-    if plan.get("schedule") == "dualpipe" and plan["pp"] > 1:
-        parts.append("DualPipe schedule")
-    elif plan["interleave"] > 1:
-        parts.append(f"interleaved pipeline ({plan['interleave']} chunks per stage)")
-    if plan["sequence_parallel"]:
-        parts.append("sequence parallel")
-    parts.append("no recompute" if plan["recompute"] == "none" else f"{plan['recompute']} recompute")
-    parts.append(PRECISION_WORDS.get(precision, precision.upper()))
-    return ", ".join(parts)
-
-
 def _same_layout(a: dict, b: dict) -> bool:
     keys = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "recompute", "zero", "interleave", "sequence_parallel",
             "schedule")
@@ -192,7 +174,7 @@ plan = res.plan(stage)
 precision = str(schema.effective_value(res.scenario, "hardware.precision"))
 
 st.subheader(STAGE_LABELS[stage])
-st.markdown(f"**Plan:** {plan_words(plan, precision)}")
+st.markdown(f"**Plan:** {fmt.plan_words(plan, PRECISION_WORDS.get(precision, precision.upper()))}")
 if not res.uses_layout(stage):
     st.info("This stage's speed is set by hand (an MFU, a throughput or TFLOP/s per GPU in its settings), so "
             "its hours do not come from this layout; the layout still decides whether it fits in memory.",

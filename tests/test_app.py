@@ -276,6 +276,20 @@ def test_finetune_methods_table_and_samples():
     assert _total(at) > before
 
 
+def test_workbench_says_each_methods_layout_under_the_memory_bars():
+    """On the 70B pipeline's 64 fine-tuning GPUs, QLoRA's bar stands above LoRA's (its searched plan keeps the
+    4-bit weights whole with ZeRO-1 where LoRA shards its 16-bit ones with ZeRO-3): the caption under the bars
+    names each method's layout as the Job layout page writes it, so the taller bar of the lighter method reads."""
+    from costcore.scenario import schema
+    at = _app("pages/fine-tuning.py", p="pipeline-70b-lora-grpo")
+    scn = at.session_state["scenario"]
+    said = next(c.value for c in at.caption if c.value.startswith("Each method runs the fastest layout"))
+    for m, label in (("full", "Full fine-tuning"), ("lora", "LoRA"), ("qlora", "QLoRA")):
+        res = costcore.estimate(schema.set_path(scn, "stages.sft.method", m))
+        assert f"{label}: {fmt.plan_words(res.plan('sft'))}" in said, said
+    assert "on 64 GPUs" in said
+
+
 def test_workbench_global_batch_sets_the_step():
     """The workbench's global batch box (SFT default 128, Tulu 3's) sets how many micro-batches one optimizer
     step holds on the QLoRA preset's one GPU: 128 sequences at micro-batch 2 are 64, 512 are 256."""

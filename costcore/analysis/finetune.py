@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from costcore import api
+from costcore import api, fmt
 from costcore.errors import ScenarioError
 from costcore.scenario import schema
 
@@ -73,7 +73,7 @@ def _row(res: api.Result, stage: str) -> dict:
                people_usd=usd["labor"] + usd["ops"], other_usd=usd["storage"] + usd["network"],
                fits=res.stat(stage, "fits") > 0.5, min_gpus=int(res.stat(stage, "min_gpus")),
                num_gpus=int(res.stat(stage, "num_gpus")), optimizer_paged_out_gb=view["optimizer_paged_out_gb"],
-               checkpoint_gb=res.stat(stage, "ckpt_gb"))
+               checkpoint_gb=res.stat(stage, "ckpt_gb"), layout=fmt.plan_words(res.plan(stage)))
     row.update({f"memory_{k}_gb": view["memory_breakdown_gb"][k] for k in MEMORY_KINDS})
     return row
 
