@@ -107,6 +107,12 @@ class Result:
         return self.total_usd - self.fixed_usd
 
     @property
+    def fixed_share(self) -> float:
+        """Fixed cost over the total, a fraction (0 when the total is 0)."""
+        total = self.total_usd
+        return self.fixed_usd / total if total > 0 else 0.0
+
+    @property
     def gpu_hours(self) -> float:
         return float(self.stats[:, K_GPU_H].sum())
 

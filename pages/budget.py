@@ -68,7 +68,7 @@ def budget_and_fixed() -> None:
         m = common.metric_row(3)
         m[0].metric("Fixed", fmt.usd(res.fixed_usd), help="committed: team, platform, bought data, datasets kept")
         m[1].metric("Elastic", fmt.usd(res.elastic_usd), help="scales with GPU time, tokens and samples")
-        m[2].metric("Fixed share", f"{res.fixed_usd / max(res.total_usd, 1e-9):.0%}")
+        m[2].metric("Fixed share", fmt.share(res.fixed_share))  # 20.2%, three digits as elsewhere
         fe["stage_name"] = fe.stage.map(STAGE_LABELS)
         fe["kind"] = fe.kind.str.capitalize()  # the legend in words: Fixed, Elastic
         common.show_chart(alt.Chart(fe).mark_bar().encode(

@@ -380,7 +380,9 @@ def _knob_widget(ss, key, path, label, lo, hi, step, widget, fmt_str, help, opti
         return st.select_slider(label, options=list(words), value=cur, key=key, on_change=changed, help=tip,
                                 format_func=words.__getitem__)
     if widget == "slider":
-        if fmt_str in (None, "%.0f", "%d") and (is_int or fmt_str) and hi >= 1000:
+        if fmt_str in (None, "%g") and not is_int and hi <= 1 and str(f.unit).startswith("of "):
+            fmt_str = "percent"  # a share of something (of each budget, of peak): 80% on the thumb, not 0.8
+        elif fmt_str in (None, "%.0f", "%d") and (is_int or fmt_str) and hi >= 1000:
             fmt_str = "localized"  # whole numbers with thousands separators on the thumb: 25,000, not 25000
         return st.slider(label, min_value=lo, max_value=hi, value=cur,
                          step=cast(step) if step is not None else None, key=key, on_change=changed,

@@ -157,7 +157,8 @@ with cols[5]:
 cols = st.columns(6)
 with cols[0]:
     pin(p + "schedule", "Pipeline schedule", list(common.CHOICE_WORDS["schedule"]), common.CHOICE_WORDS["schedule"].get,
-        "How the pipeline runs its micro-batches. DualPipe (DeepSeek-V3 report Sec. 3.2.1) hides the expert "
+        "How the pipeline runs its micro-batches. 1F1B: one forward, one backward, each stage holding one chunk of "
+        "layers or several interleaved ones (Narayanan et al. 2021 Sec. 2.2; the plan search picks how many). DualPipe (DeepSeek-V3 report Sec. 3.2.1) hides the expert "
         "all-to-all and the pipeline sends behind another micro-batch's compute and shrinks the bubble, at the "
         "cost of the SMs its communication takes and a second copy of the weights; it needs an even pipeline. "
         "Searched tries 1F1B and DualPipe and keeps the faster.")

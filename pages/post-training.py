@@ -48,7 +48,7 @@ if common.stage_toggle("rl"):
     common.stage_results("rl", bar=False, explain=False)
     tp_dec, b_dec = res.stat("rl", "decode_replica_gpus"), res.stat("rl", "decode_batch_used")
     st.caption(f"Rollout generation takes {fmt.gpu_hours(roll)} of {fmt.gpu_hours(prod)} productive "
-               f"({roll / prod:.0%}): decoding reads all weights and the KV cache every token, here on replicas of "
+               f"({fmt.share(roll / prod)}): decoding reads all weights and the KV cache every token, here on replicas of "
                f"{fmt.num(tp_dec)} GPU{'s' if tp_dec != 1 else ''} generating {fmt.num(b_dec)} answers at once "
                f"(as many as the KV cache holds, up to the rollout batch).")
     common.stacked_bar(res, ["rl"], height=220)

@@ -518,3 +518,26 @@ def test_workbench_says_when_a_pinned_parallel_degree_sets_the_gpu_counts(preset
     that pins no parallel degree gets no such caption."""
     at = _app("pages/fine-tuning.py", p=preset)
     assert any("pinned tensor parallelism" in c.value for c in at.caption) is says
+
+
+def test_budget_fixed_share_reads_at_three_digits():
+    """The Fixed share metric is the result's fixed_share (fixed over total) at three significant digits, as
+    every share on the other pages: 20.2% on the 70B pipeline, where it read 20%."""
+    at = _app("pages/budget.py", p="pipeline-70b-lora-grpo")
+    res = costcore.estimate(at.session_state["scenario"])
+    assert abs(res.fixed_share - res.fixed_usd / res.total_usd) < 1e-12 and 0 < res.fixed_share < 1
+    assert _metric(at, "Fixed share") == fmt.share(res.fixed_share)
+    assert len(_metric(at, "Fixed share").rstrip("%").replace(".", "")) == 3
+
+
+@pytest.mark.parametrize("page, label", [("pages/budget.py", "Warning line"),
+                                         ("pages/post-training.py", "Rollout efficiency"),
+                                         ("pages/multimodal.py", "Share of samples with media")])
+def test_a_share_slider_shows_a_percent(page, label):
+    """Sliders of a share (an input whose unit is "of" something, at most 1) show 80% on the thumb, not 0.8;
+    the value they set stays the fraction."""
+    at = _app(page, p="pipeline-70b-lora-grpo")
+    shown = [s for s in at.slider if s.label.startswith(label)]
+    assert shown and all(s.proto.format == "percent" and 0 < s.value <= 1 for s in shown)
+    assert all(s.proto.format != "percent" for s in at.slider if not s.label.startswith(label)
+               and not (s.min >= 0 and s.max <= 1))
