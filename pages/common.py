@@ -879,7 +879,11 @@ def _number_table(df: pd.DataFrame, formats: dict, headers, helps, kwargs: dict)
                   else st.column_config.Column(words, help=helps.get(c), width=widths.get(c)))
     shown = _display_styler(data, formats)
     kwargs.setdefault("width", "stretch")
+    kwargs.setdefault("placeholder", NO_VALUE)
     st.dataframe(shown, hide_index=True, column_config=cfg | kwargs.pop("column_config", {}), **kwargs)
+
+
+NO_VALUE = "–"  # a missing value: Streamlit draws its own grey "None" for a null cell unless told otherwise
 
 
 def _display_styler(data: pd.DataFrame, formats: dict):
@@ -893,10 +897,10 @@ def _display_styler(data: pd.DataFrame, formats: dict):
     underneath are unchanged, so a header click still sorts by value. Should either library change
     those private names, the Styler's own formatter is used (same text, slower)."""
     cols = list(data.columns)
-    text = {cols.index(c): ["" if pd.isna(v) else f(float(v)) for v in data[c]] for c, f in formats.items()}
+    text = {cols.index(c): [NO_VALUE if pd.isna(v) else f(float(v)) for v in data[c]] for c, f in formats.items()}
     styler = data.style
     if not (callable(getattr(styler, "_compute", None)) and callable(getattr(styler, "_translate", None))):
-        return styler.format({c: (lambda f: lambda v: "" if pd.isna(v) else f(float(v)))(f)
+        return styler.format({c: (lambda f: lambda v: NO_VALUE if pd.isna(v) else f(float(v)))(f)
                               for c, f in formats.items()})
     body = [[{"id": f"row{i}_col{j}", "display_value": col[i]} for j, col in text.items()]
             for i in range(len(data))]

@@ -10,9 +10,12 @@ import streamlit as st
 
 from costcore import fmt
 from costcore.actuals import efficiency, importers, report, sample, store
+from costcore.actuals.columns import UNATTRIBUTED
 from costcore.errors import ScenarioError
 from costcore.scenario.schema import STAGE_LABELS
 from pages import common
+
+STAGE_WORDS = {**STAGE_LABELS, UNATTRIBUTED: "Not attributed to a stage"}
 
 res = common.frame(
     "Review: plan vs actual",
@@ -114,7 +117,7 @@ else:
     filters = []
     for col, dim in zip(cols, report.DIMENSION_WORDS):
         options = sorted(set(cube[dim]))
-        label = (lambda s: STAGE_LABELS.get(s, s)) if dim == "stage" else str
+        label = (lambda s: STAGE_WORDS.get(s, s)) if dim == "stage" else str
         chosen = col.multiselect(words[dim], options, format_func=label, key=f"review_{dim}",
                                  placeholder="All")
         if chosen:
@@ -143,11 +146,12 @@ else:
 # billed total (report.burn): a line drawn from the plan is named as such, not called a budget.
 own_budget = b["budget_set"]
 BUDGET_WORDS = "Budget" if own_budget else "Plan's billed total (no budget set)"
-for name, cross in ((BUDGET_WORDS.lower() if own_budget else "plan's billed total (no budget is set)",
-                     b["budget_crossing"]), ("warning line", b["warning_crossing"])):
-    if cross:
-        st.caption(f"The {name} ({fmt.usd(float(b['budget_usd'] if name != 'warning line' else b['warning_usd']))}) "
-                   f"{'will be crossed about' if cross['forecast'] else 'was crossed on'} {cross['date']}"
+for name, usd, cross in (("budget" if own_budget else "plan's billed total", b["budget_usd"], b["budget_crossing"]),
+                         ("warning line", b["warning_usd"], b["warning_crossing"])):
+    if cross:  # "The plan's billed total of $2.73M (no budget is set) will be crossed about 2027-03-02 at ..."
+        st.caption(f"The {name} of {fmt.usd(float(usd))}"
+                   + (" (no budget is set)" if not own_budget and name != "warning line" else "")
+                   + f" {'will be crossed about' if cross['forecast'] else 'was crossed on'} {cross['date']}"
                    + (f" at the last {report.BURN_RATE_DAYS} days' rate of {fmt.usd(float(b['rate_usd_per_day']))} a day."
                       if cross["forecast"] else "."))
 
@@ -177,25 +181,24 @@ common.show_chart(common.layer(burn, rules), ("Cumulative spend: actual vs plan"
 if data is None:
     st.stop()
 
-left, right = st.columns(2)
-with left:
-    wf = v["waterfall"]
-    colors = alt.Scale(domain=["Plan", "Adds to the plan", "Saves against the plan", "Actual"],
-                       range=["#4C78A8", "#E45756", "#54A24B", "#222222"])
-    chart = alt.Chart(wf).mark_bar().encode(
-        y=alt.Y("label:N", sort=list(wf["label"]), title="From plan to actual", axis=alt.Axis(labelLimit=260)),
-        x=alt.X("start:Q", title="Dollars ($)", axis=common.usd_axis()), x2=alt.X2("end:Q"),
-        color=alt.Color("direction:N", title="Step", scale=colors, legend=alt.Legend(orient="bottom", columns=2)),
-        tooltip=[alt.Tooltip("label:N", title="step"), alt.Tooltip("usd:Q", title="$", format="$,.3s")])
-    common.show_chart(chart, "Variance waterfall: from plan to actual", height=380)
-with right:
-    pva = pd.DataFrame([{"stage": STAGE_LABELS.get(s, s), "plan": float(x["plan_usd"]), "actual": float(x["actual_usd"]),
-                         "variance": float(x["variance_usd"]), "cause": x["cause"]}
-                        for s, x in v["plan_vs_actual"].items()])
-    st.markdown("**Plan vs actual by stage**")
-    common.money_table(pva, ["plan", "actual", "variance"],
-                       {"stage": "Stage", "plan": "Plan", "actual": "Actual", "variance": "Variance",
-                        "cause": "Largest cause"})
+# one above the other, each the page's width: side by side at 1280 px the waterfall kept 5 of its 10 labels and
+# cut its legend, and the table cut its last column
+wf = v["waterfall"]
+colors = alt.Scale(domain=["Plan", "Adds to the plan", "Saves against the plan", "Actual"],
+                   range=["#4C78A8", "#E45756", "#54A24B", "#222222"])
+chart = alt.Chart(wf).mark_bar().encode(
+    y=alt.Y("label:N", sort=list(wf["label"]), title="From plan to actual", axis=alt.Axis(labelLimit=320)),
+    x=alt.X("start:Q", title="Dollars ($)", axis=common.usd_axis()), x2=alt.X2("end:Q"),
+    color=alt.Color("direction:N", title="Step", scale=colors, legend=alt.Legend(orient="right")),
+    tooltip=[alt.Tooltip("label:N", title="step"), alt.Tooltip("usd:Q", title="$", format="$,.3s")])
+common.show_chart(chart, "Variance waterfall: from plan to actual", height=28 * len(wf) + 80)
+pva = pd.DataFrame([{"stage": STAGE_WORDS.get(s, s), "plan": float(x["plan_usd"]),
+                     "actual": float(x["actual_usd"]), "variance": float(x["variance_usd"]), "cause": x["cause"]}
+                    for s, x in v["plan_vs_actual"].items()])
+st.markdown("**Plan vs actual by stage**")
+common.money_table(pva, ["plan", "actual", "variance"],
+                   {"stage": "Stage", "plan": "Plan", "actual": "Actual", "variance": "Variance",
+                    "cause": "Largest cause"})
 
 # Daily spend with the anomalies marked
 daily = v["daily"].assign(day=lambda f: pd.to_datetime(f["day"]))
@@ -228,22 +231,20 @@ common.money_table(waste, ["usd"], {"kind": "Kind", "usd": "Dollars", "items": "
                                     "examples": "Which"})
 
 st.markdown("**Cost per result**")
-r1, r2 = st.columns(2)
-mv = v["per_model_version"].copy()
+mv = v["per_model_version"].copy()  # the two tables one above the other: side by side, the runs' was cut
 mv["usd"] = mv["usd"].map(float)
-with r1:
-    common.money_table(mv, ["usd", "usd_per_point"],
-                       {"project": "Project", "model_version": "Model version", "usd": "Dollars", "runs": "Runs",
-                        "eval_score": "Best evaluation score", "points_gained": "Points gained",
-                        "usd_per_point": "Dollars per point gained"},
-                       helps={"usd_per_point": "blank where no evaluation point was gained"})
+common.money_table(mv, ["usd", "usd_per_point"],
+                   {"project": "Project", "model_version": "Model version", "usd": "Dollars", "runs": "Runs",
+                    "eval_score": "Best evaluation score", "points_gained": "Points gained",
+                    "usd_per_point": "Dollars per point gained"},
+                   helps={"eval_score": "– where no run of the version was evaluated",
+                          "usd_per_point": "– where no evaluation point was gained"})
 runs = v["per_run"].copy()
 runs["usd"] = runs["usd"].map(float)
-runs["stage"] = runs["stage"].map(lambda s: STAGE_LABELS.get(s, s))
-with r2:
-    common.money_table(runs, ["usd"], formats={"gpu_hours": fmt.num}, headers={"run_id": "Run", "project": "Project", "model_version": "Model version",
-                                       "stage": "Stage", "status": "Status", "usd": "Dollars",
-                                       "gpu_hours": "GPU-hours billed", "eval_score": "Evaluation score"})
+runs["stage"] = runs["stage"].map(lambda s: STAGE_WORDS.get(s, s))
+common.money_table(runs, ["usd"], formats={"gpu_hours": fmt.num}, headers={"run_id": "Run", "project": "Project", "model_version": "Model version",
+                                   "stage": "Stage", "status": "Status", "usd": "Dollars",
+                                   "gpu_hours": "GPU-hours billed", "eval_score": "Evaluation score"})
 
 st.markdown("**Your organisation's efficiency**")
 try:

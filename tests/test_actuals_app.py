@@ -87,3 +87,26 @@ def test_the_burn_chart_calls_a_line_a_budget_only_when_one_is_set(warm_kernels)
     at.button(key="review_sample").click()
     at.run()
     assert "Actual spend" in _legend_words(at.get("vega_lite_chart")[0])
+
+
+def test_review_tables_name_every_stage_and_show_a_dash_for_no_value(warm_kernels):
+    """With the sample's bills: the plan-vs-actual table names the support line's stage in words (it read the raw
+    key "unattributed"), the waterfall has a row of height for each of its steps (half-width at 1280 px, Vega kept
+    5 of 10 labels), a cost-per-result cell without a score is a dash, not Streamlit's grey "None", and the
+    burn caption names the plan's total once, without two parentheses in a row."""
+    at = AppTest.from_file(APP, default_timeout=NEVER_S)
+    at.run()
+    at.switch_page("pages/review.py")
+    at.run()
+    at.button(key="review_sample").click()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    stages = [list(d.value["stage"]) for d in at.dataframe if "cause" in d.value.columns]
+    assert stages and "Not attributed to a stage" in stages[0] and "unattributed" not in stages[0]
+    waterfall = next(json.loads(c.proto.spec) for c in at.get("vega_lite_chart")
+                     if str(json.loads(c.proto.spec)["title"]).startswith("Variance waterfall"))
+    assert waterfall["height"] >= 24 * 10  # the sample's ten steps, plan to actual
+    per_version = next(d for d in at.dataframe if "points_gained" in d.value.columns)
+    assert per_version.value["eval_score"].isna().any() and per_version.proto.placeholder == "–"
+    said = " ".join(c.value for c in at.caption)
+    assert ") (" not in said
