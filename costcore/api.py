@@ -191,6 +191,11 @@ class Result:
         row = self.resource_matrix()[STAGES.index(stage)]
         return {r: float(v) for r, v in zip(RESOURCES, row)}
 
+    def item_usd(self, stage: str, *items: str) -> float:
+        """Dollars of one or more line items of a stage (keys as in ``line_items``, e.g. "storage.ckpt_hot")."""
+        keys = [k for k, _, _, _ in LINE_ITEMS]
+        return float(sum(self.items[STAGES.index(stage), keys.index(k)] for k in items))
+
     def fine_tuning_view(self, stage: str) -> dict[str, Any]:
         """What a fine-tuner compares first, for one training stage (issue 15's JSON contract).
 

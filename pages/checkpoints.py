@@ -97,15 +97,18 @@ for name, pol in policies.items():
     if "ckpt_type" not in pol:
         s2 = schema.set_path(s2, p + "ckpt_type", schema.effective_value(res.scenario, p + "ckpt_type"))
     r2 = costcore.estimate(s2) if pol else res  # this plan's own row is the estimate already on screen
-    rows.append({"policy": name, "storage_usd": r2.stage_usd(stage)["storage"],
-                 "network_usd": r2.stage_usd(stage)["network"], "kept_gb": r2.stat(stage, "ckpt_held_gb"),
+    # the checkpoints' own line items: the stage's whole storage hid them behind a multimodal stage's $123k of
+    # media, the same in every row
+    rows.append({"policy": name, "storage_usd": r2.item_usd(stage, "storage.ckpt_hot", "storage.ckpt_cold"),
+                 "network_usd": r2.item_usd(stage, "network.ckpt_replication"), "kept_gb": r2.stat(stage, "ckpt_held_gb"),
                  "held_gb": r2.stat(stage, "storage_peak_gb")})
 pol_df = pd.DataFrame(rows)
 common.money_table(pol_df[["policy", "storage_usd", "network_usd", "kept_gb", "held_gb"]], ["storage_usd", "network_usd"],
-                   {"policy": "Retention policy", "storage_usd": "Storage cost", "network_usd": "Network cost",
-                    "kept_gb": "Checkpoints kept after the stage",
-                    "held_gb": "Held at the run's end (checkpoints and data)"},
-                   {"kept_gb": fmt.gb, "held_gb": fmt.gb})
+                   {"policy": "Retention policy", "storage_usd": "Checkpoint storage", "network_usd": "Checkpoint replication",
+                    "kept_gb": "Checkpoints kept", "held_gb": "Held at the end"},
+                   {"kept_gb": fmt.gb, "held_gb": fmt.gb},
+                   {"kept_gb": "checkpoints retained after the stage, by the policy",
+                    "held_gb": "checkpoints, data and media held as the stage ends"}, widths={"policy": "medium"})
 
 st.subheader("Checkpoint storage held over time")
 # Everything below is the kernel's own numbers (stats): checkpoints written every ckpt_spacing_h,

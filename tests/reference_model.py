@@ -1110,6 +1110,9 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
         row.update(layout_stats(layout))
         row.update(media_stats(v, stage, media_stored, productive_h, flops, side_flops if media_stored else 0.0,
                                media_rates))
+        if media_stored is not None:  # held at the stage's end: its media too (raw, shard copies, features)
+            row["storage_peak_gb"] += (row["media_raw_gb"] * (1.0 + float(v("multimodal.shard_copies")))
+                                       + row["media_features_gb"])
         row.update(eval_media)
         out[stage] = row
     return out

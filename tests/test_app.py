@@ -541,3 +541,18 @@ def test_a_share_slider_shows_a_percent(page, label):
     assert shown and all(s.proto.format == "percent" and 0 < s.value <= 1 for s in shown)
     assert all(s.proto.format != "percent" for s in at.slider if not s.label.startswith(label)
                and not (s.min >= 0 and s.max <= 1))
+
+
+def test_checkpoint_policies_compare_the_checkpoints_own_costs():
+    """On a multimodal stage, the stage's storage is mostly media (the same under every policy): the retention table
+    shows the checkpoints' own storage and replication items, which differ by policy, and the storage held at the
+    stage's end counts the media too (raw, shard copies and features), as the kernel's storage_peak_gb does."""
+    from costcore.scenario import schema
+    at = _app("pages/checkpoints.py", p="qwen-vl-style-7b")
+    res = costcore.estimate(at.session_state["scenario"])
+    table = next(d.value for d in at.dataframe if "policy" in d.value.columns)
+    stage = res.stages[0]
+    assert list(table["storage_usd"])[0] == res.item_usd(stage, "storage.ckpt_hot", "storage.ckpt_cold")
+    assert table["storage_usd"].nunique() > 1 and table["storage_usd"].max() < res.stage_usd(stage)["storage"] / 10
+    media = res.stat(stage, "media_raw_gb") * (1 + float(schema.effective_value(res.scenario, "multimodal.shard_copies")))
+    assert media > 0 and list(table["held_gb"])[0] >= media + res.stat(stage, "ckpt_held_gb")

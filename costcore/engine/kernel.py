@@ -885,6 +885,9 @@ def _media_usd(x, b, months, st, s, it):
     st[s, K_MM_CPU_H] = cpu_h
     st[s, K_MM_RAW_GB] = raw_gb
     st[s, K_MM_FEAT_GB] = feat_gb
+    # what the stage holds at its end counts its media too: raw, its sharded copies and the features (a LLaVA
+    # alignment held 390 GB of checkpoints and text next to 84 TB of images, and said 390 GB)
+    st[s, K_STORAGE_PEAK_GB] += raw_gb * (1.0 + x[MM_SHARDS]) + feat_gb
     it[s, I_MM_PREP] = cpu_hours_usd(cpu_h, x[MM_USD_CPU_H])
     it[s, I_MM_STORE] = (dataset_storage_usd(x[ST_OBJECT], raw_gb * (1.0 + x[MM_SHARDS]), months, x[ST_RETENTION_MO])
                          + monthly_usd(x[ST_HOT] * feat_gb, st[s, K_RUN_MO]))
