@@ -541,7 +541,7 @@ def frame(title: str, intro: str) -> api.Result:
         st.warning(md_escape(msg), icon="⚠️")
     ss.messages = []
     name = md_escape(ss.scenario.get("name", "").strip() or "Untitled scenario")  # never an empty "****"
-    st.caption(f"Scenario: **{name}** · preset `{ss.preset}` · {len(res.stages)} stage(s) · "
+    st.caption(f"Scenario: **{name}** · preset `{ss.preset}` · {len(res.stages)} stage{'' if len(res.stages) == 1 else 's'} · "
                f"{md_escape(gpu_label(ss.scenario))}")
     if not res.feasible:  # no headline numbers for a plan that cannot run: the reason stands where they would be
         st.error("**No total: the plan is infeasible.**\n\n" + "\n".join(f"- {md_escape(x)}" for x in res.infeasible)

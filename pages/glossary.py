@@ -12,5 +12,5 @@ res = common.frame(
 for t in glossary.terms():
     st.subheader(t["term"])
     st.markdown(common.md_escape(t["means"]))
-    st.code(t["formula"], language=None)
+    st.code(t["formula"], language=None, wrap_lines=True)  # long formulas ran past the page at 1280 px
     st.caption(f"Source: {common.md_escape(t['source'])}")

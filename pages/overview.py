@@ -103,6 +103,9 @@ all_items = common.lazy_expander("All line items (stage × resource × item, fix
 if all_items.open:
     with all_items:
         li = res.line_items()
-        common.money_table(common.in_words(li).drop(columns=["item"]), ["usd"],
+        # the items at $0 are left out on screen (every stage listed the reward verifier of RL, the media of the
+        # multimodal phases...); the CSV keeps every row
+        common.money_table(common.in_words(li[li.usd != 0]).drop(columns=["item"]), ["usd"],
                            {"usd": "Cost", "label": "Line item", "kind": "Fixed or elastic"})
+        st.caption(f"{(li.usd == 0).sum()} items at $0 are left out here; the CSV lists all {len(li)}.")
         st.download_button("Download line items (CSV)", lambda: fmt.to_csv(li), "line_items.csv", "text/csv")

@@ -275,13 +275,15 @@ def monte_carlo_section():
         x2=alt.X2("hi:Q"),
         y=alt.Y("count:Q", title="Samples"), tooltip=[alt.Tooltip("lo:Q", format="$,.0f", title="From"),
                                                       alt.Tooltip("count:Q", title="Samples")])
-    marks = pd.DataFrame({"x": [p.P10, p.P50, p.P90, mc_budget, mc.deterministic_total],
-                          "what": ["P10", "P50", "P90", "Budget", "Deterministic estimate"]})
+    # P10 and P90 are the band's two ends: one legend entry, one grey (two entries of one grey read as a mistake)
+    marks = pd.DataFrame({"x": [p.P10, p.P90, p.P50, mc_budget, mc.deterministic_total],
+                          "what": ["P10 and P90", "P10 and P90", "P50", "Budget", "Deterministic estimate"],
+                          "which": ["P10", "P90", "P50", "Budget", "Deterministic estimate"]})
     rules = alt.Chart(marks).mark_rule(strokeWidth=2).encode(
         x=alt.X("x:Q", title="Total cost ($)"),
-        color=alt.Color("what:N", scale=alt.Scale(domain=list(marks.what),
-                                                  range=["#999999", "#333333", "#999999", "#E45756", "#2ca02c"]),
-                        title="Line"), tooltip=[alt.Tooltip("what:N", title="Line"),
+        color=alt.Color("what:N", scale=alt.Scale(domain=list(dict.fromkeys(marks.what)),
+                                                  range=["#999999", "#333333", "#E45756", "#2ca02c"]),
+                        title="Line"), tooltip=[alt.Tooltip("which:N", title="Line"),
                                                 alt.Tooltip("x:Q", format="$,.0f", title="Total")])
     common.show_chart(common.layer(h, rules), "Monte Carlo: how the total is spread", height=260)
     pct = mc.percentiles.copy()
@@ -330,7 +332,7 @@ def solver_section():
                                  f"{fmt.usd_exact(sol.next_total_usd)}, over the budget of {fmt.usd_exact(b)}.")
             else:
                 m[3].metric("One step larger", "n/a", help="The search stopped at the largest size it can plan.")
-            common.stacked_bar(sol.result, height=240)
+            common.stacked_bar(sol.result, height=360)  # at 240 the seven-resource legend left the bars 120 px
         except schema.ScenarioError as err:
             st.warning(common.md_escape(schema.error_in_words(err)))
 

@@ -556,3 +556,18 @@ def test_checkpoint_policies_compare_the_checkpoints_own_costs():
     assert table["storage_usd"].nunique() > 1 and table["storage_usd"].max() < res.stage_usd(stage)["storage"] / 10
     media = res.stat(stage, "media_raw_gb") * (1 + float(schema.effective_value(res.scenario, "multimodal.shard_copies")))
     assert media > 0 and list(table["held_gb"])[0] >= media + res.stat(stage, "ckpt_held_gb")
+
+
+def test_overview_line_items_leave_out_the_zero_rows_and_say_so():
+    """Opened, the line items list the non-zero items (a pre-training row of the RL reward verifier at $0 was
+    noise) and say how many are left out; the header counts stages in plain words."""
+    at = _app("pages/overview.py", p="pipeline-70b-lora-grpo")
+    assert any(" 6 stages · " in c.value for c in at.caption)
+    at.session_state["overview:items"] = True
+    at.run()
+    res = costcore.estimate(at.session_state["scenario"])
+    li = res.line_items()
+    shown = next(d.value for d in at.dataframe if "label" in d.value.columns)
+    assert len(shown) == (li.usd != 0).sum() < len(li) and (shown["usd"] != 0).all()
+    assert any(c.value == f"{(li.usd == 0).sum()} items at $0 are left out here; the CSV lists all {len(li)}."
+               for c in at.caption)
