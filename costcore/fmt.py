@@ -121,6 +121,14 @@ def num(v: float) -> str:
     return f"{r:,.0f}" if abs(r) >= 1000 else f"{r:g}"
 
 
+def sig3(v: float) -> str:
+    """A measured quantity at three significant digits with its trailing zeros (0.530, 12.0, 612; 1,230 and 76.8M
+    as :func:`num` above 999): in a column of them, 0.53 next to 0.698 read as less precise."""
+    if v is None or not math.isfinite(v):
+        return "n/a"
+    return num(v) if abs(v) >= 999.5 else _signed3(v)
+
+
 def pct(v: float) -> str:
     return f"{v:.0%}" if math.isfinite(v) else "n/a"
 

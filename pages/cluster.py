@@ -86,7 +86,8 @@ def _knobs(ss, base) -> dict:
         cur = k.get("pool_gpus", {}).get(name, pool.gpus)
         v = cols[i].number_input(f"{pool.name} pool: GPUs ({pool.gpu})", 1, 1_000_000, int(cur), step=8)
         k.setdefault("pool_gpus", {})[name] = int(v)
-    burst = cols[-2].toggle("Burst when a deadline is at risk", value=k.get("burst", base.burst))
+    burst = cols[-2].toggle("Burst for deadlines", value=k.get("burst", base.burst),  # longer was cut at 1280 px
+                            help="When a project's deadline is at risk, rent on-demand or spot GPUs beyond the pools.")
     k["burst"] = burst
     rule = cols[-1].selectbox("Idle capacity is paid", list(IDLE_WORDS), format_func=IDLE_WORDS.get,
                               index=list(IDLE_WORDS).index(k.get("idle_rule", base.idle_rule)))
@@ -247,9 +248,9 @@ c = common.metric_row(5)
 c[0].metric("Total cost", fmt.usd(s["total_usd"]), help=fmt.usd_exact(s["total_usd"]))
 c[1].metric("Idle capacity", fmt.usd(s["idle_usd"]),
             help=f"Reserved GPUs nobody held: {fmt.gpu_hours(s['idle_gpu_hours'])} at the reserved price")
-c[2].metric("Utilization", fmt.pct(s["utilization"]), help="Reserved GPU-hours held / reserved GPU-hours paid for")
+c[2].metric("Utilization", fmt.share(s["utilization"]), help="Reserved GPU-hours held / reserved GPU-hours paid for")
 c[3].metric("Deadlines missed", f"{s['deadlines_missed']}", help=f"{s['deadlines_at_risk']} more at risk")
-c[4].metric("Burst GPU-hours", fmt.num(s["burst_gpu_hours"]),
+c[4].metric("Burst GPU-hours", fmt.gpu_hours(s["burst_gpu_hours"]),
             help=f"On-demand or spot GPU-hours; lost to preemption: {fmt.gpu_hours(s['lost_gpu_hours'])}")
 _deadlines(res)
 _gantt(res)

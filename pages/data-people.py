@@ -71,4 +71,4 @@ if not df.empty:
                  alt.Tooltip("exact:N", title="Cost")],
     ).properties(height=280), "Data, labor and operations cost of each stage")
     months = pd.DataFrame([{"Stage": STAGE_LABELS[s], "Months billed": res.stat(s, "months")} for s in res.stages])
-    common.number_table(months, {"Months billed": fmt.num}, width="content")
+    common.number_table(months, {"Months billed": fmt.sig3}, width="content")

@@ -88,7 +88,7 @@ with mid:
 with right:
     common.knob("multimodal.tokens_per_item", "Media tokens per item (0 = from the encoder)", None, None, 1,
                 "number")
-    common.knob("multimodal.precomputed_features", "Precompute the encoder's features once")
+    common.knob("multimodal.precomputed_features", "Precompute encoder features")  # longer was cut at 1280 px
     common.knob("multimodal.preprocessing", "Media decoding")
     if ev(scn, "multimodal.preprocessing") == "online":
         common.knob("multimodal.loader_cores_per_node", "Data-loader CPU cores per node", None, None, 1, "number")
@@ -106,7 +106,7 @@ for stage in MM_STAGES:
          (p + "items_per_sample", f"{mm.MEDIA_WORDS[modality].capitalize()} per sample", 0.0, 16.0, 0.5)],
         [(p + "text_tokens_per_sample", "Text tokens per sample", 0.0, 4096.0, 10.0),
          (p + "media_share", "Share of samples with media", 0.0, 1.0, 0.01)],
-        [(p + "train_connector", "Train the connector"), (p + "train_llm", "Train the language model"),
+        [(p + "train_connector", "Train the connector"), (p + "train_llm", "Train the LLM"),
          (p + "train_encoder", "Train the encoder")],
         [(p + "method", "Method for the language model"), (p + "epochs", "Epochs", 0.5, 10.0, 0.5),
          (p + "num_gpus", "GPUs (0 = the sidebar's count)", None, None, 1, "number")])
@@ -127,19 +127,25 @@ def phase_costs() -> None:
     """What each phase trains and costs, and its memory and cost by resource."""
     st.subheader("What each phase trains and costs")
     table = mm.phase_table(res)
-    # Two tables that each fit the page: with all 13 columns in one, the dollars sat past its right edge.
+    # Two tables that each fit the page: with all 13 columns in one, the dollars sat past its right edge; the
+    # phases without the page's own word "Multimodal" and short headers (at 1280 px the last column was cut)
+    table = table.assign(phase=table.phase.map(lambda w: w.removeprefix("Multimodal ").capitalize()))
     common.number_table(
         table[["phase", "trains", "media_items", "tokens_per_item", "media_share", "llm_tokens"]],
         {"media_items": fmt.num, "tokens_per_item": fmt.num, "media_share": fmt.pct, "llm_tokens": fmt.num},
         {"phase": "Phase", "trains": "Trains", "media_items": mm.MEDIA_WORDS[modality].capitalize(),
-         "tokens_per_item": "Tokens per item", "media_share": "Media share of the tokens", "llm_tokens": "LLM tokens"})
+         "tokens_per_item": "Tokens per item", "media_share": "Media share", "llm_tokens": "LLM tokens"},
+        {"media_share": "share of the language model's tokens that are media tokens",
+         "llm_tokens": "text and media tokens through the language model, all epochs"})
     common.number_table(
         table[["phase", "gpu_hours", "encoder_gpu_hours", "wall_days", "compute_usd", "total_usd", "memory_gb", "fits"]],
         {"gpu_hours": fmt.gpu_hours, "encoder_gpu_hours": fmt.gpu_hours, "wall_days": fmt.days,
          "compute_usd": fmt.usd, "total_usd": fmt.usd, "memory_gb": fmt.gb},
-        {"phase": "Phase", "gpu_hours": "GPU-hours (billed)", "encoder_gpu_hours": "Encoder + connector GPU-hours",
+        {"phase": "Phase", "gpu_hours": "GPU-hours", "encoder_gpu_hours": "Encoder GPU-hours",
          "wall_days": "Wall-clock", "compute_usd": "GPU cost", "total_usd": "Total", "memory_gb": "Memory per GPU",
-         "fits": "Fits"})
+         "fits": "Fits"},
+        {"gpu_hours": "billed: productive and hidden time", "encoder_gpu_hours": "the encoder's and the connector's "
+         "share of the productive GPU-hours"})
     common.stacked_bar(res, mm.phases(res), height=260)
     if "eval" in res.stages and res.stat("eval", "media_items") > 0:
         st.caption(f"Evaluation: {fmt.num(res.stat('eval', 'media_items'))} {mm.MEDIA_WORDS[modality]} over "

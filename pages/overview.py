@@ -70,13 +70,13 @@ def top_drivers() -> None:
     if top.empty:
         st.info("No line item costs anything.")
         return
-    top["share"] = 100 * top.usd / max(res.total_usd, 1e-9)  # percent, shown to 3 significant digits
+    top["share"] = top.usd / max(res.total_usd, 1e-9)
     top = common.in_words(top)
-    common.number_table(top[["stage", "label", "resource", "kind", "usd", "share"]], {"usd": fmt.usd},
+    # the share as text at 3 significant digits (a progress bar's printf format wrote 5.1% for 5.097%), and no bar:
+    # it took the width the line item's words needed ("Media storage (raw, shar")
+    common.number_table(top[["stage", "label", "resource", "kind", "usd", "share"]], {"usd": fmt.usd, "share": fmt.share},
                         {"stage": "Stage", "label": "Line item", "resource": "Resource",
-                         "kind": "Fixed or elastic", "usd": "Cost"}, {"usd": common.MONEY_HELP},
-                        column_config={"share": st.column_config.ProgressColumn(
-                            "Share of total", format="%.3g%%", min_value=0, max_value=100)})
+                         "kind": "Fixed or elastic", "usd": "Cost", "share": "Share of total"}, {"usd": common.MONEY_HELP})
 
 
 def stage_shares() -> None:

@@ -133,10 +133,13 @@ else:
 
 b = v["burn"]
 m = st.columns(5)
-m[1].metric("Plan (billed resources)", fmt.usd(float(v["plan_usd"])), help=fmt.usd_exact(float(v["plan_usd"])))
+# short labels and values: in five columns at 1280 px "Plan (billed resources)" and "no bills yet" were cut
+m[1].metric("Billed plan", fmt.usd(float(v["plan_usd"])),
+            help=f"The plan's billed resources (compute, storage, network): {fmt.usd_exact(float(v['plan_usd']))}")
 if data is None:  # no bills: no actual, so no variance, anomaly or waste to show (not "-$33.6M")
     for col, label in zip((m[0], m[2], m[3], m[4]), ("Actual spend", "Variance", "Anomalous days", "Waste")):
-        col.metric(label, "no bills yet", help="Upload bills or job records, or load the sample data.")
+        col.metric(label, "–", help="No bills yet: upload bills or job records, or load the sample data.")
+    st.caption("No bills yet: upload bills or job records, or load the sample data, to see the actual spend.")
 else:
     m[0].metric("Actual spend", fmt.usd(float(v["actual_usd"])), help=fmt.usd_exact(float(v["actual_usd"])))
     m[2].metric("Variance", fmt.usd(float(v["actual_usd"] - v["plan_usd"])))
@@ -237,12 +240,13 @@ common.money_table(mv, ["usd", "usd_per_point"],
                    {"project": "Project", "model_version": "Model version", "usd": "Dollars", "runs": "Runs",
                     "eval_score": "Best evaluation score", "points_gained": "Points gained",
                     "usd_per_point": "Dollars per point gained"},
+                   formats={"eval_score": fmt.sig3, "points_gained": fmt.sig3},
                    helps={"eval_score": "– where no run of the version was evaluated",
                           "usd_per_point": "– where no evaluation point was gained"})
 runs = v["per_run"].copy()
 runs["usd"] = runs["usd"].map(float)
 runs["stage"] = runs["stage"].map(lambda s: STAGE_WORDS.get(s, s))
-common.money_table(runs, ["usd"], formats={"gpu_hours": fmt.num}, headers={"run_id": "Run", "project": "Project", "model_version": "Model version",
+common.money_table(runs, ["usd"], formats={"gpu_hours": fmt.num, "eval_score": fmt.sig3}, headers={"run_id": "Run", "project": "Project", "model_version": "Model version",
                                    "stage": "Stage", "status": "Status", "usd": "Dollars",
                                    "gpu_hours": "GPU-hours billed", "eval_score": "Evaluation score"})
 

@@ -61,7 +61,7 @@ def test_the_page_shows_the_quarter_as_the_core_computes_it(quarter):
     res = quarter.run()
     assert at.title[0].value == "Shared cluster"
     assert _metric(at, "Total cost") == fmt.usd(res.total_usd)
-    assert _metric(at, "Utilization") == fmt.pct(res.utilization)
+    assert _metric(at, "Utilization") == fmt.share(res.utilization)
     assert _metric(at, "Deadlines missed") == str(res.summary["deadlines_missed"])
     missed, met = res.summary["deadlines_missed"], res.project_table
     risky = int((met["deadline_met"] & met["at_risk"]).sum())

@@ -534,3 +534,12 @@ def test_the_checkpoint_row_says_why_its_interval_is_shorter_than_asked():
     assert r"\text{30.0 min}\ (\text{as set}" in long and "whole run" not in long
     res, free = row(schema.set_path(costcore.load_preset("pipeline-70b"), "stages.pretrain.ckpt_interval_h", 0), "pretrain")
     assert r"(\text{Young/Daly})" in free and fmt.duration_s(res.stat("pretrain", "ckpt_interval_h") * 3600) in free
+
+
+@pytest.mark.parametrize("value, shown", [(0.53, "0.530"), (0.698, "0.698"), (12, "12.0"), (612.4, "612"),
+                                          (1234, "1,230"), (76.8e6, "76.8M"), (-3.2, "-3.20"), (0, "0")])
+def test_a_measured_quantity_keeps_its_trailing_zeros(value, shown):
+    """fmt.sig3 for columns of measured values (months billed, evaluation scores): 0.530 next to 0.698, 60.0 next to
+    61.8, where fmt.num wrote 0.53 and 60 as if less precise."""
+    from costcore import fmt
+    assert fmt.sig3(value) == shown
