@@ -175,15 +175,19 @@ def media_sweeps() -> None:
     """The phases' cost against the media tokens per item and the encoder's resolution."""
     tok = mm.sweep(res, "tokens_per_item", [64, 144, 256, 576, 1152, 2304, 2880])
     if not tok.empty:
-        chart = alt.Chart(tok).mark_line(point=True).encode(
+        chart = alt.Chart(tok).mark_line(point=alt.OverlayMarkDef(size=70, filled=False)).encode(
             x=alt.X("value:Q", title="Media tokens per item",
                     scale=alt.Scale(type="log", **({"domain": [float(tok.value.min()), float(tok.value.max())]}
                                                    if tok.value.nunique() > 1 else {})),
                     axis=alt.Axis(values=sorted(tok.value.unique().tolist()), grid=False)),
-            y=alt.Y("usd:Q", title="Phase cost ($)", axis=common.usd_axis()),
+            # log: the phases' costs span orders of magnitude (an alignment at $1.9M hid two phases near $90k)
+            y=alt.Y("usd:Q", title="Phase cost ($)", axis=alt.Axis(format="$~s", labelExpr=common.LOG_LABEL_EXPR),
+                    scale=alt.Scale(type="log")),
             color=alt.Color("phase:N", title="Phase", legend=alt.Legend(orient="bottom", labelLimit=400)),
+            # two phases of nearly one cost draw one line over the other: each its own point shape
+            shape=alt.Shape("phase:N", title="Phase", legend=alt.Legend(orient="bottom", labelLimit=400)),
             tooltip=[alt.Tooltip("phase:N", title="Phase"), alt.Tooltip("value:Q", title="Tokens per item"),
-                     alt.Tooltip("usd:Q", title="Cost ($)", format="$,.0f")]).properties(height=280)
+                     alt.Tooltip("usd:Q", title="Cost ($)", format="$,.0f")]).properties(height=400)
         common.show_chart(chart, "Cost of each phase against the media tokens per item")
     if tok.attrs.get("left_out"):
         st.caption(f"Not drawn: {fmt.words_list(f'{v:,.0f}' for v in tok.attrs['left_out'])} media tokens per "
@@ -198,10 +202,10 @@ def media_sweeps() -> None:
         if not res_sw.empty:
             chart = alt.Chart(res_sw).mark_line(point=True).encode(
                 x=alt.X("value:Q", title="Input resolution (pixels a side)"),
-                y=alt.Y("gpu_hours:Q", title="Phase GPU-hours"),
+                y=alt.Y("gpu_hours:Q", title="Phase GPU-hours", scale=alt.Scale(type="log")),
                 color=alt.Color("phase:N", title="Phase", legend=alt.Legend(orient="bottom", labelLimit=400)),
                 tooltip=[alt.Tooltip("phase:N", title="Phase"), alt.Tooltip("value:Q", title="Resolution"),
-                         alt.Tooltip("gpu_hours:Q", title="GPU-hours", format=",.0f")]).properties(height=280)
+                         alt.Tooltip("gpu_hours:Q", title="GPU-hours", format=",.0f")]).properties(height=400)
             common.show_chart(chart, "GPU-hours of each phase against the encoder's input resolution")
         if res_sw.attrs.get("left_out"):
             st.caption(f"Not drawn: {fmt.words_list(f'{v:,.0f}' for v in res_sw.attrs['left_out'])} pixels a "
