@@ -258,7 +258,7 @@ def monte_carlo_section():
     m[0].metric("P10", fmt.usd(p.P10))
     m[1].metric("P50", fmt.usd(p.P50))
     m[2].metric("P90", fmt.usd(p.P90))
-    m[3].metric("P(over budget)", f"{mc.p_over_budget:.0%}")
+    m[3].metric("P(over budget)", fmt.share(mc.p_over_budget))
     if mc.p_relaid > 0:
         why = f", from the draws of “{label(mc.relaid_driver)}”," if mc.relaid_driver else ""
         st.info(f"{fmt.share(mc.p_relaid)} of the samples do not fit in GPU memory on the layout kept from the "

@@ -564,3 +564,16 @@ def test_readme_quotes_the_lora_and_qlora_step_measurements():
     pub = f"{min(p['published'] for p in short):.2f}-{max(p['published'] for p in short):.2g}×"
     pred = f"{min(p['predicted'] for p in short):.2f}-{max(p['predicted'] for p in short):.2f}×"
     assert f"slowed a step {pub} against the planner's {pred} at 256-2,048 tokens" in readme
+
+
+def test_pretraining_view_counts_the_runs_within_25_percent():
+    """The reference runs' "Within ±25%" is a count of runs as on the other views (7 of 12), the summary's own,
+    where it read a percentage of a dozen runs (58%)."""
+    import pandas as pd
+    at = _validation_page("reference")
+    metrics = {m.label: m.value for m in at.metric}
+    k, of, n = metrics["Within ±25%"].split(" ")
+    assert of == "of" and n == metrics["Runs"] and 0 < int(k) <= int(n)
+    from costcore.validation import runs
+    assert runs.summary(pd.DataFrame({"run": ["a", "b", "c"], "error": [0.1, 0.25, 0.4], "fold": [1.1, 1.25, 1.4]}))[
+        "within_25"] == 2

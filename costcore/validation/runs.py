@@ -233,8 +233,10 @@ def validation_table(throughput: bool = False, dataset: str = "reference") -> pd
 
 
 def summary(df: pd.DataFrame) -> dict:
+    """Runs, median error (a fraction), worst fold (x), the worst run's name and how many runs are within 25%."""
     return {"runs": int(len(df)), "median_error": float(df["error"].median()),
-            "worst_fold": float(df["fold"].max()), "worst_run": str(df.loc[df["fold"].idxmax(), "run"])}
+            "worst_fold": float(df["fold"].max()), "worst_run": str(df.loc[df["fold"].idxmax(), "run"]),
+            "within_25": int((df["error"] <= 0.25).sum())}
 
 
 def baseline_table(mfu: float = 0.30, dataset: str = "reference") -> pd.DataFrame:
