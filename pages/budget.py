@@ -116,7 +116,9 @@ def timeline() -> None:
                  alt.Tooltip("gpus:Q", format=",.0f", title="GPUs")])
     common.show_chart(gantt,
                       "When each stage runs (faint: preparation; solid: the run on GPUs)",
-                      height=60 + 32 * sched.stage.nunique())
+                      # a band of 34 px a stage: a pixel height counts the title and the axes, and with two
+                      # stages 124 px left the bars none (the labels printed over each other)
+                      height=alt.Step(34))
     last_end = sched.end.max()
     show_retention = retention_toggle()
 

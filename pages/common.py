@@ -254,6 +254,8 @@ def choice_words(path: str, choice) -> str:
     """An option of a choice input in words: a GPU by its catalog name, other options by CHOICE_WORDS."""
     if path == "hardware.gpu":
         return str(schema.CATALOG.get(choice, {}).get("label", choice))
+    if path.endswith(".base_bits") and choice == 16 and schema.effective_value(scenario(), "hardware.precision") == "fp8":
+        return "Unquantized (FP8, as the job runs)"  # an FP8 job holds its unquantized base in FP8 (formulas.frozen_base_bytes)
     return CHOICE_WORDS.get(path.rsplit(".", 1)[-1], {}).get(choice, str(choice))
 
 
@@ -937,6 +939,7 @@ def stage_metrics(res: api.Result, stage: str) -> None:
     c[1].metric("GPU-hours (billed)", fmt.gpu_hours(res.stat(stage, "gpu_hours")),
                 help=f"productive {res.stat(stage, 'productive_gpu_hours'):,.0f} GPU-h")
     c[2].metric("Wall-clock", fmt.days(res.stat(stage, "wall_days")),
-                help=f"on {fmt.gpus(res.stat(stage, 'num_gpus'))}")
+                help=f"One run on {fmt.gpus(res.stat(stage, 'num_gpus'))}; the billed GPU-hours also count the "
+                     "failed runs and repeated experiments, so they can exceed wall-clock x GPUs.")
     c[3].metric("Memory per GPU", fmt.gb(res.stat(stage, "memory_per_gpu_gb")),
                 help="fits" if res.stat(stage, "fits") > 0.5 else "does not fit")

@@ -106,7 +106,7 @@ table = pd.DataFrame({
     "GPU cost": rows.compute_usd.map(fmt.usd),
     "Memory per GPU": rows.memory_per_gpu_gb.map(fmt.gb),
     "Fits": rows.fits.map(lambda f: "yes" if f else "no"),
-    "Fewest GPUs that fit": rows.min_gpus_any_layout.map(lambda g: f"{g:,}" if g > 0 else "none"),
+    "Fewest GPUs": rows.min_gpus_any_layout.map(lambda g: f"{g:,}" if g > 0 else "none"),
     "Trainable": rows.trainable_params_b.map(lambda b: f"{fmt.num(b)}B" if b >= 1 else f"{fmt.num(b * 1e3)}M"),
 })
 money = None
@@ -119,11 +119,14 @@ if show_people:  # a table of its own: three more columns pushed the first one's
 said = schema.pinned_layout_words(common.scenario(), "sft") if (rows.min_gpus != rows.min_gpus_any_layout).any() \
     else []
 if said:
-    table.insert(table.columns.get_loc("Fewest GPUs that fit") + 1, "As pinned",
+    table.insert(table.columns.get_loc("Fewest GPUs") + 1, "As pinned",
                  rows.min_gpus.map(lambda g: f"{g:,}" if g > 0 else "none"))
-st.dataframe(table, hide_index=True, width="stretch")
+# short headers with their words in the column helps: at 1280 px the last column ("Trainable") was cut
+st.dataframe(table, hide_index=True, width="stretch", column_config={
+    "Fewest GPUs": st.column_config.Column(help="the fewest GPUs that fit, over every layout the planner can search"),
+    "Trainable": st.column_config.Column(help="trainable parameters")})
 if said:
-    st.caption("Fewest GPUs that fit: over every layout the planner can search. As pinned: the fewest with the "
+    st.caption("Fewest GPUs: that fit, over every layout the planner can search. As pinned: the fewest with the "
                "fine-tuning stage's pinned " + ", ".join(said) + " (choose Searched on the Job layout page to "
                "unpin it).")
 if money is not None:

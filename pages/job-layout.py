@@ -107,17 +107,17 @@ def plans_table(rows: list[dict], chosen: dict) -> tuple[pd.DataFrame, dict]:
     moe = any(r["ep"] > 1 for r in rows)
     df = pd.DataFrame([{
         "Rank": f"{i + 1} ✓" if _same_layout(p, chosen) else str(i + 1),
-        "Step time": p["step_time_s"], "MFU": p["mfu"], "Memory per GPU": p["memory_per_gpu_gb"],
+        "Step time": p["step_time_s"], "MFU": p["mfu"], "Memory": p["memory_per_gpu_gb"],
         "Layout": f"TP {p['tp']}{' (SP)' if p['sequence_parallel'] else ''} · PP {p['pp']} · DP {p['dp']:,} · "
                   f"CP {p['cp']}" + (f" · EP {p['ep']}" if moe else ""),
-        "Micro-batch": p["micro_batch"], "Micro-batches": p["micro_batches"],
+        "Micro-batch": p["micro_batch"], "Per step": p["micro_batches"],
         "Recompute": p["recompute"].capitalize(), "ZeRO": f"ZeRO-{p['zero']}" if p["zero"] else "Off",
         "Schedule": fmt.schedule(p),
     } for i, p in enumerate(rows)])
     if (df["Schedule"] == "1F1B").all():  # nothing to tell apart
         df = df.drop(columns="Schedule")
-    formats = {"Step time": fmt.duration_s, "MFU": _pct, "Memory per GPU": fmt.gb,
-               "Micro-batches": fmt.num}
+    formats = {"Step time": fmt.duration_s, "MFU": _pct, "Memory": fmt.gb,
+               "Per step": fmt.num}
     return df, formats
 
 
@@ -231,11 +231,14 @@ except ScenarioError as err:
     top = []
     st.warning(common.md_escape(schema.error_in_words(err)), icon="⚠️")
 if top:
-    st.caption("The ten fastest layouts that fit in memory with the settings pinned above, fastest first; "
+    ten = len(top) >= 10  # fewer when fewer fit ("the ten fastest" over three rows contradicted the table)
+    st.caption(("The ten fastest layouts" if ten else f"The {fmt.num(len(top))} layouts") + " that fit in memory "
+               "with the settings pinned above" + ("" if ten else " (no more fit)") + ", fastest first; "
                "✓ marks the one the estimate uses. (SP): with sequence parallelism; chunks: model chunks per "
                "pipeline stage (interleaved schedule).")
     table, formats = plans_table(top, plan)
-    helps = {"Micro-batches": "micro-batches per optimizer step",
+    # short headers, their words here: with a DualPipe column the table ran 77 px past the page at 1280 px
+    helps = {"Per step": "micro-batches per optimizer step", "Memory": "memory per GPU",
              "MFU": "model FLOPs utilization the stage's hours use",
              "Layout": "tensor (TP), pipeline (PP), data (DP), context (CP) and expert (EP) parallel degrees; "
                        "(SP): sequence parallelism with the tensor parallelism",

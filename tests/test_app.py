@@ -178,7 +178,7 @@ def test_job_layout_shows_the_plan_and_pinning_tp_changes_it():
     assert f"P10–P90: {gh[0]} – {gh[1]}" in captions, captions
     top = at.dataframe[0].value
     assert 1 <= len(top) <= 10
-    assert {"Layout", "Micro-batch", "Recompute", "ZeRO", "Step time", "MFU", "Memory per GPU"} <= set(top.columns)
+    assert {"Layout", "Micro-batch", "Recompute", "ZeRO", "Step time", "MFU", "Memory"} <= set(top.columns)
     sp = " (SP)" if plan["sequence_parallel"] else ""
     assert top["Layout"].iloc[0] == f"TP {plan['tp']}{sp} · PP {plan['pp']} · DP {plan['dp']:,} · CP {plan['cp']}"
     # numbers underneath (a header click sorts them as numbers), the chosen plan first and marked
@@ -571,3 +571,16 @@ def test_overview_line_items_leave_out_the_zero_rows_and_say_so():
     assert len(shown) == (li.usd != 0).sum() < len(li) and (shown["usd"] != 0).all()
     assert any(c.value == f"{(li.usd == 0).sum()} items at $0 are left out here; the CSV lists all {len(li)}."
                for c in at.caption)
+
+
+def test_the_lora_base_choice_says_fp8_in_an_fp8_job():
+    """DeepSeek-V3's preset runs in FP8, where an unquantized frozen base is held in FP8 (1 byte, the kernel's
+    base_bytes_per_param): the workbench's choice says so instead of "16-bit (BF16)", which its memory contradicted."""
+    from costcore.scenario import schema
+    at = _app("pages/fine-tuning.py", p="moe-deepseek-v3")
+    lora = costcore.estimate(schema.set_path(at.session_state["scenario"], "stages.sft.method", "lora"))
+    assert lora.stat("sft", "base_bytes_per_param") == 1.0
+    options = next(w.options for w in at.selectbox if w.label == "Frozen base weights (LoRA)")
+    assert "Unquantized (FP8, as the job runs)" in options and "16-bit (BF16)" not in options
+    at = _app("pages/fine-tuning.py", p="llama3-8b")
+    assert "16-bit (BF16)" in next(w.options for w in at.selectbox if w.label == "Frozen base weights (LoRA)")

@@ -498,10 +498,10 @@ def test_workbench_8bit_adam_shrinks_the_optimizer_bar_and_the_fewest_gpus(serve
     _wait_charts(page, 2)
     SHOTS.mkdir(parents=True, exist_ok=True)
     _full_page_screenshot(page, SHOTS / "fine-tuning-adamw.png")
-    fewest_before = _table_cell(page, 0, "Fewest GPUs that fit")
+    fewest_before = _table_cell(page, 0, "Fewest GPUs")
     _pick(page, "Optimizer", "8-bit AdamW")
     _wait_charts(page, 2)
-    fewest_after = _table_cell(page, 0, "Fewest GPUs that fit")
+    fewest_after = _table_cell(page, 0, "Fewest GPUs")
     _full_page_screenshot(page, SHOTS / "fine-tuning-adamw-8bit.png")
     assert int(fewest_after.replace(",", "")) < int(fewest_before.replace(",", "")), (fewest_before, fewest_after)
     # the optimizer bar: Altair's tooltip data is not in the DOM, so read the kernel through the share link

@@ -431,7 +431,7 @@ def test_workbench_shows_data_and_people_costs_in_a_table_of_their_own(warm_kern
     next(t for t in at.toggle if t.label == "Show data and people costs").set_value(True).run()
     assert not at.exception
     speed, money = at.dataframe[0].value, at.dataframe[1].value
-    assert "GPU cost" not in speed.columns and "Fewest GPUs that fit" in speed.columns
+    assert "GPU cost" not in speed.columns and "Fewest GPUs" in speed.columns
     assert list(money.columns) == ["Method", "GPU cost", "Data cost", "People and platform", "Total"]
     rows = finetune.compare_methods(schema.validate(at.session_state["scenario"]))
     assert list(money["Total"]) == [fmt.usd(r["usd_total"]) for r in rows]
@@ -457,7 +457,7 @@ def test_the_fewest_gpus_are_over_every_layout_and_the_pinned_ones_are_shown_apa
     at.switch_page("pages/fine-tuning.py")
     at.run()
     table = at.dataframe[0].value
-    assert list(table["Fewest GPUs that fit"]) == [f"{rows[k]['min_gpus_any_layout']:,}" for k in finetune.DEFAULT_METHODS]
+    assert list(table["Fewest GPUs"]) == [f"{rows[k]['min_gpus_any_layout']:,}" for k in finetune.DEFAULT_METHODS]
     assert list(table["As pinned"]) == [f"{rows[k]['min_gpus']:,}" for k in finetune.DEFAULT_METHODS]
 
 

@@ -528,10 +528,10 @@ def test_the_checkpoint_row_says_why_its_interval_is_shorter_than_asked():
         return res, dict((t, f) for t, f, _ in explain.stage_explanation(res, stage))["Checkpoint interval and failures"]
 
     res, short = row(_with("llama3-8b", stages__sft__samples=50), "sft")
-    assert r"\text{the whole run, shorter than the}\ \text{1.00 h}\ \text{set}" in short
+    assert r"\text{all the training, shorter than the}\ \text{1.00 h}\ \text{set}" in short
     assert fmt.duration_s(res.stat("sft", "young_daly_h") * 3600) in short
     _, long = row("pipeline-70b", "pretrain")  # every 30 min over 43 days
-    assert r"\text{30.0 min}\ (\text{as set}" in long and "whole run" not in long
+    assert r"\text{30.0 min}\ (\text{as set}" in long and "all the training" not in long
     res, free = row(schema.set_path(costcore.load_preset("pipeline-70b"), "stages.pretrain.ckpt_interval_h", 0), "pretrain")
     assert r"(\text{Young/Daly})" in free and fmt.duration_s(res.stat("pretrain", "ckpt_interval_h") * 3600) in free
 

@@ -13,6 +13,9 @@ from costcore.scenario.schema import CATALOG, MM_STAGES, STAGE_LABELS, effective
 from costcore import fmt
 
 
+METHOD_WORDS = {"lora": "LoRA", "qlora": "QLoRA", "full": "Full fine-tuning"}
+
+
 def shape(res: Result, stage: str) -> dict:
     """The model's shape as the kernel used it for a stage: N active, L, d, N total (counts)."""
     return {"N": res.stat(stage, "active_params"), "L": res.stat(stage, "model_layers"),
@@ -21,7 +24,9 @@ def shape(res: Result, stage: str) -> dict:
 
 
 def _e(v: float) -> str:
-    m, _, ex = f"{v:.3g}".partition("e")
+    """A number at three significant digits, trailing zeros kept (3.70x10^10, not 3.7x10^10)."""
+    m, _, ex = f"{v:#.3g}".partition("e")
+    m = m.rstrip(".")
     return m if not ex else rf"{m}\times10^{{{int(ex)}}}"
 
 
@@ -114,7 +119,7 @@ def _training_rows(res: Result, stage: str, st: dict) -> list[tuple[str, str, st
                     _lines(r"6N + 12\,L\,d\,s", rf"= 6\cdot {_e(N)} + 12\cdot {L:.0f}\cdot {d:.0f}\cdot {seq:.0f} = {_e(fpt)}"),
                     "PaLM (arXiv:2204.02311) App. B; " + shape_src))
     else:
-        out.append((f"{method.upper()} FLOPs per token",
+        out.append((f"{METHOD_WORDS.get(method, method)} FLOPs per token",
                     _lines(r"4N + 12\,L\,d\,s + 6N_{lora}",
                            rf"= 4\cdot {_e(N)} + 12\cdot {L:.0f}\cdot {d:.0f}\cdot {seq:.0f} + 6\cdot {_e(st['trainable_params'])}",
                            rf"= {_e(fpt)}"),
@@ -204,26 +209,27 @@ def stage_explanation(res: Result, stage: str) -> list[tuple[str, str, str]]:
     if stage != "eval":
         out.append(_checkpoint_row(res, stage, st))
     out.append(("Billed GPU-hours and money",
-                _lines(rf"{_gpu_h(st['gpu_hours'])} \times \${price:g}/\text{{GPU-h}} = {_t(fmt.usd(st['gpu_usd']))}",
-                       rf"\text{{wall}} = {_t(fmt.days(st['wall_days']))}\ \text{{on}}\ {_t(fmt.gpus(st['num_gpus']))}"),
+                _lines(rf"{_gpu_h(st['gpu_hours'])} \times {_t(fmt.usd(price))}/\text{{GPU-h}} = {_t(fmt.usd(st['gpu_usd']))}",
+                       rf"\text{{one run's wall-clock}} = {_t(fmt.days(st['wall_days']))}\ \text{{on}}\ {_t(fmt.gpus(st['num_gpus']))}"),
                 "billed = productive + data-pipeline stalls + failures + checkpoint stalls + idle + failed runs + "
-                "repeated experiments"))
+                "repeated experiments; the wall-clock is one run's (training, stalls, restarts)"))
     return out
 
 
 def _checkpoint_row(res: Result, stage: str, st: dict) -> tuple[str, str, str]:
-    """The interval used and why (set, Young/Daly, or the whole run when that is shorter), and the failures."""
+    """The interval used and why (set, Young/Daly, or all the training when that is shorter), and the failures."""
     tau, yd = st["ckpt_interval_h"], st["young_daly_h"]
     set_h = float(effective_value(res.scenario, f"stages.{stage}.ckpt_interval_h"))
     asked = set_h if set_h > 0 else yd
-    why = (rf"\text{{the whole run, shorter than the}}\ {_t(fmt.duration_s(asked * 3600))}\ "
+    # the interval is the run's training time (wall-clock adds stalls, restarts and setup)
+    why = (rf"\text{{all the training, shorter than the}}\ {_t(fmt.duration_s(asked * 3600))}\ "
            + (r"\text{set}" if set_h > 0 else r"\text{of Young/Daly}") if tau < asked * 0.9995
            else (r"\text{as set}" if set_h > 0 else r"\text{Young/Daly}"))
     return ("Checkpoint interval and failures",
             r"\begin{gathered}"  # three lines: with its reason the interval alone is as wide as the expander
             rf"\tau = \sqrt{{2\delta M}}[\ldots] - \delta:\ \delta = {_t(fmt.duration_s(st['ckpt_write_s']))}\\"
             rf"\tau = {_t(fmt.duration_s(tau * 3600))}\ ({why}"
-            + ("" if set_h <= 0 else (r")\\ (" if "whole run" in why else r";\ ")
+            + ("" if set_h <= 0 else (r")\\ (" if "all the training" in why else r";\ ")
                + rf"\text{{Young/Daly}}\ {_t(fmt.duration_s(yd * 3600))}") + r") \\ "
             rf"{_count(st['interruptions'])}\ \text{{interruptions}} \times (\tau/2 + \text{{restart}})"
             r"\end{gathered}",
