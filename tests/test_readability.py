@@ -543,3 +543,17 @@ def test_a_measured_quantity_keeps_its_trailing_zeros(value, shown):
     61.8, where fmt.num wrote 0.53 and 60 as if less precise."""
     from costcore import fmt
     assert fmt.sig3(value) == shown
+
+
+def test_a_pinned_layout_that_cannot_be_laid_out_says_why_not_memory():
+    """At 168B the DeepSeek-V3 preset's depth follows its size to 15 layers, fewer than its 16 pinned pipeline
+    stages: no GPU count fits, but not for memory. The sentence said it "needs 9.4 GB on each H800 80GB; use more
+    ... pipeline parallelism", which contradicted itself; it now names the stages and the layers."""
+    import costcore
+    from costcore.api import load_preset
+    from costcore.scenario import schema
+    res = costcore.estimate(schema.with_size(schema.validate(load_preset("moe-deepseek-v3")), 168))
+    assert res.stat("pretrain", "fits") < 0.5 and res.stat("pretrain", "memory_per_gpu_gb") < res.stat("pretrain", "usable_memory_gb")
+    said = [w for w in res.infeasible if w.startswith("Pre-training")]
+    assert said == ["Pre-training cannot be laid out: its pinned pipeline parallelism of 16 stages needs at least 16 "
+                    "layers and this model has 15; pin fewer pipeline stages or set it to 0 (searched)."]
