@@ -135,15 +135,16 @@ def pct(v: float) -> str:
 
 def share(v: float, signed: bool = False) -> str:
     """A fraction as a percent at three significant digits (0.263 -> 26.3%, 0.000168 -> 0.0168%), so a
-    small share is not shown as 0.0%; below 0.001% it reads "<0.001%". ``signed``: +/- in front."""
+    small share is not shown as 0.0%; below 0.001% it reads "<0.001%" ("-0.001% or less" with a sign). ``signed``:
+    +/- in front."""
     if v is None or not math.isfinite(v):
         return "n/a"
     sign = ("+" if v > 0 else "-" if v < 0 else "") if signed else ("-" if v < 0 else "")
     a = abs(v) * 100.0
     if a == 0:
         return "0%"
-    if a < 1e-3:
-        return f"{sign}<0.001%"
+    if a < 1e-3:  # "-<0.001%" read as a typo: the size, then "or less"
+        return f"{sign}0.001% or less" if sign else "<0.001%"
     r = float(f"{a:.3g}")
     return f"{sign}{_three(r)}%" if r >= 1 else f"{sign}{r:g}%"
 

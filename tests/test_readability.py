@@ -426,6 +426,8 @@ def test_a_share_is_shown_to_three_significant_digits_not_as_zero():
     assert fmt.share(0.263) == "26.3%" and fmt.share(-0.0352, signed=True) == "-3.52%"
     assert fmt.share(0.35, signed=True) == "+35.0%" and fmt.share(0.0099999) == "1.00%"
     assert fmt.share(0.0) == "0%" and fmt.share(1e-9) == "<0.001%" and fmt.share(float("nan")) == "n/a"
+    # a tiny signed delta (the Young/Daly lever on a MoE plan read "-<0.001%")
+    assert fmt.share(-1e-9, signed=True) == "-0.001% or less" and fmt.share(1e-9, signed=True) == "+0.001% or less"
 
 
 def test_levers_name_stages_in_words():
