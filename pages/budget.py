@@ -183,10 +183,16 @@ def held() -> None:
     unit = "TB" if big else "GB"
     g1, g2 = st.columns(2)
     with g1:
-        common.show_chart(alt.Chart(held).mark_area(opacity=0.7, interpolate="step-after", color="#4C78A8").encode(
+        area = alt.Chart(held).mark_area(opacity=0.7, interpolate="step-after", color="#4C78A8").encode(
             x=alt.X("date:T", title="Date"), y=alt.Y("gpus:Q", title="GPUs"),
-            tooltip=[alt.Tooltip("date:T", title="Date"), alt.Tooltip("gpus:Q", format=",.0f", title="GPUs")]),
-            "GPUs in use", height=240)
+            tooltip=[alt.Tooltip("date:T", title="Date"), alt.Tooltip("gpus:Q", format=",.0f", title="GPUs")])
+        # the peak as a point: an overlap of an hour (a short SFT run beside evaluation) is narrower than a pixel
+        # of a months-long calendar, and the area alone topped out below the Peak GPUs metric
+        top = held.loc[[held.gpus.idxmax()]].assign(what=f"Peak: {tl.peak_gpus:,.0f} GPUs") if not held.empty else held
+        peak = alt.Chart(top).mark_point(color="#d62728", filled=True, size=60).encode(
+            x=alt.X("date:T", title="Date"), y=alt.Y("gpus:Q", title="GPUs"),
+            tooltip=[alt.Tooltip("what:N", title="Peak"), alt.Tooltip("date:T", title="Date")])
+        common.show_chart(common.layer(area, peak), "GPUs in use (red point: the peak)", height=240)
     with g2:
         common.show_chart(alt.Chart(held).mark_area(opacity=0.7, color="#F58518").encode(
             x=alt.X("date:T", title="Date"), y=alt.Y("storage:Q", title=unit),

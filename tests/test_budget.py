@@ -177,3 +177,30 @@ def test_planning_settings_round_trip_through_the_url():
                 lifecycle__iterations=4, tags__project="atlas")
     back, _, warns = share.decode(share.encode(scn, "pipeline-70b"), "scratch-7b")
     assert not warns and back == scn
+
+
+def test_the_gpus_chart_marks_the_peak_the_metric_says():
+    """DeepSeek-V3's one-hour SFT beside evaluation holds 2,112 GPUs for less than a pixel of a months-long calendar:
+    the area alone topped out at 2,048 under a "Peak GPUs 2,112" metric. A point marks the peak, at the metric's
+    number."""
+    import json
+
+    from streamlit.testing.v1 import AppTest
+
+    import costcore
+    from costcore.analysis import budget as bud
+    from server_support import NEVER_S
+    from shared import APP, open_tab
+    at = AppTest.from_file(APP, default_timeout=NEVER_S)
+    at.query_params["p"] = "moe-deepseek-v3"
+    at.run()
+    at.switch_page("pages/budget.py")
+    at.run()
+    open_tab(at, "pages/budget.py", "GPUs and storage held")
+    assert not at.exception
+    tl = bud.timeline(costcore.estimate(at.session_state["scenario"]))
+    metric = next(m.value for m in at.metric if m.label == "Peak GPUs")
+    assert metric == f"{tl.peak_gpus:,.0f}" == "2,112"
+    spec = next(json.loads(c.proto.spec) for c in at.get("vega_lite_chart") if "GPUs in use" in str(json.loads(c.proto.spec)["title"]))
+    marks = [layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in spec["layer"]]
+    assert marks == ["area", "point"]
