@@ -227,7 +227,10 @@ def _checkpoint_row(res: Result, stage: str, st: dict) -> tuple[str, str, str]:
            else (r"\text{as set}" if set_h > 0 else r"\text{Young/Daly}"))
     return ("Checkpoint interval and failures",
             r"\begin{gathered}"  # three lines: with its reason the interval alone is as wide as the expander
-            rf"\tau = \sqrt{{2\delta M}}[\ldots] - \delta:\ \delta = {_t(fmt.duration_s(st['ckpt_write_s']))}\\"
+            # Daly's form in full (it read "[...]"): M is the mean time between interruptions of the stage's GPUs
+            r"\tau = \sqrt{2\delta M}\left[1 + \tfrac{1}{3}\sqrt{\tfrac{\delta}{2M}} + \tfrac{1}{9}\tfrac{\delta}{2M}\right]"
+            r" - \delta\\ \text{M: mean time between interruptions};\ "
+            rf"\delta = {_t(fmt.duration_s(st['ckpt_write_s']))}\text{{ to write one}}\\"
             rf"\tau = {_t(fmt.duration_s(tau * 3600))}\ ({why}"
             + ("" if set_h <= 0 else (r")\\ (" if "all the training" in why else r";\ ")
                + rf"\text{{Young/Daly}}\ {_t(fmt.duration_s(yd * 3600))}") + r") \\ "
