@@ -677,7 +677,7 @@ def _stacked_bar(shown: tuple, usd: np.ndarray, single: bool, height: int) -> No
         df = df[df.usd > 0]
         chart = alt.Chart(df).mark_bar().encode(
             y=alt.Y("resource:N", sort="-x", title="Resource"),
-            x=alt.X("usd:Q", title=f"{STAGE_LABELS[shown[0]]}: cost by resource ($)", axis=usd_axis()),
+            x=alt.X("usd:Q", title=f"{STAGE_LABELS[shown[0]]}: cost by resource ($)", axis=usd_axis(8)),
             color=alt.Color("resource:N", legend=None, scale=resource_scale()),
             tooltip=[alt.Tooltip("resource:N", title="Resource"), alt.Tooltip("exact:N", title="Cost")])
         # a step per bar: a pixel height is the whole chart's once Streamlit fits it to the page (title and axes
@@ -730,9 +730,10 @@ USD_LABEL_EXPR = "replace(format(datum.value, '$~s'), 'G', 'B')"
 LOG_LABEL_EXPR = "replace(datum.label, 'G', 'B')"
 
 
-def usd_axis() -> alt.Axis:
-    """An axis of dollars: $0, $500k, $20M, $1.5B."""
-    return alt.Axis(format="$~s", labelExpr=USD_LABEL_EXPR)
+def usd_axis(ticks: int | None = None) -> alt.Axis:
+    """An axis of dollars: $0, $500k, $20M, $1.5B; ``ticks``: about how many (Vega's default put 23 on a
+    $4.4k axis, "$1.2k$1.4k" touching)."""
+    return alt.Axis(format="$~s", labelExpr=USD_LABEL_EXPR, **({"tickCount": ticks} if ticks else {}))
 
 
 def stage_axis() -> alt.Axis:
