@@ -730,10 +730,11 @@ USD_LABEL_EXPR = "replace(format(datum.value, '$~s'), 'G', 'B')"
 LOG_LABEL_EXPR = "replace(datum.label, 'G', 'B')"
 
 
-def usd_axis(ticks: int | None = None) -> alt.Axis:
+def usd_axis(ticks: int | None = None, log: bool = False) -> alt.Axis:
     """An axis of dollars: $0, $500k, $20M, $1.5B; ``ticks``: about how many (Vega's default put 23 on a
-    $4.4k axis, "$1.2k$1.4k" touching)."""
-    return alt.Axis(format="$~s", labelExpr=USD_LABEL_EXPR, **({"tickCount": ticks} if ticks else {}))
+    $4.4k axis, "$1.2k$1.4k" touching); ``log``: on a log scale."""
+    return alt.Axis(format="$~s", labelExpr=LOG_LABEL_EXPR if log else USD_LABEL_EXPR,
+                    **({"tickCount": ticks} if ticks else {}))
 
 
 def stage_axis() -> alt.Axis:

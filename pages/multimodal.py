@@ -181,8 +181,7 @@ def media_sweeps() -> None:
                                                    if tok.value.nunique() > 1 else {})),
                     axis=alt.Axis(values=sorted(tok.value.unique().tolist()), grid=False)),
             # log: the phases' costs span orders of magnitude (an alignment at $1.9M hid two phases near $90k)
-            y=alt.Y("usd:Q", title="Phase cost ($)", axis=alt.Axis(format="$~s", labelExpr=common.LOG_LABEL_EXPR),
-                    scale=alt.Scale(type="log")),
+            y=alt.Y("usd:Q", title="Phase cost ($)", axis=common.usd_axis(log=True), scale=alt.Scale(type="log")),
             color=alt.Color("phase:N", title="Phase", legend=alt.Legend(orient="bottom", labelLimit=400)),
             # two phases of nearly one cost draw one line over the other: each its own point shape
             shape=alt.Shape("phase:N", title="Phase", legend=alt.Legend(orient="bottom", labelLimit=400)),

@@ -30,6 +30,24 @@ def page_views(pages) -> list[tuple[str, str | None]]:
     return [(p, t) for p in pages for t in (LAZY_TABS[p][1] if p in LAZY_TABS else [None])]
 
 
+def app_on(page: str | None = None, tab: str | None = None, **params):
+    """An AppTest of the app with ``params`` in its URL, on ``page`` and its ``tab`` (lazy tabs), run without an
+    exception. The page tests each opened it by hand: the URL, a run, the switch, a run, the tab."""
+    from streamlit.testing.v1 import AppTest
+
+    from server_support import NEVER_S  # the one wait limit of the suite (not a speed)
+    at = AppTest.from_file(APP, default_timeout=NEVER_S)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    if page:
+        at.switch_page(page)
+        at.run()
+        open_tab(at, page, tab)
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 def open_tab(at, page: str, tab: str | None) -> None:
     """Open ``tab`` of ``page`` in an AppTest on that page (what a click on the tab sets), and rerun."""
     if tab is not None:

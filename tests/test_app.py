@@ -18,20 +18,11 @@ import costcore
 from costcore import fmt
 from costcore.scenario import share
 
-from shared import APP, LAZY_TABS, PAGES, ROOT, open_tab, page_views  # noqa: F401
-from server_support import NEVER_S  # the one wait limit of the suite (not a speed)
+from shared import APP, LAZY_TABS, PAGES, ROOT, app_on, open_tab, page_views  # noqa: F401
 
 
 def _app(page=None, **params) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=NEVER_S)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.run()
-    if page:
-        at.switch_page(page)
-        at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return app_on(page, **params)
 
 
 def _metric(at: AppTest, label: str, nth: int = 0) -> str:

@@ -185,19 +185,10 @@ def test_the_gpus_chart_marks_the_peak_the_metric_says():
     number."""
     import json
 
-    from streamlit.testing.v1 import AppTest
-
     import costcore
     from costcore.analysis import budget as bud
-    from server_support import NEVER_S
-    from shared import APP, open_tab
-    at = AppTest.from_file(APP, default_timeout=NEVER_S)
-    at.query_params["p"] = "moe-deepseek-v3"
-    at.run()
-    at.switch_page("pages/budget.py")
-    at.run()
-    open_tab(at, "pages/budget.py", "GPUs and storage held")
-    assert not at.exception
+    from shared import app_on
+    at = app_on("pages/budget.py", "GPUs and storage held", p="moe-deepseek-v3")
     tl = bud.timeline(costcore.estimate(at.session_state["scenario"]))
     metric = next(m.value for m in at.metric if m.label == "Peak GPUs")
     assert metric == f"{tl.peak_gpus:,.0f}" == "2,112"

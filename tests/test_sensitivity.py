@@ -251,17 +251,9 @@ def test_budget_solver_on_the_page_says_what_one_step_larger_costs_over_the_budg
     """The solver's metrics read as a person reads them: the model size in a number (its unit in the
     label, so the value is not cut off), and "one step larger" with how far over the budget it is: at 3
     significant digits both totals often read the same ($43.2M and $43.2M)."""
-    from streamlit.testing.v1 import AppTest
     from costcore import fmt
-    from shared import APP, open_tab
-    from server_support import NEVER_S
-    at = AppTest.from_file(APP, default_timeout=NEVER_S)
-    at.query_params["p"] = "pipeline-70b"
-    at.run()
-    at.switch_page("pages/sensitivity.py")
-    at.run()
-    open_tab(at, "pages/sensitivity.py", "Budget solver")
-    assert not at.exception
+    from shared import app_on
+    at = app_on("pages/sensitivity.py", "Budget solver", p="pipeline-70b")
     # at $100M, GPU memory stops the 70B pipeline's pinned layout (TP 8 x PP 4) first (at 275B)
     budget = 1.0e8
     at.number_input(key="solve_budget").set_value(budget).run()

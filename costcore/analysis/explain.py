@@ -11,9 +11,7 @@ from __future__ import annotations
 from costcore.api import Result
 from costcore.scenario.schema import CATALOG, MM_STAGES, STAGE_LABELS, effective_value, uses_default_mfu
 from costcore import fmt
-
-
-METHOD_WORDS = {"lora": "LoRA", "qlora": "QLoRA", "full": "Full fine-tuning"}
+from costcore.analysis.finetune import methods
 
 
 def shape(res: Result, stage: str) -> dict:
@@ -79,17 +77,18 @@ def _default_mfu_row(res: Result, stage: str):
         return None
     rc = ("none", "selective", "full")[int(round(f["recompute_mode"]))]
     dual = res.stat(stage, "plan_dualpipe") > 0.5 and f["plan_pp"] > 1
-    plan = (rf"\text{{TP {f['plan_tp']:.0f} PP {f['plan_pp']:.0f} DP {f['plan_dp']:.0f} CP {f['plan_cp']:.0f}"
-            rf" EP {f['plan_ep']:.0f},}}\\ \text{{micro-batch {f['plan_micro_batch']:.0f}, ZeRO-{f['plan_zero']:.0f}, "
-            rf"recompute {rc}{', DualPipe' if dual else ''}}}")
     # four lines (plan, its options, step terms, MFU): on one, a MoE plan ran 1.7x past the expander's width
-    latex = (r"\begin{gathered}" + plan + rf"\\ t_{{step}} = \underbrace{{{f['step_compute_s']:.3g}}}_{{\text{{compute}}}}"
+    latex = _lines(
+        rf"\text{{TP {f['plan_tp']:.0f} PP {f['plan_pp']:.0f} DP {f['plan_dp']:.0f} CP {f['plan_cp']:.0f}"
+        rf" EP {f['plan_ep']:.0f},}}",
+        rf"\text{{micro-batch {f['plan_micro_batch']:.0f}, ZeRO-{f['plan_zero']:.0f}, "
+        rf"recompute {rc}{', DualPipe' if dual else ''}}}",
+        rf"t_{{step}} = \underbrace{{{f['step_compute_s']:.3g}}}_{{\text{{compute}}}}"
              rf" + \underbrace{{{f['step_communication_s']:.3g}}}_{{\text{{comm.}}}}"
              rf" + \underbrace{{{f['step_bubble_s']:.3g}}}_{{\text{{bubble}}}}"
              rf" + \underbrace{{{f['step_recompute_s']:.3g}}}_{{\text{{recompute}}}}"
-             rf" + \underbrace{{{f['step_optimizer_s']:.2g}}}_{{\text{{optimizer}}}} = {f['step_time_s']:.3g}\,s\\ "
-             rf"\text{{MFU}} = {f['plan_mfu']:.3f} \times {f['sustained']:.2f}\ (\text{{sustained}}) = {f['mfu']:.3f}"
-             r"\end{gathered}")
+             rf" + \underbrace{{{f['step_optimizer_s']:.2g}}}_{{\text{{optimizer}}}} = {f['step_time_s']:.3g}\,s",
+        rf"\text{{MFU}} = {f['plan_mfu']:.3f} \times {f['sustained']:.2f}\ (\text{{sustained}}) = {f['mfu']:.3f}")
     return ("MFU from the job layout", latex,
             "costcore/engine/layout.py (Megatron-LM / Korthikanti et al. 2022 step terms"
             + ("; DualPipe: DeepSeek-V3 report Sec. 3.2.1, Table 2" if dual else "") + "); the plan is the "
@@ -119,7 +118,7 @@ def _training_rows(res: Result, stage: str, st: dict) -> list[tuple[str, str, st
                     _lines(r"6N + 12\,L\,d\,s", rf"= 6\cdot {_e(N)} + 12\cdot {L:.0f}\cdot {d:.0f}\cdot {seq:.0f} = {_e(fpt)}"),
                     "PaLM (arXiv:2204.02311) App. B; " + shape_src))
     else:
-        out.append((f"{METHOD_WORDS.get(method, method)} FLOPs per token",
+        out.append((f"{methods()[method]['label']} FLOPs per token",
                     _lines(r"4N + 12\,L\,d\,s + 6N_{lora}",
                            rf"= 4\cdot {_e(N)} + 12\cdot {L:.0f}\cdot {d:.0f}\cdot {seq:.0f} + 6\cdot {_e(st['trainable_params'])}",
                            rf"= {_e(fpt)}"),
@@ -190,19 +189,17 @@ def stage_explanation(res: Result, stage: str) -> list[tuple[str, str, str]]:
     if stage == "eval":
         eta = float(effective_value(res.scenario, "stages.eval.decode_efficiency"))
         out.append(("Evaluation inference",
-                    r"\begin{gathered}" + rf"\text{{runs}}\cdot(2N\cdot\text{{prompt tokens}}/\text{{(peak·util)}} + \text{{decode roofline}}) = {_gpu_h(st['productive_gpu_hours'])}"
-                    + rf"\\ t = {_t(fmt.gpus(st['decode_replica_gpus']))},\ B = {st['decode_batch_used']:,.0f}\ \text{{sequences}},\ \eta = {eta:g}"
-                    + r"\end{gathered}",
+                    _lines(rf"\text{{runs}}\cdot(2N\cdot\text{{prompt tokens}}/\text{{(peak·util)}} + \text{{decode roofline}}) = {_gpu_h(st['productive_gpu_hours'])}",
+                           rf"t = {_t(fmt.gpus(st['decode_replica_gpus']))},\ B = {st['decode_batch_used']:,.0f}\ \text{{sequences}},\ \eta = {eta:g}"),
                     "prefill compute bound; decode bandwidth bound (LLM-Viewer); checked on public batch latencies "
                     "(docs/validation.md, section 6)"))
         items = res.stat(stage, "media_items")
         if items > 0:
             out.append(("Media of the multimodal benchmarks",
-                        r"\begin{gathered}" + rf"{fmt.num(items)}\ \text{{items}} \times [{_passes(res.stat(stage, 'encoder_passes_per_item'))}"
-                        rf"\times(2N_{{enc}}T + 4L_{{enc}}T^2 d_{{enc}}) + 2N_{{conn}}\,m + m\,(2N + 4Lds)]\\ "
-                        rf"m = {res.stat(stage, 'media_tokens_per_item'):,.0f}\ \text{{tokens per item}}"
-                        rf" \Rightarrow {_gpu_h(res.stat(stage, 'encoder_gpu_hours'))}\ \text{{encoder and connector}}"
-                        r"\end{gathered}",
+                        _lines(rf"{fmt.num(items)}\ \text{{items}} \times [{_passes(res.stat(stage, 'encoder_passes_per_item'))}"
+                               r"\times(2N_{enc}T + 4L_{enc}T^2 d_{enc}) + 2N_{conn}\,m + m\,(2N + 4Lds)]",
+                               rf"m = {res.stat(stage, 'media_tokens_per_item'):,.0f}\ \text{{tokens per item}}"
+                               rf" \Rightarrow {_gpu_h(res.stat(stage, 'encoder_gpu_hours'))}\ \text{{encoder and connector}}"),
                         "the multimodal block's encoder and connector, at the inference utilization; media tokens "
                         "prefilled as prompt tokens (costcore/engine/kernel.py _eval_work)"))
     out += _stall_rows(res, stage)
@@ -225,17 +222,17 @@ def _checkpoint_row(res: Result, stage: str, st: dict) -> tuple[str, str, str]:
     why = (rf"\text{{all the training, shorter than the}}\ {_t(fmt.duration_s(asked * 3600))}\ "
            + (r"\text{set}" if set_h > 0 else r"\text{of Young/Daly}") if tau < asked * 0.9995
            else (r"\text{as set}" if set_h > 0 else r"\text{Young/Daly}"))
+    yd_words = rf"\text{{Young/Daly}}\ {_t(fmt.duration_s(yd * 3600))}"
+    short = "all the training" in why  # its reason is long: Young/Daly on a line of its own
+    interval = rf"\tau = {_t(fmt.duration_s(tau * 3600))}\ ({why}" + (rf";\ {yd_words}" if set_h > 0 and not short else "") + ")"
     return ("Checkpoint interval and failures",
-            r"\begin{gathered}"  # three lines: with its reason the interval alone is as wide as the expander
-            # Daly's form in full (it read "[...]"): M is the mean time between interruptions of the stage's GPUs
-            r"\tau = \sqrt{2\delta M}\left[1 + \tfrac{1}{3}\sqrt{\tfrac{\delta}{2M}} + \tfrac{1}{9}\tfrac{\delta}{2M}\right]"
-            r" - \delta\\ \text{M: mean time between interruptions};\ "
-            rf"\delta = {_t(fmt.duration_s(st['ckpt_write_s']))}\text{{ to write one}}\\"
-            rf"\tau = {_t(fmt.duration_s(tau * 3600))}\ ({why}"
-            + ("" if set_h <= 0 else (r")\\ (" if "all the training" in why else r";\ ")
-               + rf"\text{{Young/Daly}}\ {_t(fmt.duration_s(yd * 3600))}") + r") \\ "
-            rf"{_count(st['interruptions'])}\ \text{{interruptions}} \times (\tau/2 + \text{{restart}})"
-            r"\end{gathered}",
+            _lines(  # Daly's form in full (it read "[...]"): M is the mean time between interruptions of the GPUs
+                r"\tau = \sqrt{2\delta M}\left[1 + \tfrac{1}{3}\sqrt{\tfrac{\delta}{2M}} + \tfrac{1}{9}\tfrac{\delta}{2M}\right]"
+                r" - \delta",
+                rf"\text{{M: mean time between interruptions}};\ \delta = {_t(fmt.duration_s(st['ckpt_write_s']))}"
+                r"\text{ to write one}",
+                interval, *([f"({yd_words})"] if set_h > 0 and short else []),
+                rf"{_count(st['interruptions'])}\ \text{{interruptions}} \times (\tau/2 + \text{{restart}})"),
             "Young 1974; Daly 2006 (LLNL/scr scr_ckpt_interval.py); failure rate: Llama 3 (arXiv:2407.21783) Sec. 3.3.4")
 
 

@@ -41,13 +41,12 @@ def trained_words(scn: dict, stage: str) -> str:
 def phase_table(res: api.Result) -> pd.DataFrame:
     """One row per phase: trained parts, media items, tokens per item, LLM tokens, GPU-hours, $, memory."""
     rows = []
-    gpu_item = [key for key, _, _, _ in LINE_ITEMS].index("compute.gpu")
     for s in phases(res):
         rows.append({"phase": STAGE_LABELS[s], "trains": trained_words(res.scenario, s),
                      "media_items": res.stat(s, "media_items"), "tokens_per_item": res.stat(s, "media_tokens_per_item"),
                      "media_share": res.stat(s, "media_token_share"), "llm_tokens": res.stat(s, "tokens"),
                      "gpu_hours": res.stat(s, "gpu_hours"), "encoder_gpu_hours": res.stat(s, "encoder_gpu_hours"),
-                     "wall_days": res.stat(s, "wall_days"), "compute_usd": float(res.items[STAGES.index(s), gpu_item]),
+                     "wall_days": res.stat(s, "wall_days"), "compute_usd": res.item_usd(s, "compute.gpu"),
                      "total_usd": res.stat(s, "usd_total"), "memory_gb": res.stat(s, "memory_per_gpu_gb"),
                      "fits": "yes" if res.stat(s, "fits") > 0.5 else "no"})
     return pd.DataFrame(rows)
@@ -75,14 +74,13 @@ def loader_table(res: api.Result) -> pd.DataFrame:
     """Phases whose media the data loader decodes online (multimodal.preprocessing): the items per second
     per node the loader delivers and the GPUs take, and the stall (GPU-hours and $) when they take more."""
     rows = []
-    stall_item = [key for key, _, _, _ in LINE_ITEMS].index("hidden.data_stalls")
     for s in phases(res):
         deliver = res.stat(s, "media_loader_items_per_s_per_node")
         if deliver > 0:
             rows.append({"phase": STAGE_LABELS[s], "delivered": deliver,
                          "taken": res.stat(s, "media_items_per_s_per_node"),
                          "stall_gpu_hours": res.stat(s, "data_stall_gpu_hours"),
-                         "stall_usd": float(res.items[STAGES.index(s), stall_item])})
+                         "stall_usd": res.item_usd(s, "hidden.data_stalls")})
     return pd.DataFrame(rows, columns=["phase", "delivered", "taken", "stall_gpu_hours", "stall_usd"])
 
 
