@@ -112,6 +112,12 @@ class Result:
         total = self.total_usd
         return self.fixed_usd / total if total > 0 else 0.0
 
+    def share_of_total(self, usd):
+        """``usd`` (a number or an array of dollars) over this scenario's total, a fraction; 0 when the total
+        is 0. The one place a page's "share of the total" is divided (line items, stages, savings)."""
+        total = self.total_usd
+        return usd / total if total > 0 else usd * 0.0
+
     @property
     def gpu_hours(self) -> float:
         return float(self.stats[:, K_GPU_H].sum())

@@ -44,7 +44,8 @@ m[0].metric("A: current", fmt.usd(res.total_usd))
 m[1].metric("B", fmt.usd(b.total_usd))
 same = fmt.usd(b.total_usd) == fmt.usd(res.total_usd)  # equal as shown: no red or green arrow for "+0.0%"
 m[2].metric("B - A", fmt.usd(b.total_usd - res.total_usd),
-            delta="no change" if same else fmt.share(b.total_usd / max(res.total_usd, 1e-9) - 1, signed=True),
+            delta="no change" if same else ("from nothing" if res.total_usd <= 0
+                                                         else fmt.share(res.share_of_total(b.total_usd) - 1, signed=True)),
             delta_color="off" if same else "inverse", delta_arrow="off" if same else "auto")
 inputs, costs = bud.compare(res, b)
 left, right = st.columns([2, 3])
@@ -86,7 +87,7 @@ for i, x in enumerate(lv):
     c1.markdown(f"**{x.title}**  \nRisk: {x.risk}")
     if levers.source_text(x):
         c1.caption(f"Figures: {levers.source_text(x)}")
-    c2.metric("saves", fmt.usd(x.saving_usd), delta="-" + fmt.share(x.saving_usd / max(res.total_usd, 1e-9)),
+    c2.metric("saves", fmt.usd(x.saving_usd), delta="-" + fmt.share(res.share_of_total(x.saving_usd)),
               delta_color="inverse", help=f"new total {fmt.usd_exact(x.new_total_usd)}")
 
     def _apply(lever=x):

@@ -70,7 +70,7 @@ def top_drivers() -> None:
     if top.empty:
         st.info("No line item costs anything.")
         return
-    top["share"] = top.usd / max(res.total_usd, 1e-9)
+    top["share"] = res.share_of_total(top.usd)
     top = common.in_words(top)
     # the share as text at 3 significant digits (a progress bar's printf format wrote 5.1% for 5.097%), and no bar:
     # it took the width the line item's words needed ("Media storage (raw, shar")
@@ -82,7 +82,7 @@ def top_drivers() -> None:
 def stage_shares() -> None:
     shares = pd.DataFrame([{"stage": STAGE_LABELS[s], "key": s, "usd": res.stat(s, "usd_total"),
                             "cost": fmt.usd(res.stat(s, "usd_total")),
-                            "share": res.stat(s, "usd_total") / max(res.total_usd, 1e-9)} for s in res.stages])
+                            "share": fmt.share(res.share_of_total(res.stat(s, "usd_total")))} for s in res.stages])
     if shares.empty:
         st.info("No stage is switched on.")
         return
@@ -91,7 +91,7 @@ def stage_shares() -> None:
         color=alt.Color("stage:N", title="Stage", scale=common.stage_color_scale(shares.stage),
                         legend=alt.Legend(labelLimit=220)),
         tooltip=[alt.Tooltip("stage:N", title="Stage"), alt.Tooltip("cost:N", title="Cost"),
-                 alt.Tooltip("share:Q", format=".1%", title="Share")]).properties(height=260)
+                 alt.Tooltip("share:N", title="Share")]).properties(height=260)
     common.show_chart(donut, "Share of the total by stage")
 
 
