@@ -512,6 +512,7 @@ def test_how_it_was_computed_reads_at_three_significant_digits(preset):
                 assert len(number.replace(",", "").replace(".", "").lstrip("-0")) <= 3, (stage, title, latex)
             assert not re.search(r"\d,\d{3}(\.\d+)?\\? ?\\text\{(GPU-h|days)", latex), (stage, title, latex)
             assert not re.search(r"\b0\.0(?!\d)", latex), (stage, title, latex)
+            assert not re.search(r"\de[-+]\d", latex), (stage, title, latex)  # 8.2e-05 is a printf's, not a reader's
             if title == "Billed GPU-hours and money":
                 assert fmt.days(res.stat(stage, "wall_days")) in latex and fmt.gpu_hours(res.stat(stage, "gpu_hours")) in latex
 

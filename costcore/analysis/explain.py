@@ -83,11 +83,11 @@ def _default_mfu_row(res: Result, stage: str):
         rf" EP {f['plan_ep']:.0f},}}",
         rf"\text{{micro-batch {f['plan_micro_batch']:.0f}, ZeRO-{f['plan_zero']:.0f}, "
         rf"recompute {rc}{', DualPipe' if dual else ''}}}",
-        rf"t_{{step}} = \underbrace{{{f['step_compute_s']:.3g}}}_{{\text{{compute}}}}"
-             rf" + \underbrace{{{f['step_communication_s']:.3g}}}_{{\text{{comm.}}}}"
-             rf" + \underbrace{{{f['step_bubble_s']:.3g}}}_{{\text{{bubble}}}}"
-             rf" + \underbrace{{{f['step_recompute_s']:.3g}}}_{{\text{{recompute}}}}"
-             rf" + \underbrace{{{f['step_optimizer_s']:.2g}}}_{{\text{{optimizer}}}} = {f['step_time_s']:.3g}\,s",
+        rf"t_{{step}} = \underbrace{{{_count(f['step_compute_s'])}}}_{{\text{{compute}}}}"
+             rf" + \underbrace{{{_count(f['step_communication_s'])}}}_{{\text{{comm.}}}}"
+             rf" + \underbrace{{{_count(f['step_bubble_s'])}}}_{{\text{{bubble}}}}"
+             rf" + \underbrace{{{_count(f['step_recompute_s'])}}}_{{\text{{recompute}}}}"
+             rf" + \underbrace{{{_count(f['step_optimizer_s'])}}}_{{\text{{optimizer}}}} = {_count(f['step_time_s'])}\,\text{{s}}",
         rf"\text{{MFU}} = {f['plan_mfu']:.3f} \times {f['sustained']:.2f}\ (\text{{sustained}}) = {f['mfu']:.3f}")
     return ("MFU from the job layout", latex,
             "costcore/engine/layout.py (Megatron-LM / Korthikanti et al. 2022 step terms"
