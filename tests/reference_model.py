@@ -616,12 +616,16 @@ def kv_bytes_per_token(shape: dict) -> float:
 
 
 def decode(n_total, n_active, kv_per_token, ctx_avg, ctx_max, batch, peak_tflops, bandwidth_tbs, mem_gb,
-           efficiency, pinned_replica=0):
+           efficiency, pinned_replica=0, gpus_per_node=8):
     """Return (GPU-seconds per generated token, GPUs per replica, sequences decoded at once)."""
     weight_bytes = 2.0 * n_total
-    replica = 1
-    while weight_bytes > replica * 0.5 * mem_gb * 1e9:  # fewest GPUs holding weights in half their HBM
-        replica += 1
+    needed = 1
+    while weight_bytes > needed * 0.5 * mem_gb * 1e9:  # fewest GPUs holding weights in half their HBM
+        needed += 1
+    # as vLLM lays a replica out: tensor parallel a power of two within a node, pipeline stages across nodes
+    largest_tp = max(t for t in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if t <= max(gpus_per_node, 1))
+    tp = min(t for t in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, largest_tp) if t >= min(needed, largest_tp))
+    replica = tp * -(-needed // tp)
     if pinned_replica > 0:  # the user's tensor-parallel size for the inference engine
         replica = int(pinned_replica)
     kv_room = 0.9 * replica * mem_gb * 1e9 - weight_bytes
@@ -865,7 +869,8 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             gpu_s_per_tok, replica, seqs = decode(n_total, n_act, kv_tok, kv_tokens_held(shape, p_tok + r_tok / 2.0),
                                                   kv_tokens_held(shape, ctx),
                                                   sf("rollout_batch"), peak, f("hardware.mem_bandwidth_tbs"),
-                                                  hbm_gb, sf("rollout_efficiency"), sf("rollout_tp"))
+                                                  hbm_gb, sf("rollout_efficiency"), sf("rollout_tp"),
+                                                  f("hardware.gpus_per_node"))
             prefill_flops = completions * p_tok * forward_flops_per_token(n_act, shape, p_tok)
             rollout_h = completions * r_tok * gpu_s_per_tok / SECONDS_PER_HOUR + hours_at(prefill_flops, peak,
                                                                                            infer_mfu)
@@ -954,7 +959,8 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             gpu_s_per_tok, replica, seqs = decode(n_total, n_act, kv_tok, kv_tokens_held(shape, ctx),
                                                   kv_tokens_held(shape, ctx), sf("decode_batch"), peak,
                                                   f("hardware.mem_bandwidth_tbs"), hbm_gb,
-                                                  sf("decode_efficiency"), sf("decode_tp"))
+                                                  sf("decode_efficiency"), sf("decode_tp"),
+                                                  f("hardware.gpus_per_node"))
             prefill_flops = runs * prompt_tok * forward_flops_per_token(n_act, shape, ctx)
             media_items = runs * sf("media_items_k") * 1e3  # a multimodal benchmark's images, clips or recordings
             if media_items > 0:

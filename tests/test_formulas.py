@@ -240,6 +240,10 @@ def test_inference_tp():
     assert F.inference_tp(14e9, 80.0) == 1.0   # 14 GB of weights fit in 40 GB
     assert F.inference_tp(140e9, 80.0) == 4.0  # 140 / 40 = 3.5 -> 4 GPUs
     assert F.inference_tp(80e9, 80.0) == 2.0   # exactly two halves
+    assert F.inference_tp(110e9, 80.0) == 4.0  # 2.75 -> 3 GPUs' worth; tensor parallel is a power of two: 4
+    assert F.inference_tp(1342e9, 80.0) == 40.0  # 33.6 -> 34 GPUs' worth: TP 8 in a node x PP 5 nodes
+    assert F.inference_tp(1342e9, 80.0, 4.0) == 36.0  # four GPUs a node: TP 4 x PP 9
+    assert F.inference_tp(700e9, 80.0, 6.0) == 20.0  # 17.5 -> 18; six a node: TP 4 (a power of two) x PP 5
 
 
 def test_decode_bandwidth_bound_single_sequence():
@@ -272,18 +276,21 @@ def test_decode_compute_bound_large_batch():
 
 
 def test_decode_moe_reads_all_weights_but_computes_active():
-    # 671B total, 37B active, 8 x 80 GB is not enough for 1342 GB of weights: t = ceil(1342 / 40) = 34
+    # 671B total, 37B active, 8 x 80 GB is not enough for 1342 GB of weights: ceil(1342 / 40) = 34 GPUs' worth,
+    # laid out as TP 8 x PP 5 = 40
     dps, t, _b = F.decode_gpu_seconds_per_token(671e9, 37e9, 70_000.0, 1000.0, 2000.0, 1.0, 989.0, 3.35, 80.0,
                                                 1.0)
-    assert t == 34.0
-    memory_s = (1342e9 + 70_000.0 * 1000.0) / (34 * 3.35e12)
-    assert dps == pytest.approx(memory_s * 34, rel=1e-14)
+    assert t == 40.0
+    memory_s = (1342e9 + 70_000.0 * 1000.0) / (40 * 3.35e12)
+    assert dps == pytest.approx(memory_s * 40, rel=1e-14)
 
 
 def test_decode_matches_reference():
     for args in [(7e9, 7e9, 524_288.0, 1536.0, 2560.0, 256.0, 989.0, 3.35, 80.0, 0.5),
                  (70e9, 70e9, 327_680.0, 3000.0, 4000.0, 64.0, 312.0, 2.0, 80.0, 0.7),
-                 (671e9, 37e9, 70_000.0, 9000.0, 16000.0, 512.0, 989.0, 4.8, 141.0, 0.3)]:
+                 (671e9, 37e9, 70_000.0, 9000.0, 16000.0, 512.0, 989.0, 4.8, 141.0, 0.3),
+                 (110e9, 110e9, 327_680.0, 3000.0, 4000.0, 64.0, 312.0, 2.0, 80.0, 0.7, 0.0, 8.0),
+                 (671e9, 37e9, 70_000.0, 9000.0, 16000.0, 512.0, 989.0, 3.35, 80.0, 0.3, 0.0, 4.0)]:
         got = F.decode_gpu_seconds_per_token(*args)
         want = ref.decode(*args)
         assert got == pytest.approx(want, rel=1e-14)

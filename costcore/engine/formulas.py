@@ -317,17 +317,36 @@ def kv_cache_bytes_per_token(L, kv_heads, head_dim):
 
 
 @njit(cache=True)
-def inference_tp(weights_bytes, mem_gb):
-    """GPUs per inference replica: the fewest that hold the weights in half their memory."""
-    return max(1.0, math.ceil(weights_bytes / (0.5 * mem_gb * 1e9)))
+def inference_tp(weights_bytes, mem_gb, gpus_per_node=8.0):
+    """GPUs per inference replica, as a serving engine lays one out: tensor parallel inside a node, pipeline
+    parallel across nodes.
+
+    n = ceil(weights / (half a GPU's memory)) GPUs hold the weights in half their memory (the other half for
+    the KV cache). The tensor-parallel size is a power of two (it divides the attention heads): the smallest
+    one >= n, at most the largest power of two <= gpus_per_node; the pipeline-parallel size is then
+    ceil(n / tp), and the replica is tp x pp GPUs. So 3 GPUs' worth becomes 4 and 34 (a 671B model's BF16
+    weights on 80 GB GPUs) becomes 5 nodes of 8 = 40, not 34 GPUs no engine would run.
+    Source: vLLM documentation, "Distributed inference and serving" (tensor_parallel_size = GPUs per node,
+    pipeline_parallel_size = nodes; the tensor-parallel size must divide the attention heads).
+    """
+    n = max(1.0, math.ceil(weights_bytes / (0.5 * mem_gb * 1e9)))
+    node_tp = 1.0
+    while node_tp * 2.0 <= max(gpus_per_node, 1.0):
+        node_tp *= 2.0
+    tp = 1.0
+    while tp < n and tp < node_tp:
+        tp *= 2.0
+    return tp * math.ceil(n / tp)
 
 
 @njit(cache=True)
 def decode_gpu_seconds_per_token(n_total, n_active, kv_bytes_per_tok, ctx_avg, ctx_max,
-                                 batch, peak_tflops, bw_tbs, mem_gb, efficiency, tp_pinned=0.0):
+                                 batch, peak_tflops, bw_tbs, mem_gb, efficiency, tp_pinned=0.0,
+                                 gpus_per_node=8.0):
     """GPU-seconds per generated token of batched decoding (roofline).
 
-    Per replica of t GPUs (``tp_pinned`` when > 0, else :func:`inference_tp`) decoding B sequences at
+    Per replica of t GPUs (``tp_pinned`` when > 0, else :func:`inference_tp` with the node's
+    ``gpus_per_node``) decoding B sequences at
     once, one step takes
         max((weights + B * kv_bytes_per_tok * ctx_avg) / (t * bandwidth),
             2 N_active B / (t * peak)) / efficiency
@@ -339,7 +358,7 @@ def decode_gpu_seconds_per_token(n_total, n_active, kv_bytes_per_tok, ctx_avg, c
     Returns (gpu_seconds_per_token, tp, batch_used).
     """
     weights = 2.0 * n_total
-    t = tp_pinned if tp_pinned > 0.0 else inference_tp(weights, mem_gb)
+    t = tp_pinned if tp_pinned > 0.0 else inference_tp(weights, mem_gb, gpus_per_node)
     free = 0.9 * t * mem_gb * 1e9 - weights
     b_max = max(1.0, math.floor(free / max(kv_bytes_per_tok * ctx_max, 1.0)))
     b = max(1.0, min(batch, b_max))

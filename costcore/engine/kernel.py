@@ -671,7 +671,7 @@ def _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     kv_ctx = _kvctx(x, ctx)
     dps, tp_inf, b_used = decode_gpu_seconds_per_token(
         n_total, n_act, kv_tok, _kvctx(x, lp + 0.5 * lr), kv_ctx, x[RL_ROLLOUT_BATCH], peak,
-        x[H_BW_TBS], x[H_MEM_GB], x[RL_ROLLOUT_EFF], x[RL_ROLLOUT_TP])
+        x[H_BW_TBS], x[H_MEM_GB], x[RL_ROLLOUT_EFF], x[RL_ROLLOUT_TP], x[H_GPUS_PER_NODE])
     prefill_h = gpu_hours_for_flops(forward_flops_per_token(n_act, L, d, _actx(x, lp)) * steps * q * lp, peak, x[E_INFER_MFU])
     rollout_h = steps * q * lr * dps / 3600.0 + prefill_h
     if x[RL_REWARD] != RL_REWARD_MODEL:
@@ -711,7 +711,7 @@ def _eval_work(x, G, shape, st, s):
     kv_ctx = _kvctx(x, ctx)
     dps, tp_inf, b_used = decode_gpu_seconds_per_token(
         n_total, n_act, kv_tok, kv_ctx, kv_ctx, x[EV_DECODE_BATCH], x[H_PEAK_TFLOPS], x[H_BW_TBS], x[H_MEM_GB],
-        x[EV_DECODE_EFF], x[EV_DECODE_TP])
+        x[EV_DECODE_EFF], x[EV_DECODE_TP], x[H_GPUS_PER_NODE])
     fwd_tok = forward_flops_per_token(n_act, L, d, _actx(x, ctx))
     media_items = runs * x[EV_MEDIA_K] * 1e3
     media_tok, side = 0.0, 0.0
