@@ -6,7 +6,8 @@ Public API::
     load_scenario(path_or_dict) -> validated scenario dict
     estimate(scenario) -> Result (.to_dict(), .line_items(), .stage_table())
     batch(scenario, {path: values}, full=False) -> array of variants
-    tornado, sweep, heatmap, monte_carlo, solve_budget -> sensitivity and uncertainty
+    batch_layouts(scenario, {path: values}) -> each variant's searched job layout per stage
+    tornado, sweep, sweep_jumps, heatmap, monte_carlo, solve_budget -> sensitivity and uncertainty
 
 Every bad input raises :class:`ScenarioError` (see :mod:`costcore.errors`).
 
@@ -20,14 +21,14 @@ import importlib
 from costcore.errors import ScenarioError  # noqa: F401
 
 _LAZY = {
-    "BATCH_COLUMNS": "api", "Result": "api", "batch": "api", "estimate": "api",
+    "BATCH_COLUMNS": "api", "Result": "api", "batch": "api", "batch_layouts": "api", "estimate": "api",
     "Scenario": "scenario.loaders", "load_preset": "scenario.loaders", "load_scenario": "scenario.loaders",
     "load_yaml_text": "scenario.loaders",
     "preset_names": "scenario.loaders", "preset_titles": "scenario.loaders",
     "LINE_ITEMS": "engine.kernel", "STATS": "engine.kernel", "warm_up": "engine.kernel",
     "FIELDS": "scenario.schema", "RESOURCES": "scenario.schema", "STAGES": "scenario.schema",
     "heatmap": "analysis.sensitivity", "monte_carlo": "analysis.sensitivity", "solve_budget": "analysis.sensitivity",
-    "sweep": "analysis.sensitivity", "tornado": "analysis.sensitivity",
+    "sweep": "analysis.sensitivity", "sweep_jumps": "analysis.sensitivity", "tornado": "analysis.sensitivity",
 }
 __all__ = sorted(_LAZY) + ["ScenarioError"]
 

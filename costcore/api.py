@@ -572,6 +572,25 @@ def batch(scenario: Mapping | str | Path, columns: Mapping[str, Any], full: bool
     """
     full, fits = checks.flag("full", full), checks.flag("fits", fits)
     replan, refit = checks.flag("replan", replan), checks.flag("refit", refit)
+    base, idx, mat = _batch_inputs(scenario, columns, vector)
+    out = kernel.evaluate_batch(base, idx, mat, full=full, fits=fits and not full, replan=replan, refit=refit)
+    if refit and not replan:
+        out, relaid = out
+        if full:
+            return out, relaid
+        if fits:
+            return (out[:, :, 0], out[:, :, 1].min(axis=1) > 0.5), relaid
+        return out[:, :, 0], relaid
+    if full:
+        return out
+    if fits:
+        return out[:, :, 0], out[:, :, 1].min(axis=1) > 0.5
+    return out[:, :, 0]
+
+
+def _batch_inputs(scenario, columns: Mapping[str, Any], vector: np.ndarray | None):
+    """(base vector, setting indices, (settings, n) matrix) of a batch call: the columns checked and
+    expanded, a size column moving the depth with it (:func:`_size_moves_depth`)."""
     if vector is not None:
         base = vector
     elif isinstance(scenario, Scenario):
@@ -585,20 +604,34 @@ def batch(scenario: Mapping | str | Path, columns: Mapping[str, Any], full: bool
     mat = np.empty((len(cols), len(cols[0])))
     for j, c in enumerate(cols):
         mat[j] = c
-    out = kernel.evaluate_batch(base, np.array(idx, dtype=np.int64), mat, full=full, fits=fits and not full,
-                                replan=replan, refit=refit)
-    if refit and not replan:
-        out, relaid = out
-        if full:
-            return out, relaid
-        if fits:
-            return (out[:, :, 0], out[:, :, 1].min(axis=1) > 0.5), relaid
-        return out[:, :, 0], relaid
-    if full:
-        return out
-    if fits:
-        return out[:, :, 0], out[:, :, 1].min(axis=1) > 0.5
-    return out[:, :, 0]
+    return base, np.array(idx, dtype=np.int64), mat
+
+
+LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "zero", "interleave", "recompute",
+               "sequence_parallel", "schedule")
+
+
+def batch_layouts(scenario: Mapping | str | Path, columns: Mapping[str, Any],
+                  vector: np.ndarray | None = None) -> list[dict[str, dict[str, Any]]]:
+    """Per row of a batch (the columns as :func:`batch` takes them), each enabled stage's searched job layout:
+    {stage: {tp, pp, dp, cp, ep, micro_batch, zero, interleave, recompute, sequence_parallel, schedule}}, the
+    layout :func:`batch` (``replan=True``) evaluates that row on. Stages without a layout (data, evaluation)
+    are left out. Raises ScenarioError as :func:`batch` does."""
+    base, idx, mat = _batch_inputs(scenario, columns, vector)
+    plans = kernel.batch_plans(base, idx, mat)
+    enabled = [i for i, s in enumerate(STAGES) if base[kernel.STAGE_BASE[i] + kernel.S_ENABLED] > 0.5]
+    row = np.zeros(len(layout.PLAN_FIELDS) + len(layout.TERM_FIELDS))
+    out = []
+    for r in range(mat.shape[1]):
+        stages = {}
+        for i in enabled:
+            if plans[r, i, 0] < 0.5:  # no layout searched (a stage without training passes)
+                continue
+            row[:layout.NP] = plans[r, i, :layout.NP]
+            d = plan_dict(row, 1.0)
+            stages[STAGES[i]] = {k: d[k] for k in LAYOUT_KEYS}
+        out.append(stages)
+    return out
 
 
 BATCH_COLUMNS = list(RESOURCES) + list(kernel.BATCH_EXTRA)

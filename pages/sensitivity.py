@@ -52,6 +52,11 @@ def _sweep(scn_json: str, key: str, xs: np.ndarray, _scn):
     return sens.sweep(_scn, key, xs)
 
 
+@st.cache_data(show_spinner=False, max_entries=64)
+def _sweep_jumps(scn_json: str, key: str, xs: np.ndarray, _scn, _sw):
+    return sens.sweep_jumps(_scn, key, _sw)
+
+
 @st.cache_data(show_spinner=False, max_entries=32)
 def _heatmap(scn_json: str, kx: str, xs: np.ndarray, ky: str, ys: np.ndarray, _scn):
     return sens.heatmap(_scn, kx, xs, ky, ys, feasible=True)
@@ -122,6 +127,7 @@ def sweep_section():
             xs = np.unique(np.round(xs))
         sw = _sweep(SCN_JSON, key, xs, scn)
         sw = sw[sw.stage.isin(res.stages)]  # the legend lists the scenario's stages, not every stage there is
+        jumps = _sweep_jumps(SCN_JSON, key, xs, scn, sw)
         sw["stage"] = sw.stage.map(STAGE_LABELS)
         area = alt.Chart(sw).mark_area().encode(
             x=alt.X("value:Q", title=label(key)), y=alt.Y("usd:Q", stack=True, title="Cost ($)", axis=common.usd_axis()),
@@ -141,12 +147,31 @@ def sweep_section():
             layers.append(alt.Chart(bad).mark_tick(color="#d62728", thickness=3, size=14).encode(
                 x=alt.X("value:Q", title=label(key)), y=alt.datum(0),  # on the $0 line, inside the plot
                 tooltip=[alt.Tooltip("what:N", title="Plan"), alt.Tooltip("value:Q", format=",.4g", title=label(key))]))
+        if len(jumps):  # where a stage's cost steps because its searched job layout changes
+            marks = jumps.assign(stage=jumps.stage.map(STAGE_LABELS),
+                                 costs=[f"{fmt.usd(a)} to {fmt.usd(b)}" for a, b in zip(jumps.usd_before, jumps.usd_after)])
+            layers.append(alt.Chart(marks).mark_rule(strokeDash=[1, 3], color="#555555", strokeWidth=1.5).encode(
+                x=alt.X("value:Q", title=label(key)),
+                tooltip=[alt.Tooltip("stage:N", title="Stage"), alt.Tooltip("value:Q", format=",.4g", title=label(key)),
+                         alt.Tooltip("costs:N", title="Its cost"), alt.Tooltip("change:N", title="Layout")]))
         common.show_chart(common.layer(*layers),
                           f"Cost by stage as {BY_PATH[key].label.lower()} changes (dashed: today)", height=300)
+        if len(jumps):
+            st.caption(_jump_words(jumps, key))
         if len(bad):
             st.caption(f"Red ticks: {len(bad)} of {sw.value.nunique()} values give a plan that does not fit in GPU "
                        f"memory ({fmt.num(bad.value.min())} to {fmt.num(bad.value.max())}); their cost is drawn "
                        "but such a plan cannot run as set.")
+
+
+def _jump_words(jumps: pd.DataFrame, key: str) -> str:
+    """The largest two steps of a sweep that a layout change explains, in words, and how many more."""
+    big = jumps.assign(size=(jumps.usd_after - jumps.usd_before).abs()).sort_values("size", ascending=False)
+    said = [f"At {fmt.num(r.value)}, {STAGE_LABELS[r.stage].lower()} goes from {fmt.usd(r.usd_before)} to "
+            f"{fmt.usd(r.usd_after)}: {r.change}." for r in big.head(2).itertuples()]
+    more = len(big) - len(said)
+    return (f"Grey dotted lines mark where a stage's cost steps because its searched job layout changes "
+            f"({label(key).lower()}). " + " ".join(said) + (f" And {more} more: hover a line." if more else ""))
 
 
 @st.fragment

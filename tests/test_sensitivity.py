@@ -386,3 +386,50 @@ def test_stratified_draws_put_one_sample_in_each_equal_probability_slice():
     # the order is random: two inputs' draws are not paired slice by slice
     a, b = (S.Dist("uniform", 0.0, 1.0, absolute=True).sample(np.random.default_rng(k), 1.0, n) for k in (1, 2))
     assert abs(np.corrcoef(a, b)[0, 1]) < 0.1
+
+
+def test_a_sweep_says_where_a_layout_change_makes_the_cost_jump():
+    """DeepSeek-V3's preset pins PP 16 and EP 64; past about 725B its layers no longer fit with selective recompute
+    and the search takes full recompute: pre-training's cost jumps by 88%. The sweep names that step, with the
+    layouts an estimate of each size would search (schema.with_size: the size as a batch column moves it)."""
+    scn = costcore.load_preset("moe-deepseek-v3")
+    xs = np.linspace(168.0, 1300.0, 40)
+    sw = S.sweep(scn, "model.params_b", xs)
+    jumps = S.sweep_jumps(scn, "model.params_b", sw)
+    full = jumps[jumps.change.str.contains("full recompute \\(was selective recompute\\)")]
+    assert len(full) == 1 and full.stage.iloc[0] == "pretrain", jumps
+    row = full.iloc[0]
+    assert row.usd_after > 1.5 * row.usd_before
+    valid = costcore.Scenario.of(scn).data
+    before, after = (costcore.estimate(schema.with_size(valid, v)).plan("pretrain") for v in (row.previous, row.value))
+    assert (before["recompute"], after["recompute"]) == ("selective", "full")
+    pre = sw[sw.stage == "pretrain"].set_index("value").usd
+    assert (pre[row.previous], pre[row.value]) == pytest.approx((row.usd_before, row.usd_after), rel=1e-12)
+
+
+def test_a_sweep_of_a_price_has_no_layout_jumps():
+    """A price moves no plan: a sweep of it has no step a layout explains (and searches nothing)."""
+    sw = S.sweep(SCN, "hardware.usd_per_gpu_hour", [1.0, 2.0, 4.0, 8.0])
+    assert S.sweep_jumps(SCN, "hardware.usd_per_gpu_hour", sw).empty
+
+
+def test_layout_change_words_name_what_differs_and_skip_data_parallel():
+    was = {"tp": 8, "pp": 4, "dp": 16, "cp": 1, "ep": 1, "micro_batch": 2, "zero": 1, "interleave": 3,
+           "recompute": "selective", "sequence_parallel": True, "schedule": "1f1b"}
+    assert S.layout_change_words(was, dict(was, dp=32)) == ""  # the GPUs over the other degrees: not a choice
+    now = dict(was, recompute="full", micro_batch=1, interleave=1)
+    assert S.layout_change_words(was, now) == ("micro-batch 1 (was micro-batch 2), full recompute (was selective "
+                                               "recompute), no interleaving (was interleaved, 3 chunks a stage)")
+
+
+def test_the_sweep_tab_names_the_layout_change_behind_a_jump():
+    """On the page: the default size sweep of the DeepSeek-V3 preset (a quarter to four times 671B) says in words
+    where pre-training's cost jumps and why; the same page on a price-only input says nothing of layouts."""
+    from shared import app_on
+    at = app_on("pages/sensitivity.py", "Sweep one input", p="moe-deepseek-v3")
+    said = " ".join(c.value for c in at.caption)
+    assert "Grey dotted lines mark where a stage's cost steps" in said, said
+    assert "pre-training goes from" in said and "full recompute (was selective recompute)" in said, said
+    at.selectbox(key="sw_key").set_value("hardware.usd_per_gpu_hour").run()
+    assert not at.exception
+    assert "Grey dotted lines" not in " ".join(c.value for c in at.caption)

@@ -319,6 +319,63 @@ def sweep(scenario, key: str, values: Sequence[float], full: bool = False) -> pd
     return pd.DataFrame(rows)
 
 
+# What a layout change says, field by field, in the order a reader weighs them (DP alone is left out: it is the
+# GPUs over the other degrees and moves with every GPU count)
+_CHANGE_WORDS = (("tp", lambda v: f"TP {v}"), ("pp", lambda v: f"PP {v}"), ("cp", lambda v: f"CP {v}"),
+                 ("ep", lambda v: f"EP {v}"), ("micro_batch", lambda v: f"micro-batch {v}"),
+                 ("zero", lambda v: f"ZeRO-{v}" if v else "no ZeRO"),
+                 ("recompute", lambda v: "no recompute" if v == "none" else f"{v} recompute"),
+                 ("interleave", lambda v: "no interleaving" if v == 1 else f"interleaved, {v} chunks a stage"),
+                 ("schedule", lambda v: "DualPipe" if v == "dualpipe" else "1F1B"),
+                 ("sequence_parallel", lambda v: "sequence parallel" if v else "no sequence parallel"))
+
+
+def layout_change_words(was: dict, now: dict) -> str:
+    """What differs between two job layouts (api.LAYOUT_KEYS dicts), in words: "full recompute (was selective
+    recompute), micro-batch 1 (was 2)"; "" when only the data-parallel degree differs, or nothing does."""
+    return ", ".join(f"{say(now[k])} (was {say(was[k])})" for k, say in _CHANGE_WORDS if now[k] != was[k])
+
+
+JUMP_MEDIAN_MULTIPLE = 4.0  # a step between two sweep points this many times the stage's median step is a jump...
+JUMP_SHARE = 0.03  # ... when it is also this share of the stage's cost at the point before
+
+
+def sweep_jumps(scenario, key: str, sw: pd.DataFrame) -> pd.DataFrame:
+    """The jumps of a sweep (``sweep``'s table: value, stage, usd) that a change of the stage's searched job
+    layout explains: one row per (value, stage) whose cost moves by more than ``JUMP_MEDIAN_MULTIPLE`` times
+    the stage's median step between neighbouring values and by more than ``JUMP_SHARE`` of its cost, and whose
+    layout at that value differs from the one at the value before. Columns value, previous, stage, usd_before,
+    usd_after, change (in words, :func:`layout_change_words`). A larger model that no longer fits its GPUs with
+    selective recompute takes full recompute, and its cost steps up: the sweep says so where it happens."""
+    checks.setting("key", key, _VARIABLE)
+    cols = ["value", "previous", "stage", "usd_before", "usd_after", "change"]
+    if not isinstance(sw, pd.DataFrame) or not {"value", "stage", "usd"} <= set(sw.columns):
+        raise ScenarioError("sweep", "must be the table sweep() returns (columns value, stage and usd)")
+    if sw.empty or BY_PATH[key].kind == "enum":
+        return pd.DataFrame(columns=cols)
+    scn, x, _ = _base(scenario)
+    found = []
+    for stage, g in sw.groupby("stage", sort=False):
+        v, usd = g["value"].to_numpy(float), g["usd"].to_numpy(float)
+        step = np.abs(np.diff(usd))
+        if len(step) < 2:
+            continue
+        big = (step > JUMP_MEDIAN_MULTIPLE * np.median(step)) & (step > JUMP_SHARE * np.abs(usd[:-1]))
+        found += [(stage, v[i], v[i + 1], usd[i], usd[i + 1]) for i in np.nonzero(big)[0]]
+    if not found:
+        return pd.DataFrame(columns=cols)
+    points = sorted({p for f in found for p in f[1:3]})
+    layouts = dict(zip(points, api.batch_layouts(scn, {key: points}, vector=x)))
+    rows = []
+    for stage, before, after, usd_before, usd_after in found:
+        was, now = layouts[before].get(stage), layouts[after].get(stage)
+        words = layout_change_words(was, now) if was and now else ""
+        if words:
+            rows.append({"value": after, "previous": before, "stage": stage, "usd_before": usd_before,
+                         "usd_after": usd_after, "change": words})
+    return pd.DataFrame(rows, columns=cols)
+
+
 def heatmap(scenario, key_x: str, xs: Sequence[float], key_y: str, ys: Sequence[float],
             feasible: bool = False):
     """Total cost on a grid: result[j, i] for ys[j], xs[i].

@@ -1461,6 +1461,27 @@ def _row_plans(base, idx, cols, replan: bool):
     return out, row_plan
 
 
+def batch_plans(base, idx, cols) -> np.ndarray:
+    """(n, NS, PLAN_COLS): the plans each row of a batch is evaluated on with ``replan=True`` (what its own
+    estimate would search), one search per distinct combination of the varied inputs the search reads
+    (memoized by :func:`_plans_of`). For a sweep to say where the searched job layout changes."""
+    base = _vec(base)
+    idx = np.ascontiguousarray(idx, dtype=np.int64)
+    cols = _vec(cols)
+    n = cols.shape[1]
+    rel = ~PLAN_FREE[idx]
+    out = np.empty((n, NS, PLAN_COLS))
+    if not rel.any():
+        out[:] = _plans_of(base, -1.0)[None]
+        return out
+    keys, inverse = np.unique(cols[rel].T, axis=0, return_inverse=True)
+    x = base.copy()
+    for u, key in enumerate(keys):
+        x[idx[rel]] = key
+        out[inverse.reshape(-1) == u] = _plans_of(x, -1.0)
+    return out
+
+
 REFIT_BUCKETS = 16  # quantile buckets per varied input when samples are laid out again (_refit_rows)
 
 
