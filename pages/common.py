@@ -465,6 +465,9 @@ def stage_toggle(stage: str, label: str | None = None) -> bool:
 # ---------------------------------------------------------------------------
 # Sidebar and page frame
 # ---------------------------------------------------------------------------
+PRESET_BOX_CHARS = 30  # about what the sidebar's preset box shows of a title at its default width
+
+
 def sidebar() -> None:
     ss = state()
     with st.sidebar:
@@ -478,6 +481,8 @@ def sidebar() -> None:
 
         st.selectbox("Preset", names, index=names.index(ss.preset) if ss.preset in names else 0,
                      format_func=lambda n: titles.get(n, n), key=pkey, on_change=preset_changed)
+        if len(titles.get(ss.preset, "")) > PRESET_BOX_CHARS:  # the box cuts a long title: "70B pipeline with LoRA SFT and G"
+            st.caption(md_escape(titles[ss.preset]))
         knob("hardware.gpu", "GPU type", options=schema.GPU_NAMES,
              help="Accelerator; specs and default price from costcore/data/hardware.yaml.")
         knob("hardware.num_gpus", "GPUs (default for every stage)", widget="number", step=1)

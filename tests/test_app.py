@@ -6,6 +6,7 @@ a bad URL parameter shows a warning and keeps the page alive.
 """
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 import sys
@@ -323,6 +324,17 @@ def test_sidebar_gpu_price_moves_total():
     before = _total(at)
     _move(at, "hardware.usd_per_gpu_hour", 5.0)
     assert _total(at) > before
+
+
+@pytest.mark.parametrize("preset, shown", [("pipeline-70b-lora-grpo", True), ("scratch-7b", True),
+                                            ("llama2-7b-pretrain", False)])
+def test_a_long_preset_title_is_written_out_under_its_box(preset, shown):
+    """The sidebar's preset box cuts a title past about 30 characters ("70B pipeline with LoRA SFT and G"): the
+    whole title then follows as a caption; a short one is not said twice."""
+    at = _app(p=preset)
+    title = costcore.preset_titles()[preset]
+    said = [html.unescape(c.value).replace("\\", "") for c in at.sidebar.caption]  # as the browser renders it
+    assert (title in said) == shown, said
 
 
 def _cli_total(preset: str, sets: list[str]) -> float:
