@@ -174,12 +174,21 @@ def apply(path: str, value) -> bool:
         cand = schema.resize_model(ss.scenario, value)
     else:
         cand = schema.set_path(ss.scenario, path, value)
+    shown = _shown_values(ss)
     try:
         ss.scenario = schema.validate(cand)
-        return True
     except ScenarioError as err:
         ss.messages.append(schema.error_in_words(err, ss.get("labels")))  # the settings in the form's words
+        ss.rev += 1  # the refused widget is drawn again at the value kept, not at the one refused
         return False
+    if any(v != schema.effective_value(ss.scenario, p) for p, v in shown.items() if p != path):
+        ss.rev += 1  # another widget's value followed (a GPU's default price): widgets are drawn afresh at theirs
+    return True
+
+
+def _shown_values(ss) -> dict:
+    """The values of the settings a widget shows (those drawn in this session: ss.labels)."""
+    return {p: schema.effective_value(ss.scenario, p) for p in ss.get("labels", {})}
 
 
 def apply_scenario(cand: dict) -> bool:

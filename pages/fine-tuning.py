@@ -70,8 +70,8 @@ with right:
              ("hardware.memory_gb", "Memory (GB)", None, None, 1.0, "number")],
             [("hardware.mem_bandwidth_tbs", "Memory bandwidth (TB/s)", None, None, 0.1, "number"),
              ("hardware.gpus_per_node", "GPUs per NVLink domain", None, None, 1.0, "number"),
-             ("hardware.inter_node_gbs", "Network per GPU (GB/s)", None, None, 1.0, "number"),
-             ("hardware.usd_per_gpu_hour", "Price per GPU-hour ($)", None, None, 0.1, "number")])
+             ("hardware.inter_node_gbs", "Network per GPU (GB/s)", None, None, 1.0, "number")])
+        st.caption("Its price per GPU-hour is the sidebar's.")  # one widget per setting: a second one crashed the page
     common.knob("stages.sft.num_gpus", "GPUs for fine-tuning (0 = the sidebar's count)", None, None, 1, "number")
 
 st.subheader("Optimizer and memory techniques")

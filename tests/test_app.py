@@ -337,6 +337,44 @@ def test_a_long_preset_title_is_written_out_under_its_box(preset, shown):
     assert (title in said) == shown, said
 
 
+def test_a_custom_gpu_opens_its_figures_on_the_workbench_without_a_second_price_box():
+    """Custom GPU in the sidebar opens its figures on the fine-tuning workbench. The workbench drew a second
+    price box bound to the sidebar's setting and Streamlit stopped the page on the duplicate key; the price is
+    the sidebar's alone, and a link with a custom GPU opens the page whole."""
+    at = _app("pages/fine-tuning.py", p="alpaca-7b-sft", **{"hardware.gpu": "custom"})
+    keys = [w.key for w in at.number_input if w.key and w.key.startswith("k:hardware.")]
+    assert len(keys) == len(set(keys)) and any(k.startswith("k:hardware.peak_tflops:") for k in keys), keys
+    assert any(k.startswith("k:hardware.usd_per_gpu_hour:") for k in keys)  # the sidebar's, once
+    assert at.subheader and any(h.value == "Methods side by side" for h in at.subheader)
+
+
+def test_the_sidebar_price_follows_a_new_gpu_default():
+    """A new GPU brings its catalog price: the sidebar's price box showed the old GPU's 2.99 while the costs used
+    the RTX 4090's 0.50. The widgets are drawn afresh when a change moves another widget's value."""
+    at = _app(p="pipeline-70b")
+    _move(at, "hardware.gpu", "rtx-4090")
+    price = float(costcore.scenario.schema.effective_value(at.session_state["scenario"], "hardware.usd_per_gpu_hour"))
+    assert at.number_input(key=f"k:hardware.usd_per_gpu_hour:{at.session_state['rev']}").value == pytest.approx(price)
+    assert price == pytest.approx(costcore.scenario.schema.CATALOG["rtx-4090"]["usd_per_gpu_hour"])
+
+
+def test_a_refused_value_does_not_stay_in_its_widget():
+    """A value the scenario refuses leaves the last good scenario in place, and the widget shows that value again
+    (it kept the refused one, so the box and the numbers disagreed), with the refusal said once."""
+    at = _app("pages/multimodal.py", p="llava-1.5-7b")
+    path = "multimodal.tokens_per_item"
+    before = costcore.scenario.schema.effective_value(at.session_state["scenario"], path)
+    key = f"k:{path}:{at.session_state['rev']}"
+    box = next(w for w in list(at.number_input) + list(at.slider) + list(at.select_slider) if w.key == key)
+    box.set_value(2880).run()  # 2,880 tokens of one image and the text: more than the 2,048-token sequence
+    assert not at.exception
+    assert costcore.scenario.schema.effective_value(at.session_state["scenario"], path) == before
+    key = f"k:{path}:{at.session_state['rev']}"
+    shown = [w.value for w in list(at.number_input) + list(at.slider) + list(at.select_slider) if w.key == key]
+    assert shown == [before], shown
+    assert any("2,880" in w.value or "2880" in w.value for w in at.warning), [w.value for w in at.warning]
+
+
 def _cli_total(preset: str, sets: list[str]) -> float:
     cmd = [sys.executable, "-m", "costcore", "estimate", preset, "--format", "json"]
     for s in sets:
