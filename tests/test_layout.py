@@ -10,6 +10,7 @@ import pytest
 import costcore
 
 from costcore import api
+from costcore.scenario import schema
 
 
 def _pre(params_b=13.0, gpu="h100-80gb", gpus=64, precision="bf16", seq=4096, model=None, **stage):
@@ -119,7 +120,8 @@ def test_a_pinned_tp_that_sets_the_gpu_count_says_so_and_names_the_true_minimum(
     r = api.estimate(scn)
     assert r.stat("sft", "min_gpus") == 8
     [sentence] = [x for x in r.infeasible if x.startswith("Supervised fine-tuning")]
-    assert "pinned tensor parallelism 8 it needs at least 8 GPUs" in sentence
+    assert sentence.startswith("Supervised fine-tuning does not fit on its 1 GPU: with its pinned tensor parallelism 8, "
+                               "it needs at least 8 GPUs"), sentence
     assert sentence.endswith("with the layout searched, 1 GPU is enough.")
     scn["stages"]["sft"].update(method="full", num_gpus=4)
     [sentence] = [x for x in api.estimate(scn).infeasible if x.startswith("Supervised fine-tuning")]
@@ -238,3 +240,40 @@ def test_a_pinned_plan_larger_than_the_job_is_rated_on_its_own_gpus():
     assert plan["benchmark_mfu"] == pytest.approx(
         res.stat("pretrain", "train_flops_per_token") * tokens / (plan["step_time_s"] * 32 * 989e12), rel=1e-6)
     assert res.stat("pretrain", "min_gpus") == 32 and not res.feasible
+
+
+@pytest.mark.parametrize("preset, sets, words", [
+    ("pipeline-70b", {"stages.pretrain.tp": 3},
+     "Pre-training cannot be laid out: its pinned tensor parallelism of 3 does not divide the model's 64 attention "
+     "heads (a head is not split across GPUs); pin 1, 2, 4, 8, 16, 32 or 64, or set it to 0 (searched)."),
+    ("moe-deepseek-v3", {"stages.pretrain.ep": 3},
+     "Pre-training cannot be laid out: its pinned expert parallelism of 3 does not divide the model's 256 experts "
+     "evenly; pin a divisor of 256, or set it to 0 (searched)."),
+])
+def test_a_pinned_degree_no_layout_can_take_is_refused_in_words(preset, sets, words):
+    """A tensor degree that splits an attention head, or an expert degree that splits the experts unevenly: Megatron-LM
+    refuses both. A link's TP 3 on the 70B's 64 heads was costed as if it ran; EP 3 on DeepSeek-V3 was blamed on
+    memory ("needs 157.0 GB ... use more tensor parallelism")."""
+    scn = costcore.load_preset(preset)
+    for k, v in sets.items():
+        scn = schema.set_path(scn, k, v)
+    r = api.estimate(scn)
+    assert not r.feasible and r.plan("pretrain")["fits"] is False
+    assert [x for x in r.infeasible if x.startswith("Pre-training")] == [words]
+
+
+def test_a_plan_too_big_for_memory_is_told_what_shrinks_its_largest_part():
+    """Micro-batch 64 without recompute on TP 4 x PP 64: activations are most of 829 GB a GPU. The sentence said
+    "use more tensor or pipeline parallelism, ZeRO-3, or LoRA/QLoRA" (LoRA is not a pre-training choice); it now
+    names the micro-batch and recompute. A fine-tuning stage whose model states are too large is offered LoRA/QLoRA."""
+    scn = costcore.load_preset("pipeline-70b")
+    for k, v in {"tp": 4, "pp": 64, "micro_batch": 64, "recompute": "none", "zero_stage": 0}.items():
+        scn = schema.set_path(scn, f"stages.pretrain.{k}", v)
+    [said] = [x for x in api.estimate(scn).infeasible if x.startswith("Pre-training")]
+    assert "its activations are the largest part: use a smaller micro-batch, activation recompute" in said, said
+    assert "LoRA" not in said
+    scn = costcore.load_preset("pipeline-70b")
+    for k, v in {"tp": 1, "pp": 1, "micro_batch": 1, "recompute": "full", "zero_stage": 0, "method": "full"}.items():
+        scn = schema.set_path(scn, f"stages.sft.{k}", v)
+    [said] = [x for x in api.estimate(scn).infeasible if x.startswith("Supervised")]
+    assert said.endswith("use more tensor or pipeline parallelism, ZeRO-3 or LoRA/QLoRA."), said

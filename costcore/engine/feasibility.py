@@ -8,6 +8,7 @@ the app shows the sentence in place of the total.
 """
 from __future__ import annotations
 
+from costcore.fmt import words_list
 from costcore.scenario.schema import (BY_PATH, CATALOG, STAGE_LABELS, effective_value, global_batch_unit,
                                      pinned_layout_words)
 
@@ -31,12 +32,15 @@ def infeasible(res, fewest_any_layout=None) -> list[str]:
         mem = res.stat(s, "memory_per_gpu_gb")
         name = STAGE_LABELS[s]
         searched = _any_layout(res, s, need, fewest_any_layout) if 0 < need and need > have else None
-        if searched:
+        impossible = _impossible_pin(res, s, name)
+        if impossible:
+            out.append(impossible)
+        elif searched:
             pinned, fewest = searched
             enough = f"{fewest:,.0f} GPU{'s' if fewest != 1 else ''} " + ("are" if fewest != 1 else "is")
-            out.append(f"{name} does not fit: with its pinned {pinned} it needs at least {need:,.0f} GPUs of this "
-                       f"type ({gpu_label}) and the plan gives it {have:,.0f}; with the layout searched, "
-                       f"{enough} enough.")
+            out.append(f"{name} does not fit on its {have:,.0f} GPU{'s' if have != 1 else ''}: with its pinned "
+                       f"{pinned}, it needs at least {need:,.0f} GPUs of this type ({gpu_label}); with the layout "
+                       f"searched, {enough} enough.")
         elif need > 0 and need > have:
             out.append(f"{name} does not fit: needs at least {need:,.0f} GPUs of this type ({gpu_label}); "
                        f"the plan gives it {have:,.0f}.")
@@ -51,9 +55,55 @@ def infeasible(res, fewest_any_layout=None) -> list[str]:
             out.append(_cannot_lay_out(res, s, name, mem))
         else:
             out.append(f"{name} does not fit at any GPU count with this parallelism: as planned it needs "
-                       f"{mem:,.1f} GB on each {gpu_label}; use more tensor or pipeline parallelism, ZeRO-3, "
-                       f"or LoRA/QLoRA.")
+                       f"{mem:,.1f} GB on each {gpu_label}; {_memory_fix(res, s)}.")
     return out
+
+
+def _memory_fix(res, stage: str) -> str:
+    """What would shrink the plan's memory, from its largest part: activations (a smaller micro-batch, recompute)
+    or the model's states (more tensor or pipeline parallelism, ZeRO-3; LoRA or QLoRA where a stage offers them).
+    A pre-training plan whose activations were 90% of its 814 GB was told to use ZeRO-3 or LoRA."""
+    parts = res.plan(stage)["memory_gb"]
+    if parts["activations"] >= max(parts["weights"] + parts["grads"] + parts["optimizer"], parts["buffers"]):
+        return ("its activations are the largest part: use a smaller micro-batch, activation recompute (selective "
+                "or full), or more tensor, pipeline or context parallelism")
+    lora = " or LoRA/QLoRA" if f"stages.{stage}.method" in BY_PATH else ""
+    return f"use more tensor or pipeline parallelism, ZeRO-3{lora}"
+
+
+def _impossible_pin(res, stage: str, name: str) -> str | None:
+    """The sentence of a pinned degree no layout can take, whatever the memory (None: none is): more pipeline
+    stages than layers, a tensor degree that splits an attention head, an expert degree that splits the experts
+    unevenly. Megatron-LM refuses each (its arguments check); the planner used to price the fallback plan, or
+    blame memory."""
+    scn = res.scenario
+    pin = {k: float(effective_value(scn, f"stages.{stage}.{k}") or 0) for k in ("pp", "tp", "ep")
+           if f"stages.{stage}.{k}" in BY_PATH}
+    layers = res.stat(stage, "model_layers")
+    if pin.get("pp", 0) > 0 and layers > 0 and pin["pp"] > layers:
+        return (f"{name} cannot be laid out: its pinned pipeline parallelism of {pin['pp']:,.0f} stages needs at "
+                f"least {pin['pp']:,.0f} layers and this model has {layers:,.0f}; pin fewer pipeline stages or set it "
+                "to 0 (searched).")
+    heads = _heads(res, stage)
+    if pin.get("tp", 0) > 0 and heads > 0 and heads % pin["tp"] != 0:
+        fits = [str(d) for d in range(1, int(min(heads, 64)) + 1) if heads % d == 0]
+        return (f"{name} cannot be laid out: its pinned tensor parallelism of {pin['tp']:,.0f} does not divide the "
+                f"model's {heads:,.0f} attention heads (a head is not split across GPUs); pin "
+                f"{', '.join(fits[:-1]) + ' or ' if len(fits) > 1 else ''}{fits[-1]}, or set it to 0 (searched).")
+    experts = float(effective_value(scn, "model.experts") or 0)
+    if pin.get("ep", 0) > 1 and experts > 0 and experts % pin["ep"] != 0:
+        return (f"{name} cannot be laid out: its pinned expert parallelism of {pin['ep']:,.0f} does not divide the "
+                f"model's {experts:,.0f} experts evenly; pin a divisor of {experts:,.0f}, or set it to 0 (searched).")
+    return None
+
+
+def _heads(res, stage: str) -> float:
+    """The attention heads the stage's model has: as stated, else as formulas.model_shape derives them."""
+    from costcore.engine.formulas import model_shape
+    stated = float(effective_value(res.scenario, "model.heads") or 0)
+    if stated > 0:
+        return stated
+    return float(model_shape(0.0, res.stat(stage, "model_layers"), res.stat(stage, "model_hidden"), 0.0, 0.0, 0.0)[2])
 
 
 def _cannot_lay_out(res, stage: str, name: str, mem: float) -> str:
@@ -61,13 +111,7 @@ def _cannot_lay_out(res, stage: str, name: str, mem: float) -> str:
     DeepSeek-V3 preset has 15 layers for its 16 pinned pipeline stages, and was told it "needs 9.4 GB on each
     H800 80GB; use more ... pipeline parallelism"."""
     scn = res.scenario
-    pp = float(effective_value(scn, f"stages.{stage}.pp") or 0)
-    layers = res.stat(stage, "model_layers")
-    if pp > 0 and layers > 0 and pp > layers:
-        return (f"{name} cannot be laid out: its pinned pipeline parallelism of {pp:,.0f} stages needs at least "
-                f"{pp:,.0f} layers and this model has {layers:,.0f}; pin fewer pipeline stages or set it to 0 "
-                "(searched).")
-    said = " and ".join(pinned_layout_words(scn, stage)) or "layout"
+    said = words_list(pinned_layout_words(scn, stage)) or "layout"
     return (f"{name} cannot be laid out with its pinned {said} on these GPUs (memory is not the limit: "
             f"{mem:,.1f} of {res.stat(stage, 'usable_memory_gb'):,.1f} GB); unpin it to let the planner search.")
 
@@ -90,7 +134,7 @@ def _any_layout(res, stage: str, need: float, fewest_any_layout):
     fewest = fewest_any_layout(stage)
     if not 0 < fewest < need:
         return None
-    return " and ".join(said), fewest
+    return words_list(said), fewest
 
 
 # What one epoch of a fine-tuning or multimodal stage holds: (input key, its name in a sentence).
