@@ -34,20 +34,30 @@ with left:
     def picked():
         common.apply_scenario(schema.pick_model(ss.scenario, st.session_state[key]))
 
+    # no shipped model: the shape a preset or a config.json stated, or one derived from the size alone
+    stated = any((scn.get("model") or {}).get(k) for k in ("layers", "hidden", "ffn"))
+    unnamed = "Its stated shape (from the preset or a config.json)" if stated else "Any size (shape from the size)"
     st.selectbox("Model", options, index=options.index(current) if current in options else 0, key=key,
-                 on_change=picked, format_func=lambda n: MODELS[n]["label"] if n else "Any size (shape from the size)",
+                 on_change=picked, format_func=lambda n: MODELS[n]["label"] if n else unnamed,
                  help="A shipped open model sets its exact shape from its config.json (python -m costcore models "
                       "lists them). 'Any size' derives a Llama-style shape from the size slider in the sidebar.")
     with st.expander("Upload or paste a config.json"):
-        up = st.file_uploader("config.json", type=["json"], key=f"ft:cfgfile:{ss.rev}")
-        text = st.text_area("or paste its text", key=f"ft:cfgtext:{ss.rev}", height=100)
-        if st.button("Use this config", key=f"ft:cfguse:{ss.rev}"):
-            source = up.getvalue() if up is not None else text
+        st.file_uploader("config.json", type=["json"], key=f"ft:cfgfile:{ss.rev}")
+        st.text_area("or paste its text", key=f"ft:cfgtext:{ss.rev}", height=100)
+        def use_config(file_key=f"ft:cfgfile:{ss.rev}", text_key=f"ft:cfgtext:{ss.rev}"):
+            up = st.session_state.get(file_key)
+            source = up.getvalue() if up is not None else st.session_state.get(text_key) or ""
+            if not source.strip():  # the JSON parser's "Expecting value (line 1, column 1)" said it less plainly
+                ss.messages.append("Choose a config.json file or paste its text first.")
+                return
             try:
-                common.apply_scenario(schema.use_shape(ss.scenario, hfconfig.parse_hf_config(source)))
-                st.rerun()
-            except ScenarioError as err:
-                st.error(common.md_escape(str(err)))
+                shape = hfconfig.parse_hf_config(source)
+            except ScenarioError as err:  # the setting in words: "config.json: is not valid JSON: ..."
+                ss.messages.append(schema.error_in_words(err, {"model.hf_config": "config.json"}))
+                return
+            common.apply_scenario(schema.use_shape(ss.scenario, shape))
+
+        st.button("Use this config", key=f"ft:cfguse:{ss.rev}", on_click=use_config)
     v = schema.effective_value
     st.caption(f"Shape: {res.stat('sft', 'model_layers'):,.0f} layers, hidden {res.stat('sft', 'model_hidden'):,.0f}, "
                + (f"{v(scn, 'model.heads')} heads, " if v(scn, "model.heads") else "heads of width 128, ")

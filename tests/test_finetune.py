@@ -18,6 +18,7 @@ Sources of the checked formulas:
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -518,3 +519,35 @@ def test_hugging_face_logit_bytes_matches_qwens_profiled_lora_memory_it_was_not_
     t = ft.step_table({"logit_bytes": ft.hf_logit_bytes()}).set_index("run")
     for run in ("qwen-14b-lora-2048", "qwen-72b-lora-2048"):
         assert abs(t.loc[run, "memory_ratio"] - 1) < 0.05, (run, t.loc[run, "memory_ratio"])
+
+
+def test_the_workbench_reads_a_pasted_config_and_words_its_refusals():
+    """Paste a config.json on the workbench: an empty box asks for one (the parser said "Expecting value (line 1,
+    column 1)"), a malformed one is refused naming the config in words (not "model.hf_config:"), a good one sets the
+    shape, and the Model box then says the shape is the stated one (it read "Any size (shape from the size)")."""
+    from streamlit.testing.v1 import AppTest
+    from server_support import NEVER_S
+    from shared import APP
+    at = AppTest.from_file(str(APP), default_timeout=NEVER_S)
+    at.query_params["p"] = "alpaca-7b-sft"
+    at.run()
+    at.switch_page("pages/fine-tuning.py")
+    at.run()
+
+    def paste(text):
+        rev = at.session_state["rev"]
+        at.text_area(key=f"ft:cfgtext:{rev}").set_value(text)
+        at.button(key=f"ft:cfguse:{rev}").click().run()
+        assert not at.exception
+
+    paste("  ")
+    assert [w.value.replace("\\", "") for w in at.warning] == ["Choose a config.json file or paste its text first."]
+    paste('{"hidden_size": 4096, }')
+    said = [w.value.replace("\\", "") for w in at.warning]
+    assert any(v.startswith("config.json: is not valid JSON") for v in said), said
+    assert not any("model.hf_config" in v or "model\\.hf" in v for v in said), said
+    paste((Path(APP).parent / "costcore" / "data" / "hf_configs" / "llama-3.1-8b.json").read_text())
+    model = at.session_state["scenario"]["model"]
+    assert (model["layers"], model["hidden"], model["kv_heads"], model["vocab"]) == (32, 4096, 8, 128256)
+    box = at.selectbox(key=f"ft:model:{at.session_state['rev']}")
+    assert box.format_func(box.value) == "Its stated shape (from the preset or a config.json)"
