@@ -110,6 +110,8 @@ show_people = st.toggle("Show data and people costs", value=False, key="ft:peopl
 rows = pd.DataFrame(finetune.compare_methods(common.scenario(), chosen))
 table = pd.DataFrame({
     "Method": rows.label,
+    # second, not last: the "As pinned" column pushed a last "Trainable" past a 1280-pixel window
+    "Trainable": rows.trainable_params_b.map(lambda b: f"{fmt.num(b)}B" if b >= 1 else f"{fmt.num(b * 1e3)}M"),
     "Tokens/s per GPU": rows.tokens_per_s_per_gpu.map(fmt.num),
     "Time per epoch": rows.epoch_hours.map(lambda h: fmt.duration_s(h * 3600.0)),
     "GPU-hours": rows.gpu_hours.map(fmt.gpu_hours),
@@ -117,7 +119,6 @@ table = pd.DataFrame({
     "Memory per GPU": rows.memory_per_gpu_gb.map(fmt.gb),
     "Fits": rows.fits.map(lambda f: "yes" if f else "no"),
     "Fewest GPUs": rows.min_gpus_any_layout.map(lambda g: f"{g:,}" if g > 0 else "none"),
-    "Trainable": rows.trainable_params_b.map(lambda b: f"{fmt.num(b)}B" if b >= 1 else f"{fmt.num(b * 1e3)}M"),
 })
 money = None
 if show_people:  # a table of its own: three more columns pushed the first one's past the page's edge
@@ -139,6 +140,10 @@ if said:
     st.caption("Fewest GPUs: that fit, over every layout the planner can search. As pinned: the fewest with the "
                "fine-tuning stage's pinned " + ", ".join(said) + " (choose Searched on the Job layout page to "
                "unpin it).")
+if not schema.uses_default_mfu(common.scenario(), "sft"):  # tokens/s then follow the pin, whatever the techniques
+    st.caption("Fine-tuning's speed is set by hand in this scenario (an MFU or a throughput in its settings): "
+               "tokens/s, time per epoch and GPU-hours follow it, so the optimizer, offload and base precision change "
+               "memory here, not speed. Set it to 0 (from the job layout) on the Post-training page to time them.")
 if money is not None:
     st.dataframe(money, hide_index=True, width="stretch")
 
