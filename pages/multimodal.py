@@ -129,14 +129,17 @@ def phase_costs() -> None:
     table = mm.phase_table(res)
     # Two tables that each fit the page: with all 13 columns in one, the dollars sat past its right edge; the
     # phases without the page's own word "Multimodal" and short headers (at 1280 px the last column was cut)
-    table = table.assign(phase=table.phase.map(lambda w: w.removeprefix("Multimodal ").capitalize()))
+    table = table.assign(phase=table.phase.map(lambda w: w.removeprefix("Multimodal ").capitalize()),
+                         trains=table.trains.str.replace("language model", "LLM"))  # as "LLM tokens" says it
     common.number_table(
         table[["phase", "trains", "media_items", "tokens_per_item", "media_share", "llm_tokens"]],
         {"media_items": fmt.num, "tokens_per_item": fmt.num, "media_share": fmt.pct, "llm_tokens": fmt.num},
         {"phase": "Phase", "trains": "Trains", "media_items": mm.MEDIA_WORDS[modality].capitalize(),
          "tokens_per_item": "Tokens per item", "media_share": "Media share", "llm_tokens": "LLM tokens"},
-        {"media_share": "share of the language model's tokens that are media tokens",
-         "llm_tokens": "text and media tokens through the language model, all epochs"})
+        {"trains": "the parts this phase trains (LLM: the language model); the rest stay frozen",
+         "media_share": "share of the language model's tokens that are media tokens",
+         "llm_tokens": "text and media tokens through the language model, all epochs"},
+        widths={"trains": "medium"})  # sized to its header, it cut "connector + language model + enc"
     common.number_table(
         table[["phase", "gpu_hours", "encoder_gpu_hours", "wall_days", "compute_usd", "total_usd", "memory_gb", "fits"]],
         {"gpu_hours": fmt.gpu_hours, "encoder_gpu_hours": fmt.gpu_hours, "wall_days": fmt.days,
@@ -181,13 +184,19 @@ def media_sweeps() -> None:
                                                    if tok.value.nunique() > 1 else {})),
                     axis=alt.Axis(values=sorted(tok.value.unique().tolist()), grid=False)),
             # log: the phases' costs span orders of magnitude (an alignment at $1.9M hid two phases near $90k)
-            y=alt.Y("usd:Q", title="Phase cost ($)", axis=common.usd_axis(log=True), scale=alt.Scale(type="log")),
+            # the compute resource (GPUs, media preprocessing) against its cost as set: with people and data in,
+            # or on a log axis of the phases' dollars, a 30% move read as a flat line
+            y=alt.Y("compute_ratio:Q", title="Compute cost against today's (x)", axis=alt.Axis(format=".2~f")),
             color=alt.Color("phase:N", title="Phase", legend=alt.Legend(orient="bottom", labelLimit=400)),
             # two phases of nearly one cost draw one line over the other: each its own point shape
             shape=alt.Shape("phase:N", title="Phase", legend=alt.Legend(orient="bottom", labelLimit=400)),
             tooltip=[alt.Tooltip("phase:N", title="Phase"), alt.Tooltip("value:Q", title="Tokens per item"),
-                     alt.Tooltip("usd:Q", title="Cost ($)", format="$,.0f")]).properties(height=400)
-        common.show_chart(chart, "Cost of each phase against the media tokens per item")
+                     alt.Tooltip("compute_usd:Q", title="Compute cost ($)", format="$,.0f"),
+                     alt.Tooltip("compute_ratio:Q", title="Against today's", format=".3~f"),
+                     alt.Tooltip("usd:Q", title="All its cost ($)", format="$,.0f")]).properties(height=400)
+        common.show_chart(chart, "Each phase's compute cost against the media tokens per item (1 = as set)")
+        st.caption("Compute: the GPUs and the media preprocessing, as a multiple of each phase's own today. A phase's "
+                   "data, storage and people costs do not move with the tokens per item (the table above has them).")
     if tok.attrs.get("left_out"):
         st.caption(f"Not drawn: {fmt.words_list(f'{v:,.0f}' for v in tok.attrs['left_out'])} media tokens per "
                    "item, more than a sample's sequence holds with its text (a longer sequence or fewer "
@@ -201,11 +210,13 @@ def media_sweeps() -> None:
         if not res_sw.empty:
             chart = alt.Chart(res_sw).mark_line(point=True).encode(
                 x=alt.X("value:Q", title="Input resolution (pixels a side)"),
-                y=alt.Y("gpu_hours:Q", title="Phase GPU-hours", scale=alt.Scale(type="log")),
+                y=alt.Y("gpu_hours_ratio:Q", title="GPU-hours against today's (x)", axis=alt.Axis(format=".2~f")),
                 color=alt.Color("phase:N", title="Phase", legend=alt.Legend(orient="bottom", labelLimit=400)),
+                shape=alt.Shape("phase:N", title="Phase", legend=alt.Legend(orient="bottom", labelLimit=400)),
                 tooltip=[alt.Tooltip("phase:N", title="Phase"), alt.Tooltip("value:Q", title="Resolution"),
-                         alt.Tooltip("gpu_hours:Q", title="GPU-hours", format=",.0f")]).properties(height=400)
-            common.show_chart(chart, "GPU-hours of each phase against the encoder's input resolution")
+                         alt.Tooltip("gpu_hours:Q", title="GPU-hours", format=",.0f"),
+                         alt.Tooltip("gpu_hours_ratio:Q", title="Against today's", format=".3~f")]).properties(height=400)
+            common.show_chart(chart, "Each phase's GPU-hours against the encoder's input resolution (1 = as set)")
         if res_sw.attrs.get("left_out"):
             st.caption(f"Not drawn: {fmt.words_list(f'{v:,.0f}' for v in res_sw.attrs['left_out'])} pixels a "
                        "side, which the scenario refuses for this encoder (its tokens would not fit the "

@@ -383,6 +383,14 @@ def test_sweep_lists_the_values_it_leaves_out():
     assert tok.attrs["left_out"] == [2304.0, 2880.0]
     assert mm.sweep(res, "tokens_per_item", [1e9]).attrs["left_out"] == [1e9]
     assert mm.sweep(res, "tokens_per_item", [576]).attrs["left_out"] == []
+    # the compute column is the estimate's compute resource at that value (the chart's y), and it moves with the
+    # tokens where the phase's whole cost, mostly people, barely did
+    at = tok[tok.value == 576.0].set_index("phase").compute_usd
+    for s in mm.phases(res):
+        assert at[schema.STAGE_LABELS[s]] == pytest.approx(res.stage_usd(s)["compute"], rel=1e-9)
+    assert tok[tok.value == 576.0].compute_ratio.tolist() == pytest.approx([1.0] * len(mm.phases(res)), rel=1e-9)  # as set
+    align = tok[tok.phase == schema.STAGE_LABELS["mm_align"]].set_index("value")
+    assert align.compute_usd[576.0] / align.compute_usd[64.0] > align.usd[576.0] / align.usd[64.0]
 
 
 @pytest.mark.parametrize("preset", ["llava-1.5-7b", "llava-1.5-13b", "qwen-vl-style-7b", "audio-language-7b"])

@@ -88,6 +88,9 @@ SWEEPS = {"tokens_per_item": "multimodal.tokens_per_item", "resolution_px": "mul
           "tiles_per_item": "multimodal.tiles_per_item"}
 
 
+COMPUTE = schema.RESOURCES.index("compute")
+
+
 def sweep(res: api.Result, what: str, values) -> pd.DataFrame:
     """Cost of each multimodal phase of ``res`` (an estimate) as one media input takes ``values`` (one batch call).
 
@@ -95,7 +98,9 @@ def sweep(res: api.Result, what: str, values) -> pd.DataFrame:
     input side: its tokens, and the LLM's unless tokens per item are given) or tiles_per_item.
     Values the scenario's rules refuse (more tokens than the sequence holds, a resolution the
     encoder cannot take) are left out and listed in the frame's ``attrs["left_out"]``. Returns value,
-    phase, usd, gpu_hours.
+    phase, usd (all its resources), compute_usd (the compute resource: GPUs and media preprocessing), gpu_hours,
+    and compute_ratio / gpu_hours_ratio: those two over the phase's own as the scenario stands (1 = as set), so
+    phases whose costs differ by orders of magnitude show their slopes on one linear axis.
     """
     if what not in SWEEPS:
         raise ScenarioError("sweep", "must be one of " + ", ".join(SWEEPS))
@@ -108,7 +113,8 @@ def sweep(res: api.Result, what: str, values) -> pd.DataFrame:
         except ScenarioError:
             left_out.append(float(v))
     if not ok:
-        empty = pd.DataFrame(columns=["value", "phase", "usd", "gpu_hours"])
+        empty = pd.DataFrame(columns=["value", "phase", "usd", "compute_usd", "gpu_hours", "compute_ratio",
+                                      "gpu_hours_ratio"])
         empty.attrs["left_out"] = left_out
         return empty
     cols = {path: np.array(ok)}
@@ -119,9 +125,12 @@ def sweep(res: api.Result, what: str, values) -> pd.DataFrame:
     rows = []
     for s in phases(res):
         i = STAGES.index(s)
+        now_usd, now_h = res.stage_usd(s)["compute"], res.stat(s, "gpu_hours")
         for j, v in enumerate(ok):
+            usd, h = float(out[j, i, COMPUTE]), float(out[j, i, gpu_h])
             rows.append({"value": v, "phase": STAGE_LABELS[s], "usd": float(out[j, i, :gpu_h].sum()),
-                         "gpu_hours": float(out[j, i, gpu_h])})
+                         "compute_usd": usd, "gpu_hours": h, "compute_ratio": usd / now_usd if now_usd > 0 else 1.0,
+                         "gpu_hours_ratio": h / now_h if now_h > 0 else 1.0})
     df = pd.DataFrame(rows)
     df.attrs["left_out"] = left_out
     return df
