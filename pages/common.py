@@ -177,13 +177,16 @@ def apply(path: str, value) -> bool:
     shown = _shown_values(ss)
     try:
         ss.scenario = schema.validate(cand)
-    except ScenarioError as err:
-        ss.messages.append(schema.error_in_words(err, ss.get("labels")))  # the settings in the form's words
+    except ScenarioError as err:  # the settings in the form's words, and that nothing changed
+        ss.messages.append(schema.error_in_words(err, ss.get("labels")).rstrip(". ") + REFUSED)
         ss.rev += 1  # the refused widget is drawn again at the value kept, not at the one refused
         return False
     if any(v != schema.effective_value(ss.scenario, p) for p, v in shown.items() if p != path):
         ss.rev += 1  # another widget's value followed (a GPU's default price): widgets are drawn afresh at theirs
     return True
+
+
+REFUSED = "; not applied, the last good value stays."  # the end of a widget's refusal: it read as if it took
 
 
 def _shown_values(ss) -> dict:

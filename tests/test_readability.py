@@ -312,6 +312,7 @@ def test_a_refusal_in_the_app_names_its_settings_in_words():
     # the sequence length as the overview's slider words it (the last form that showed it), in quotation marks
     assert "“Multimodal alignment: sequence length”" in said[0], said
     assert not key_pattern.search(said[0]), said
+    assert said[0].endswith("or a longer sequence; not applied, the last good value stays."), said
     assert at.session_state["scenario"] == before
     at.run()  # refused once, then left alone: no message on every rerun
     assert not [w.value for w in at.warning if "more than the sequence length" in w.value]
