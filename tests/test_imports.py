@@ -20,7 +20,8 @@ ALLOWED = {
     # the media rules count tokens with the kernel's own formulas (plain functions of floats), so the
     # message and the estimate never disagree; deferred, so a refusal of a text-only file loads no numba
     "scenario": {"errors", "fmt", "engine.formulas"},
-    "engine": {"errors", "scenario"},
+    # engine.feasibility writes its sentences' lists as fmt.words_list does ("a, b and c"; fmt imports nothing)
+    "engine": {"errors", "fmt", "scenario"},
     # Result.to_dict: budget status, lifecycle; Result.warnings: the planner's warnings
     "api": {"errors", "fmt", "scenario", "engine", "analysis.budget", "analysis.warnings"},
     "analysis": {"errors", "fmt", "scenario", "engine", "api", "validation"},

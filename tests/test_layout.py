@@ -277,3 +277,19 @@ def test_a_plan_too_big_for_memory_is_told_what_shrinks_its_largest_part():
         scn = schema.set_path(scn, f"stages.sft.{k}", v)
     [said] = [x for x in api.estimate(scn).infeasible if x.startswith("Supervised")]
     assert said.endswith("use more tensor or pipeline parallelism, ZeRO-3 or LoRA/QLoRA."), said
+
+
+def test_a_new_size_unpins_what_its_shape_cannot_take_and_keeps_the_rest():
+    """The 70B preset pins TP 8 on five stages. Moved by the size slider to 5.6B (28 heads) or 1B, TP 8 splits a head:
+    every stage was refused. The pins belonged to the 70B's shape, as its layers did, so those stages search again;
+    at 13B (40 heads, which 8 divides) the pins stay. A shipped model picked on the workbench does the same."""
+    base = costcore.load_preset("pipeline-70b")
+    small = schema.resize_model(base, 5.62)
+    assert schema.effective_value(schema.validate(small), "model.heads") % 8 != 0
+    assert not any("tp" in st for st in small["stages"].values() if isinstance(st, dict))
+    assert small["stages"]["pretrain"]["pp"] == base["stages"]["pretrain"]["pp"]  # PP 4 still fits its layers
+    assert api.estimate(small).feasible
+    kept = schema.resize_model(base, 13)
+    assert [st.get("tp") for st in kept["stages"].values() if isinstance(st, dict) and "tp" in st] == [8] * 5
+    picked = schema.pick_model(base, "qwen2.5-7b")
+    assert api.estimate(picked).feasible and "tp" not in picked["stages"]["sft"]

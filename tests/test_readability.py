@@ -324,7 +324,7 @@ def test_a_refusal_in_the_app_names_its_settings_in_words():
         assert str(err).startswith("stages.mm_align.items_per_sample: ") and "(stages.mm_align.seq_len)" in str(err)
         words = {"stages.mm_align.items_per_sample": "Images per sample",
                  "stages.mm_align.seq_len": "Multimodal alignment: sequence length"}
-        assert schema.error_in_words(err, words) == said[0].replace("\\", "")
+        assert schema.error_in_words(err, words) + "; not applied, the last good value stays." == said[0].replace("\\", "")
         plain = schema.error_in_words(err)  # no form's words: the schema's labels
         assert plain.startswith("Multimodal alignment: Media items per sample: ") and \
             "“Multimodal alignment: Sequence length”" in plain, plain

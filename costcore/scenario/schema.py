@@ -931,7 +931,29 @@ def resize_model(scn: dict, params_b) -> dict:
     if model.get("active_params_b") and old > 0 and _is_real(params_b):
         model["active_params_b"] = round(float(model["active_params_b"]) * float(params_b) / old, 4)
     model["params_b"] = params_b
-    return dict(scn, model=_family_shape(model))
+    return _unpin_what_the_model_refuses(dict(scn, model=_family_shape(model)))
+
+
+def _unpin_what_the_model_refuses(scn: dict) -> dict:
+    """``scn`` (a new model's size or shape) without the stage layout pins the new model cannot take: a tensor
+    degree that does not divide its attention heads, more pipeline stages than layers, an expert degree that
+    does not divide its experts. The pins belonged to the old model as its shape did: the 70B preset's TP 8 on a
+    5.6B shape's 28 heads made every stage infeasible as the size slider passed. Those stages search instead."""
+    try:
+        valid = validate(scn)
+    except ScenarioError:  # validate says what is wrong where the scenario is used
+        return scn
+    heads, layers, experts = (float(effective_value(valid, f"model.{k}") or 0) for k in ("heads", "layers", "experts"))
+    stages = dict(scn.get("stages") or {})
+    for name, st in stages.items():
+        if not isinstance(st, dict):
+            continue
+        drop = {k for k, limit, bad in (("tp", heads, lambda v, n: n % v != 0), ("pp", layers, lambda v, n: v > n),
+                                        ("ep", experts, lambda v, n: n % v != 0))
+                if _is_real(st.get(k)) and st[k] > 0 and limit > 0 and bad(st[k], limit)}
+        if drop:
+            stages[name] = {k: v for k, v in st.items() if k not in drop}
+    return dict(scn, stages=stages)
 
 
 def size_alone(raw: dict, params_b) -> dict:
@@ -1007,9 +1029,9 @@ def pick_model(scn: dict, name: str) -> dict:
     model = {k: v for k, v in old.items() if k not in MODEL_IDENTITY_KEYS}
     if name:
         model["name"] = name
-        return dict(scn, model=model)
+        return _unpin_what_the_model_refuses(dict(scn, model=model))
     model["params_b"] = effective_value(scn, "model.params_b")
-    return dict(scn, model=_family_shape(model))
+    return _unpin_what_the_model_refuses(dict(scn, model=_family_shape(model)))
 
 
 def use_shape(scn: dict, shape: dict) -> dict:
