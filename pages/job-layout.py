@@ -175,7 +175,11 @@ plan = res.plan(stage)
 precision = str(schema.effective_value(res.scenario, "hardware.precision"))
 
 st.subheader(STAGE_LABELS[stage])
-st.markdown(f"**Plan:** {fmt.plan_words(plan, PRECISION_WORDS.get(precision, precision.upper()))}")
+if plan["plans_fitting"] > 0:
+    st.markdown(f"**Plan:** {fmt.plan_words(plan, PRECISION_WORDS.get(precision, precision.upper()))}")
+else:  # the fallback the kernel prices is no plan: "DP 2 × CP 1 (EP 8)" read as one that ran
+    st.markdown(f"**No plan fits** on {fmt.gpus(res.stat(stage, 'num_gpus'))} as pinned; the numbers below are "
+                f"those of the nearest layout ({fmt.plan_words(plan)}), which cannot run. The message above says why.")
 if not res.uses_layout(stage):
     st.info("This stage's speed is set by hand (an MFU, a throughput or TFLOP/s per GPU in its settings), so "
             "its hours do not come from this layout; the layout still decides whether it fits in memory.",

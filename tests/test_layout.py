@@ -286,10 +286,21 @@ def test_a_new_size_unpins_what_its_shape_cannot_take_and_keeps_the_rest():
     base = costcore.load_preset("pipeline-70b")
     small = schema.resize_model(base, 5.62)
     assert schema.effective_value(schema.validate(small), "model.heads") % 8 != 0
-    assert not any("tp" in st for st in small["stages"].values() if isinstance(st, dict))
+    assert not any(st.get("tp") for st in small["stages"].values() if isinstance(st, dict))  # 0: searched
     assert small["stages"]["pretrain"]["pp"] == base["stages"]["pretrain"]["pp"]  # PP 4 still fits its layers
     assert api.estimate(small).feasible
     kept = schema.resize_model(base, 13)
     assert [st.get("tp") for st in kept["stages"].values() if isinstance(st, dict) and "tp" in st] == [8] * 5
     picked = schema.pick_model(base, "qwen2.5-7b")
-    assert api.estimate(picked).feasible and "tp" not in picked["stages"]["sft"]
+    assert api.estimate(picked).feasible and picked["stages"]["sft"]["tp"] == 0
+
+
+def test_the_job_layout_page_does_not_show_a_fallback_as_a_plan():
+    """With TP 64 and EP 8 pinned on DeepSeek-V3's 2,048 GPUs no plan fits (EP 8 needs 8 data-parallel replicas); the
+    page showed the kernel's fallback, "TP 64 × PP 16 × DP 2 × CP 1 (EP 8)", as the plan. It now says no plan fits."""
+    from shared import app_on
+    at = app_on("pages/job-layout.py", p="moe-deepseek-v3", **{"stages.pretrain.tp": "64", "stages.pretrain.ep": "8"})
+    text = " ".join(m.value for m in at.markdown)
+    assert "**No plan fits** on 2,048 GPUs as pinned" in text and "**Plan:**" not in text
+    at = app_on("pages/job-layout.py", p="moe-deepseek-v3")
+    assert "**Plan:** TP 1 × PP 16" in " ".join(m.value for m in at.markdown)

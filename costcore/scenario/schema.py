@@ -951,8 +951,8 @@ def _unpin_what_the_model_refuses(scn: dict) -> dict:
         drop = {k for k, limit, bad in (("tp", heads, lambda v, n: n % v != 0), ("pp", layers, lambda v, n: v > n),
                                         ("ep", experts, lambda v, n: n % v != 0))
                 if _is_real(st.get(k)) and st[k] > 0 and limit > 0 and bad(st[k], limit)}
-        if drop:
-            stages[name] = {k: v for k, v in st.items() if k not in drop}
+        if drop:  # 0 = searched, stated (a link then says so, and reads back the same scenario)
+            stages[name] = {k: (0 if k in drop else v) for k, v in st.items()}
     return dict(scn, stages=stages)
 
 
