@@ -53,7 +53,11 @@ st.subheader("Cost against checkpoint interval")
 write_h = res.stat(stage, "ckpt_write_s") / 3600
 center = yd if yd > 0 else max(tau, 0.1)
 # around the optimum: from just above the write time (all stall) to far past it (all lost work)
-taus = np.geomspace(max(center / 40, write_h * 1.2, 1e-4), min(center * 40, 1000.0), 120)
+# within what the setting takes (0.001 h up): an optimum under 2.4 min put the curve's start below it, and the
+# batch refused the whole curve with a traceback
+f = schema.BY_PATH[p + "ckpt_interval_h"]
+lo = max(center / 40, write_h * 1.2, f.min_nonzero)
+taus = np.geomspace(lo, max(min(center * 40, 1000.0, f.hi), lo * 10), 120)
 out = costcore.batch(res.scenario, {p + "ckpt_interval_h": taus}, full=True, vector=res.vector)
 rs = list(costcore.RESOURCES)
 PARTS = {"total": "Total", "hidden": schema.RESOURCE_LABELS["hidden"], "storage": schema.RESOURCE_LABELS["storage"]}

@@ -295,6 +295,16 @@ def test_workbench_global_batch_sets_the_step():
     assert steps == {128: 64, 512: 256}
 
 
+@pytest.mark.parametrize("rate", [3.4e-5, 1e-3, 0.1])
+def test_the_checkpoint_curve_stays_within_the_interval_setting(rate):
+    """At 3.4e-5 interruptions per GPU-hour and up, the 70B pre-training's Young/Daly optimum falls under 2.4 minutes
+    and the curve's first interval (the optimum / 40) under the setting's 0.001 h: the page stopped on a traceback.
+    The curve starts at the setting's least, and the page draws it."""
+    at = _app("pages/checkpoints.py", p="pipeline-70b", **{"reliability.failures_per_gpu_hour": str(rate)})
+    assert not at.exception
+    assert len(at.get("vega_lite_chart")) >= 1
+
+
 def test_checkpoints_keep_all_costs_more_storage():
     at = _app("pages/checkpoints.py", p="pipeline-70b")
     res = costcore.estimate(at.session_state["scenario"])  # the intervals in words at 3 digits, not "0.05 h"
