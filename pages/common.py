@@ -559,6 +559,9 @@ def frame(title: str, intro: str) -> api.Result:
     for msg in ss.messages:
         st.warning(md_escape(msg), icon="⚠️")
     ss.messages = []
+    for msg in ss.get("notes", []):  # what an action did (a lever applied): not a warning
+        st.success(md_escape(msg), icon="✅")
+    ss.notes = []
     name = md_escape(ss.scenario.get("name", "").strip() or "Untitled scenario")  # never an empty "****"
     st.caption(f"Scenario: **{name}** · preset `{ss.preset}` · {len(res.stages)} stage{'' if len(res.stages) == 1 else 's'} · "
                f"{md_escape(gpu_label(ss.scenario))}")

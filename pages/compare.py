@@ -93,6 +93,6 @@ for i, x in enumerate(lv):
     def _apply(lever=x):
         ss.scenario = levers.apply(ss.scenario, lever)
         ss.rev += 1
-        ss.messages.append(f"Applied: {lever.title}. Saved {fmt.usd(lever.saving_usd)}.")
+        ss.setdefault("notes", []).append(f"Applied: {lever.title}. Saved {fmt.usd(lever.saving_usd)}.")
 
     c3.button("Apply", key=f"lever:{x.key}", on_click=_apply, width="stretch")

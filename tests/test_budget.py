@@ -195,3 +195,17 @@ def test_the_gpus_chart_marks_the_peak_the_metric_says():
     spec = next(json.loads(c.proto.spec) for c in at.get("vega_lite_chart") if "GPUs in use" in str(json.loads(c.proto.spec)["title"]))
     marks = [layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in spec["layer"]]
     assert marks == ["area", "point"]
+
+
+def test_a_pricing_lever_applied_is_not_offered_again():
+    """Reserved capacity is 35% below the GPU's on-demand price. It was 35% below the current price, so each Apply
+    cut the price again ($2.99, 1.94, 1.26, 0.82) and claimed a new saving each time."""
+    import costcore
+    from costcore.analysis import levers
+    from costcore.scenario import schema
+    scn = costcore.load_preset("pipeline-70b")
+    first = {x.key: x for x in levers.levers(scn)}["reserved"]
+    on_demand = schema.CATALOG[schema.effective_value(scn, "hardware.gpu")]["usd_per_gpu_hour"]
+    assert first.changes["hardware.usd_per_gpu_hour"] == pytest.approx(on_demand * 0.65, abs=1e-4)
+    after = levers.apply(scn, first)
+    assert "reserved" not in {x.key for x in levers.levers(after)}

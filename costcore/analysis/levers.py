@@ -93,8 +93,9 @@ def _candidates(res: api.Result) -> list[Lever]:
         out.append(Lever("experiments", "Halve the repeated experiments (smaller proxy runs, better tracking)",
                          "Less tuning can leave quality on the table or hide a bad setting.", ch,
                          sources=["experiments_factor"]))
-    # pricing
-    price = float(ev("hardware.usd_per_gpu_hour"))
+    # pricing: the discounts are off the GPU's on-demand price (its catalog price; a custom GPU's own), so a
+    # lever applied is not offered again: each Apply of "reserved" cut the price that it had already cut
+    price = float(schema.CATALOG.get(ev("hardware.gpu"), {}).get("usd_per_gpu_hour") or ev("hardware.usd_per_gpu_hour"))
     out.append(Lever("reserved", f"Reserved capacity ({P['reserved_discount']:.0%} below on-demand)",
                      "A 1-3 year commitment: you pay for idle time and are tied to one provider.",
                      {"hardware.usd_per_gpu_hour": round(price * (1 - P["reserved_discount"]), 4)},
