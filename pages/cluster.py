@@ -63,6 +63,7 @@ def _source(ss) -> results.ClusterModel:
                         if ss.cluster_name in names else 0, format_func=lambda n: titles.get(n, n))
     if name != ss.cluster_name:
         ss.cluster_name, ss.cluster_knobs, ss.cluster_upload = name, {}, None
+        ss.cluster_rev = ss.get("cluster_rev", 0) + 1  # the controls are drawn afresh at the new portfolio's values
     up = c2.file_uploader("Or upload a portfolio (YAML)", type=["yaml", "yml"], key="cluster_file")
     if up is not None:
         text = up.getvalue()
@@ -71,6 +72,7 @@ def _source(ss) -> results.ClusterModel:
             try:
                 _model("upload:" + key, text.decode("utf-8", "replace"))
                 ss.cluster_upload, ss.cluster_knobs = key, {}
+                ss.cluster_rev = ss.get("cluster_rev", 0) + 1
             except ScenarioError as err:
                 st.error(f"The upload was not used: {common.md_escape(fmt.one_line(str(err), 400))}")
         if ss.cluster_upload == key:
@@ -81,26 +83,30 @@ def _source(ss) -> results.ClusterModel:
 def _knobs(ss, base) -> dict:
     """What-if controls; returns results.what_if keywords (only the changed values)."""
     k = {key: (dict(v) if isinstance(v, dict) else v) for key, v in ss.cluster_knobs.items()}
+    rev = ss.get("cluster_rev", 0)  # a refused what-if redraws the controls at the last one that ran
     cols = st.columns(len(base.pools) + 2)
     for i, (name, pool) in enumerate(base.pools.items()):
         cur = k.get("pool_gpus", {}).get(name, pool.gpus)
-        v = cols[i].number_input(f"{pool.name} pool: GPUs ({pool.gpu})", 1, 1_000_000, int(cur), step=8)
+        v = cols[i].number_input(f"{pool.name} pool: GPUs ({pool.gpu})", 1, 1_000_000, int(cur), step=8,
+                                 key=f"cl:pool:{name}:{rev}")
         k.setdefault("pool_gpus", {})[name] = int(v)
     burst = cols[-2].toggle("Burst for deadlines", value=k.get("burst", base.burst),  # longer was cut at 1280 px
-                            help="When a project's deadline is at risk, rent on-demand or spot GPUs beyond the pools.")
+                            help="When a project's deadline is at risk, rent on-demand or spot GPUs beyond the pools.",
+                            key=f"cl:burst:{rev}")
     k["burst"] = burst
     rule = cols[-1].selectbox("Idle capacity is paid", list(IDLE_WORDS), format_func=IDLE_WORDS.get,
-                              index=list(IDLE_WORDS).index(k.get("idle_rule", base.idle_rule)))
+                              index=list(IDLE_WORDS).index(k.get("idle_rule", base.idle_rule)), key=f"cl:idle:{rev}")
     k["idle_rule"] = rule
     c1, c2, c3, c4, c5 = st.columns([2, 1, 1, 2, 1])
     team = c1.selectbox("Team", list(base.teams))
     pool = c2.selectbox("Pool", list(base.pools))
     q = k.get("team_quota", {}).get(team, {}).get(pool, base.teams[team].quota_gpus[pool])
-    qv = c3.number_input("Its quota (GPUs)", 0, 1_000_000, int(q), step=8)
+    qv = c3.number_input("Its quota (GPUs)", 0, 1_000_000, int(q), step=8, key=f"cl:quota:{team}:{pool}:{rev}")
     k.setdefault("team_quota", {}).setdefault(team, {})[pool] = int(qv)
     proj = c4.selectbox("Project", list(base.projects))
     pv = c5.number_input("Its priority", -1_000_000, 1_000_000,
-                         int(k.get("project_priority", {}).get(proj, base.project_priority(proj))))
+                         int(k.get("project_priority", {}).get(proj, base.project_priority(proj))),
+                         key=f"cl:priority:{proj}:{rev}")
     k.setdefault("project_priority", {})[proj] = int(pv)
     return k
 
@@ -227,6 +233,7 @@ _warm()
 ss = _state()
 for m in ss.cluster_msgs:
     st.warning(common.md_escape(m))
+ss.cluster_msgs = []  # said once, as the other pages' messages
 model = _source(ss)
 base = model.portfolio
 st.caption(common.md_escape(f"{base.name}: {len(base.teams)} teams, {len(base.projects)} projects, "
@@ -235,10 +242,10 @@ try:
     changed = results.what_if(base, **_knobs(ss, base))
     res = model.run(changed)
     ss.cluster_knobs = share.knobs_of(base, changed)
-except ScenarioError as err:
-    st.error(f"That what-if cannot run, so the last one that could is shown: "
-             f"{common.md_escape(fmt.one_line(str(err), 400))}")
-    res = model.run(**ss.cluster_knobs)
+except ScenarioError as err:  # the refused value must not stay in its box: every later change failed with it
+    ss.cluster_msgs = [f"That what-if cannot run, so the last one that could is kept: {fmt.one_line(str(err), 400)}"]
+    ss.cluster_rev = ss.get("cluster_rev", 0) + 1
+    st.rerun()
 if ss.cluster_upload is None:
     params = share.encode(ss.cluster_name, ss.cluster_knobs)
     if {k: st.query_params.get(k) for k in st.query_params.keys()} != params:

@@ -94,10 +94,19 @@ def test_a_link_rebuilds_the_what_if_and_bad_parameters_are_named(quarter):
 
 def test_a_what_if_that_cannot_run_is_refused_in_one_sentence():
     at = _page()
+    before = _metric(at, "Total cost")
     pool = next(n for n in at.number_input if n.label.startswith("h100 pool"))
+    old = pool.value
     pool.set_value(100)  # below the teams' quotas on it
     at.run()
     assert not at.exception
-    errors = [e.value for e in at.error]
-    assert errors and "quota" in errors[0] and "\n" not in errors[0]
-    assert _metric(at, "Total cost").startswith("$")
+    said = [w.value for w in at.warning if "cannot run" in w.value]
+    assert len(said) == 1 and "quota" in said[0] and "\n" not in said[0], said
+    assert _metric(at, "Total cost") == before
+    # the refused value does not stay in its box (it did, and every later change failed with it)
+    assert next(n for n in at.number_input if n.label.startswith("h100 pool")).value == old
+    burst = next(t for t in at.toggle if t.label == "Burst for deadlines")
+    burst.set_value(not burst.value)
+    at.run()
+    assert not at.exception and not [w.value for w in at.warning if "cannot run" in w.value]
+    assert _metric(at, "Total cost") != before  # the next change runs
