@@ -20,8 +20,12 @@ ss = common.state()
 
 st.header("Side by side")
 c1, c2, c3 = st.columns(3)
-if c1.button("Save the current plan as B", width="stretch"):
+def _save_b():
     ss["saved_b"] = ss.scenario
+    st.session_state["cmp_b"] = "saved snapshot"  # B is what was just saved (it stayed on the preset picked before)
+
+
+c1.button("Save the current plan as B", width="stretch", on_click=_save_b)
 presets = costcore.preset_names()
 options = (["saved snapshot"] if "saved_b" in ss else []) + presets
 default_b = "saved snapshot" if "saved snapshot" in options else (ss.preset if ss.preset in options else options[0])

@@ -305,6 +305,18 @@ def test_the_checkpoint_curve_stays_within_the_interval_setting(rate):
     assert len(at.get("vega_lite_chart")) >= 1
 
 
+def test_saving_the_plan_as_b_compares_with_it():
+    """Save the current plan as B, then change A: B is the snapshot (it stayed on the preset until picked by hand)."""
+    at = _app("pages/compare.py", p="pipeline-70b")
+    _move(at, "hardware.usd_per_gpu_hour", 2.0)
+    saved = _total(at)
+    next(b for b in at.button if b.label == "Save the current plan as B").click().run()
+    assert at.selectbox(key="cmp_b").value == "saved snapshot"
+    _move(at, "hardware.usd_per_gpu_hour", 4.0)
+    assert not at.exception
+    assert [m.value for m in at.metric if m.label == "B"] == [fmt.usd(saved)]
+
+
 def test_checkpoints_keep_all_costs_more_storage():
     at = _app("pages/checkpoints.py", p="pipeline-70b")
     res = costcore.estimate(at.session_state["scenario"])  # the intervals in words at 3 digits, not "0.05 h"
