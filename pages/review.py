@@ -2,6 +2,7 @@
 import datetime as dt
 import hashlib
 import tempfile
+import uuid
 from pathlib import Path
 
 import altair as alt
@@ -39,14 +40,17 @@ def _sample_files() -> tuple:
 @st.cache_data(show_spinner="Importing...", max_entries=8)
 def _load(key: str, files: tuple) -> report.Data:
     """Import the files into a DuckDB store of their own (named by their hashes) and read the cube."""
-    db = WORK / f"{key}.duckdb"
-    db.unlink(missing_ok=True)
+    # a store of this call's own: two sessions (threads) or servers loading the same files at once shared one
+    # file, and one's unlink pulled it from under the other's import
+    db = WORK / f"{key}-{uuid.uuid4().hex}.duckdb"
     st_ = store.open_store(db)
     try:
         importers.import_files(st_, [Path(f) for f in files])
         return report.load(st_)
     finally:
         st_.close()
+        for leftover in (db, db.with_name(db.name + ".wal")):
+            leftover.unlink(missing_ok=True)
 
 
 def _uploaded_files(uploads) -> tuple[str, tuple]:
@@ -101,14 +105,23 @@ try:
         key, files = _uploaded_files(uploads)
         data = _load(key, files)
     elif ss.get("review_source") == "sample":
-        key = "sample-7"
-        data = _load(key, _sample_files())
-except ScenarioError as err:
-    st.error(f"Not imported: {common.md_escape(err)}", icon=":material/error:")
+        key, files = "sample-7", _sample_files()
+        data = _load(key, files)
+    if data is not None:
+        ss["review_good"] = (key, files)  # the last import that went in whole
+except ScenarioError as err:  # an import is all or nothing: the data shown before stays (it was dropped)
+    good = ss.get("review_good")
+    st.error(f"Not imported: {common.md_escape(err)}" + ("; the data shown before stays." if good else ""),
+             icon=":material/error:")
+    if good:
+        key, data = good[0], _load(*good)
 
+runs_only = data is not None and data.cube.empty and len(data.runs) > 0
 if data is None or data.cube.empty:
     v = report.view(report.empty_data(), res if res.feasible else None)
-    st.info("No bills yet: upload files or load the sample data. The chart shows the plan's cumulative spend.")
+    st.info((f"Read {len(data.runs):,} job records and no bills: plan vs actual needs the bills (a FOCUS CSV); "
+             "job records add efficiency and cost per result to them." if runs_only else
+             "No bills yet: upload files or load the sample data.") + " The chart shows the plan's cumulative spend.")
     data = None
 else:
     cube = data.cube

@@ -66,3 +66,34 @@ def test_review_page_upload_slice_and_see_an_anomaly(tmp_path, warm_kernels):
             assert atlas_days  # the days the chart marks are the injected ones (checked by count above)
         finally:
             browser.close()
+
+
+def test_a_bad_upload_keeps_the_data_shown_before(tmp_path, warm_kernels):
+    """Load the sample, then upload a file that cannot be imported: the import is all or nothing, and the sample's
+    review stays on screen with the refusal (the page dropped it and showed "No bills yet")."""
+    from costcore import fmt
+    from actuals_support import sample_files
+    _, truth = sample_files(7)
+    bad = tmp_path / "malformed.csv"
+    bad.write_text("run_id,end\nr1,2026-01-01\n")
+    with server_for_tests(tmp_path / "server.log", 90) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.set_default_timeout(60_000)
+            page.goto(f"{base}/review")
+            page.locator('[data-testid="stMetricLabel"]', has_text="Total cost").first.wait_for(timeout=LOAD_MS)
+            wait_idle(page, quiet_s=0.8)
+            page.get_by_role("button", name="Load the sample data").click()
+            page.locator('[data-testid="stMetricLabel"]', has_text="Anomalous days").first.wait_for(timeout=LOAD_MS)
+            wait_idle(page, quiet_s=0.8)
+            shown = _metric(page, "Actual spend")
+            assert shown == fmt.usd(float(truth["billed_usd"]))
+            page.locator('[data-testid="stMain"] [data-testid="stFileUploader"] input[type="file"]').set_input_files(
+                str(bad))
+            page.get_by_text("the data shown before stays").first.wait_for(timeout=LOAD_MS)
+            wait_idle(page, quiet_s=0.8)
+            assert _metric(page, "Actual spend") == shown
+            assert page.locator('[data-testid="stException"]').count() == 0
+        finally:
+            browser.close()
