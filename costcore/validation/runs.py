@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from costcore import api
+from costcore import api, fmt
 from costcore.scenario.schema import CATALOG, ScenarioError
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -162,12 +162,12 @@ def scenario_for(row, throughput: bool = False) -> tuple[dict, list[str]]:
         if t is None:
             return {}, ["no published throughput"]
         stage[t[0]] = t[1]
-        notes.append(f"{t[0]}={t[1]:.4g}")
+        notes.append(THROUGHPUT_WORDS[t[0]](t[1]))  # in words: the page showed "tokens_per_gpu_s=380"
         if t[0] == "tflops_per_gpu":
             # hardware TFLOP/s as BLOOM, OPT, Megatron-LM and BloombergGPT published them count the
             # forward pass rerun by full activation recompute (Narayanan et al. 2021 Sec. 5.1)
             stage["recompute"] = "full"
-            notes.append("recompute full (hardware FLOP/s)")
+            notes.append("with full recompute, which hardware FLOP/s count")
     model = {"params_b": float(row["params_total_b"]), "active_params_b": float(active)}
     for key in MODEL_COLUMNS:  # published shape or experts, where the CSV gives them
         v = row.get(key)
@@ -179,6 +179,12 @@ def scenario_for(row, throughput: bool = False) -> tuple[dict, list[str]]:
         hardware["precision"] = prec.strip()
     scn = {"name": str(row["name"]), "model": model, "hardware": hardware, "stages": {"pretrain": stage}}
     return scn, notes
+
+
+# A published throughput as the tables say it (the stage setting it pins, in words)
+THROUGHPUT_WORDS = {"tokens_per_gpu_s": lambda v: f"{fmt.num(v)} tokens/s per GPU, as published",
+                    "tflops_per_gpu": lambda v: f"{fmt.num(v)} hardware TFLOP/s per GPU, as published",
+                    "mfu": lambda v: f"MFU {fmt.share(v)}, as published"}
 
 
 def published_figure(row) -> tuple[str, float]:
