@@ -561,3 +561,18 @@ def test_a_pinned_layout_that_cannot_be_laid_out_says_why_not_memory():
     said = [w for w in res.infeasible if w.startswith("Pre-training")]
     assert said == ["Pre-training cannot be laid out: its pinned pipeline parallelism of 16 stages needs at least 16 "
                     "layers and this model has 15; pin fewer pipeline stages or set it to 0 (searched)."]
+
+
+def test_grpo_with_a_group_of_one_is_warned():
+    """GRPO scores a completion against its group's mean: with one completion per prompt every advantage is zero.
+    The page took 1 and costed the stage ($622k) with nothing said; PPO with one completion is fine."""
+    import costcore
+    from costcore.scenario import schema
+    scn = schema.set_path(costcore.load_preset("pipeline-70b-lora-grpo"), "stages.rl.samples_per_prompt", 1)
+    said = [w for w in costcore.estimate(scn).warnings if "GRPO with one completion" in w]
+    assert said == ["Reinforcement learning: GRPO with one completion per prompt has no group to compare it with, so "
+                    "every advantage is zero and nothing is learned; use 2 or more Completions per prompt "
+                    "(DeepSeekMath used 64), or PPO."]
+    ppo = schema.set_path(scn, "stages.rl.algorithm", "ppo")
+    assert not [w for w in costcore.estimate(ppo).warnings if "GRPO" in w]
+    assert not [w for w in costcore.estimate("pipeline-70b-lora-grpo").warnings if "GRPO" in w]

@@ -63,4 +63,10 @@ def planning_warnings(res) -> list[str]:
         if s == "rl" and total_h > 0 and rollout_h / total_h > ROLLOUT_WARN:
             out.append(f"{name}: rollouts take {fmt.num(rollout_h / total_h * 100)}% of the stage's GPU-hours; raise the Rollout "
                        "batch or Rollout efficiency, or generate fewer Completions per prompt.")
+        if s == "rl" and effective_value(res.scenario, "stages.rl.algorithm") == "grpo" \
+                and float(effective_value(res.scenario, "stages.rl.samples_per_prompt")) < 2:
+            # GRPO's advantage is a completion's reward against its group's mean (Shao et al. 2024, Sec. 4.1.2)
+            out.append(f"{name}: GRPO with one completion per prompt has no group to compare it with, so every "
+                       "advantage is zero and nothing is learned; use 2 or more Completions per prompt (DeepSeekMath "
+                       "used 64), or PPO.")
     return out
