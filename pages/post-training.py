@@ -2,6 +2,7 @@
 import streamlit as st
 
 from costcore import fmt
+from costcore.scenario import schema
 from costcore.scenario.schema import STAGE_LABELS
 from pages import common
 
@@ -17,7 +18,9 @@ st.header(STAGE_LABELS["sft"])
 if common.stage_toggle("sft"):
     p = "stages.sft."
     common.knob_columns(
-        [(p + "method", "Method"), (p + "lora_rank", "LoRA rank", 1, 256, 1)],
+        # the rank only where adapters are trained: under full fine-tuning the slider moved nothing
+        [(p + "method", "Method")] + ([(p + "lora_rank", "LoRA rank", 1, 256, 1)]
+                                      if schema.effective_value(common.scenario(), p + "method") != "full" else []),
         [(p + "samples", "Samples", 1000, 5_000_000, 1000, "log"), (p + "tokens_per_sample", "Tokens per sample", 64, 32768, 64, "pow2")],
         [(p + "epochs", "Epochs", 0.5, 10.0, 0.5), (p + "labels", "Human-labeled samples", 0, 1_000_000, 1000, "log")])
     common.stage_results("sft")

@@ -317,6 +317,13 @@ def test_saving_the_plan_as_b_compares_with_it():
     assert [m.value for m in at.metric if m.label == "B"] == [fmt.usd(saved)]
 
 
+@pytest.mark.parametrize("method, shown", [("full", False), ("lora", True), ("qlora", True)])
+def test_the_lora_rank_is_offered_only_where_adapters_are_trained(method, shown):
+    """Under full fine-tuning the LoRA rank slider moved nothing (the cost stayed): it is shown for LoRA and QLoRA."""
+    at = _app("pages/post-training.py", p="pipeline-70b-lora-grpo", **{"stages.sft.method": method})
+    assert any(s.key and s.key.startswith("k:stages.sft.lora_rank:") for s in at.slider) == shown
+
+
 def test_checkpoints_keep_all_costs_more_storage():
     at = _app("pages/checkpoints.py", p="pipeline-70b")
     res = costcore.estimate(at.session_state["scenario"])  # the intervals in words at 3 digits, not "0.05 h"
