@@ -243,7 +243,8 @@ try:
     res = model.run(changed)
     ss.cluster_knobs = share.knobs_of(base, changed)
 except ScenarioError as err:  # the refused value must not stay in its box: every later change failed with it
-    ss.cluster_msgs = [f"That what-if cannot run, so the last one that could is kept: {fmt.one_line(str(err), 400)}"]
+    ss.cluster_msgs = [f"That what-if cannot run, so the last one that could is kept: "
+                       f"{fmt.one_line(share.error_in_words(err), 400)}"]
     ss.cluster_rev = ss.get("cluster_rev", 0) + 1
     st.rerun()
 if ss.cluster_upload is None:

@@ -102,6 +102,7 @@ def test_a_what_if_that_cannot_run_is_refused_in_one_sentence():
     assert not at.exception
     said = [w.value for w in at.warning if "cannot run" in w.value]
     assert len(said) == 1 and "quota" in said[0] and "\n" not in said[0], said
+    assert "teams." not in said[0] and "team's quota:" in said[0], said  # in words, not the file's key
     assert _metric(at, "Total cost") == before
     # the refused value does not stay in its box (it did, and every later change failed with it)
     assert next(n for n in at.number_input if n.label.startswith("h100 pool")).value == old

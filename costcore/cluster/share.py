@@ -8,6 +8,8 @@ scenario's) are left to their own page. An uploaded portfolio is not on the serv
 """
 from __future__ import annotations
 
+import re
+
 from costcore.errors import ScenarioError
 from costcore.scenario.schema import parse_number_text
 from costcore.cluster import portfolio as cp
@@ -15,6 +17,25 @@ from costcore.cluster import portfolio as cp
 PREFIX = "c."
 MAX_PARAMS = 300
 MAX_CHARS = 100
+
+
+# A portfolio path as the page's controls name it: the file's keys are for a file's author, not for a what-if
+_PATH_WORDS = ((re.compile(r"^teams\.([^.]+)\.quota_gpus$"), "The {0} team's quota"),
+               (re.compile(r"^teams\.([^.]+)(\..*)?$"), "Team {0}"),
+               (re.compile(r"^pools\.([^.]+)\.gpus$"), "The {0} pool's GPUs"),
+               (re.compile(r"^pools\.([^.]+)(\..*)?$"), "Pool {0}"),
+               (re.compile(r"^projects\.([^.]+)(\..*)?$"), "Project {0}"))
+
+
+def error_in_words(err: ScenarioError) -> str:
+    """A what-if's refusal with its setting in words: "The pretraining team's quota: the teams' quotas on pool
+    h100 add up to 720 GPUs, ..." where it read "teams.pretraining.quota_gpus: ..."."""
+    text, path = str(err), str(getattr(err, "path", "") or "")
+    for pattern, words in _PATH_WORDS:
+        m = pattern.match(path)
+        if m and text.startswith(path + ": "):
+            return words.format(m.group(1)) + text[len(path):]
+    return text
 
 
 def knobs_of(base: cp.Portfolio, pf: cp.Portfolio) -> dict:
