@@ -607,7 +607,7 @@ def _batch_inputs(scenario, columns: Mapping[str, Any], vector: np.ndarray | Non
     return base, np.array(idx, dtype=np.int64), mat
 
 
-LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "zero", "interleave", "recompute",
+PLAN_LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "zero", "interleave", "recompute",
                "sequence_parallel", "schedule")
 
 
@@ -629,7 +629,7 @@ def batch_layouts(scenario: Mapping | str | Path, columns: Mapping[str, Any],
                 continue
             row[:layout.NP] = plans[r, i, :layout.NP]
             d = plan_dict(row, 1.0)
-            stages[STAGES[i]] = {k: d[k] for k in LAYOUT_KEYS}
+            stages[STAGES[i]] = {k: d[k] for k in PLAN_LAYOUT_KEYS}
         out.append(stages)
     return out
 

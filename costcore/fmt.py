@@ -215,6 +215,16 @@ def schedule(plan: dict) -> str:
     return f"1F1B, {chunks} chunks" if chunks > 1 else "1F1B"
 
 
+def zero_words(stage: int) -> str:
+    """A ZeRO stage in words: "ZeRO-3", or "no ZeRO"."""
+    return f"ZeRO-{stage}" if stage else "no ZeRO"
+
+
+def recompute_words(mode: str) -> str:
+    """An activation recompute mode in words: "selective recompute", or "no recompute"."""
+    return "no recompute" if mode == "none" else f"{mode} recompute"
+
+
 def plan_words(plan: dict, precision: str = "") -> str:
     """A job layout in one line, as the Job layout page and the fine-tuning workbench write it: "TP 8 × PP 4 ×
     DP 64 × CP 1, micro-batch 2, ZeRO-1, selective recompute, BF16" (``plan`` as ``Result.plan``; the precision
@@ -222,15 +232,14 @@ def plan_words(plan: dict, precision: str = "") -> str:
     dims = f"TP {plan['tp']} × PP {plan['pp']} × DP {plan['dp']} × CP {plan['cp']}"
     if plan["ep"] > 1:
         dims += f" (EP {plan['ep']})"
-    parts = [dims, f"micro-batch {plan['micro_batch']}",
-             f"ZeRO-{plan['zero']}" if plan["zero"] > 0 else "no ZeRO"]
+    parts = [dims, f"micro-batch {plan['micro_batch']}", zero_words(plan["zero"])]
     if plan.get("schedule") == "dualpipe" and plan["pp"] > 1:
         parts.append("DualPipe schedule")
     elif plan["interleave"] > 1:
         parts.append(f"interleaved pipeline ({plan['interleave']} chunks per stage)")
     if plan["sequence_parallel"]:
         parts.append("sequence parallel")
-    parts.append("no recompute" if plan["recompute"] == "none" else f"{plan['recompute']} recompute")
+    parts.append(recompute_words(plan["recompute"]))
     if precision:
         parts.append(precision)
     return ", ".join(parts)

@@ -39,9 +39,10 @@ def _sample_files() -> tuple:
 
 @st.cache_data(show_spinner="Importing...", max_entries=8)
 def _load(key: str, files: tuple) -> report.Data:
-    """Import the files into a DuckDB store of their own (named by their hashes) and read the cube."""
-    # a store of this call's own: two sessions (threads) or servers loading the same files at once shared one
-    # file, and one's unlink pulled it from under the other's import
+    """Import the files into a DuckDB store of this call's own, read the cube, and remove the store (cached per
+    content key: a rerun, or a refused upload falling back to the last good files, imports nothing again). Two
+    sessions or servers loading the same files at once shared one store file, and one's unlink pulled it from
+    under the other's import."""
     db = WORK / f"{key}-{uuid.uuid4().hex}.duckdb"
     st_ = store.open_store(db)
     try:

@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from costcore import api
+from costcore import api, fmt
 from costcore.scenario import checks
 from costcore.engine import kernel
 from costcore.scenario import schema
@@ -323,15 +323,14 @@ def sweep(scenario, key: str, values: Sequence[float], full: bool = False) -> pd
 # GPUs over the other degrees and moves with every GPU count)
 _CHANGE_WORDS = (("tp", lambda v: f"TP {v}"), ("pp", lambda v: f"PP {v}"), ("cp", lambda v: f"CP {v}"),
                  ("ep", lambda v: f"EP {v}"), ("micro_batch", lambda v: f"micro-batch {v}"),
-                 ("zero", lambda v: f"ZeRO-{v}" if v else "no ZeRO"),
-                 ("recompute", lambda v: "no recompute" if v == "none" else f"{v} recompute"),
+                 ("zero", fmt.zero_words), ("recompute", fmt.recompute_words),  # as fmt.plan_words says them
                  ("interleave", lambda v: "no interleaving" if v == 1 else f"interleaved, {v} chunks a stage"),
                  ("schedule", lambda v: "DualPipe" if v == "dualpipe" else "1F1B"),
                  ("sequence_parallel", lambda v: "sequence parallel" if v else "no sequence parallel"))
 
 
 def layout_change_words(was: dict, now: dict) -> str:
-    """What differs between two job layouts (api.LAYOUT_KEYS dicts), in words: "full recompute (was selective
+    """What differs between two job layouts (api.PLAN_LAYOUT_KEYS dicts), in words: "full recompute (was selective
     recompute), micro-batch 1 (was 2)"; "" when only the data-parallel degree differs, or nothing does."""
     return ", ".join(f"{say(now[k])} (was {say(was[k])})" for k, say in _CHANGE_WORDS if now[k] != was[k])
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from costcore.fmt import words_list
 from costcore.scenario.schema import (BY_PATH, CATALOG, STAGE_LABELS, effective_value, global_batch_unit,
-                                     pinned_layout_words)
+                                     pinned_layout_words, refused_pins)
 
 TRAINING_STAGES = ("pretrain", "cpt", "mm_align", "mm_cpt", "mm_tune", "sft", "dpo", "rl")
 
@@ -79,22 +79,22 @@ def _impossible_pin(res, stage: str, name: str) -> str | None:
     scn = res.scenario
     pin = {k: float(effective_value(scn, f"stages.{stage}.{k}") or 0) for k in ("pp", "tp", "ep")
            if f"stages.{stage}.{k}" in BY_PATH}
-    layers = res.stat(stage, "model_layers")
-    if pin.get("pp", 0) > 0 and layers > 0 and pin["pp"] > layers:
+    layers, heads = res.stat(stage, "model_layers"), _heads(res, stage)
+    experts = float(effective_value(scn, "model.experts") or 0)
+    refused = refused_pins(pin, heads, layers, experts)
+    if not refused:
+        return None
+    if refused[0] == "pp":
         return (f"{name} cannot be laid out: its pinned pipeline parallelism of {pin['pp']:,.0f} stages needs at "
                 f"least {pin['pp']:,.0f} layers and this model has {layers:,.0f}; pin fewer pipeline stages or set it "
                 "to 0 (searched).")
-    heads = _heads(res, stage)
-    if pin.get("tp", 0) > 0 and heads > 0 and heads % pin["tp"] != 0:
+    if refused[0] == "tp":
         fits = [str(d) for d in range(1, int(min(heads, 64)) + 1) if heads % d == 0]
         return (f"{name} cannot be laid out: its pinned tensor parallelism of {pin['tp']:,.0f} does not divide the "
                 f"model's {heads:,.0f} attention heads (a head is not split across GPUs); pin "
                 f"{', '.join(fits[:-1]) + ' or ' if len(fits) > 1 else ''}{fits[-1]}, or set it to 0 (searched).")
-    experts = float(effective_value(scn, "model.experts") or 0)
-    if pin.get("ep", 0) > 1 and experts > 0 and experts % pin["ep"] != 0:
-        return (f"{name} cannot be laid out: its pinned expert parallelism of {pin['ep']:,.0f} does not divide the "
-                f"model's {experts:,.0f} experts evenly; pin a divisor of {experts:,.0f}, or set it to 0 (searched).")
-    return None
+    return (f"{name} cannot be laid out: its pinned expert parallelism of {pin['ep']:,.0f} does not divide the "
+            f"model's {experts:,.0f} experts evenly; pin a divisor of {experts:,.0f}, or set it to 0 (searched).")
 
 
 def _heads(res, stage: str) -> float:

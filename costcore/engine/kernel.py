@@ -1453,12 +1453,20 @@ def _row_plans(base, idx, cols, replan: bool):
         return base_plans[None], row_plan
     out = np.empty((len(keys) + 1, NS, PLAN_COLS))
     out[0] = base_plans
+    out[1:] = _searched_plans(base, rel_idx, keys)
+    row_plan[other] = inverse.reshape(-1) + 1
+    return out, row_plan
+
+
+def _searched_plans(base, rel_idx, keys) -> np.ndarray:
+    """(len(keys), NS, PLAN_COLS): the plans of ``base`` with the inputs ``rel_idx`` set to each row of ``keys``,
+    searched (memoized by :func:`_plans_of`); the batch's outputs carry no GPU minimum."""
+    out = np.empty((len(keys), NS, PLAN_COLS))
     x = base.copy()
     for u, key in enumerate(keys):
         x[rel_idx] = key
-        out[u + 1] = _plans_of(x, -1.0)  # the batch's outputs carry no GPU minimum
-    row_plan[other] = inverse.reshape(-1) + 1
-    return out, row_plan
+        out[u] = _plans_of(x, -1.0)
+    return out
 
 
 def batch_plans(base, idx, cols) -> np.ndarray:
@@ -1468,18 +1476,11 @@ def batch_plans(base, idx, cols) -> np.ndarray:
     base = _vec(base)
     idx = np.ascontiguousarray(idx, dtype=np.int64)
     cols = _vec(cols)
-    n = cols.shape[1]
     rel = ~PLAN_FREE[idx]
-    out = np.empty((n, NS, PLAN_COLS))
     if not rel.any():
-        out[:] = _plans_of(base, -1.0)[None]
-        return out
+        return np.repeat(_plans_of(base, -1.0)[None], cols.shape[1], axis=0)
     keys, inverse = np.unique(cols[rel].T, axis=0, return_inverse=True)
-    x = base.copy()
-    for u, key in enumerate(keys):
-        x[idx[rel]] = key
-        out[inverse.reshape(-1) == u] = _plans_of(x, -1.0)
-    return out
+    return _searched_plans(base, idx[rel], keys)[inverse.reshape(-1)]
 
 
 REFIT_BUCKETS = 16  # quantile buckets per varied input when samples are laid out again (_refit_rows)

@@ -934,6 +934,17 @@ def resize_model(scn: dict, params_b) -> dict:
     return _unpin_what_the_model_refuses(dict(scn, model=_family_shape(model)))
 
 
+def refused_pins(pins: dict, heads: float, layers: float, experts: float) -> list[str]:
+    """The pinned degrees (``pins``: pp, tp, ep; 0 or absent = searched) a model of these heads, layers and experts
+    cannot take, in that order: more pipeline stages than layers, a tensor degree that does not divide the
+    attention heads (a head is not split), an expert degree that does not divide the experts. Megatron-LM's
+    argument checks refuse each. A count of 0 is unknown: nothing is refused for it. The one rule behind the
+    feasibility sentence (engine/feasibility.py) and the unpinning of a new size (:func:`resize_model`)."""
+    limits = {"pp": (layers, lambda v, n: v > n), "tp": (heads, lambda v, n: n % v != 0),
+              "ep": (experts, lambda v, n: n % v != 0)}
+    return [k for k, (n, bad) in limits.items() if _is_real(pins.get(k)) and pins[k] > 0 and n > 0 and bad(pins[k], n)]
+
+
 def _unpin_what_the_model_refuses(scn: dict) -> dict:
     """``scn`` (a new model's size or shape) without the stage layout pins the new model cannot take: a tensor
     degree that does not divide its attention heads, more pipeline stages than layers, an expert degree that
@@ -948,9 +959,7 @@ def _unpin_what_the_model_refuses(scn: dict) -> dict:
     for name, st in stages.items():
         if not isinstance(st, dict):
             continue
-        drop = {k for k, limit, bad in (("tp", heads, lambda v, n: n % v != 0), ("pp", layers, lambda v, n: v > n),
-                                        ("ep", experts, lambda v, n: n % v != 0))
-                if _is_real(st.get(k)) and st[k] > 0 and limit > 0 and bad(st[k], limit)}
+        drop = refused_pins({k: st.get(k) for k in ("pp", "tp", "ep")}, heads, layers, experts)
         if drop:  # 0 = searched, stated (a link then says so, and reads back the same scenario)
             stages[name] = {k: (0 if k in drop else v) for k, v in st.items()}
     return dict(scn, stages=stages)
