@@ -448,8 +448,8 @@ def _numeric_column(path: str, values, booleans: bool = False) -> np.ndarray:
     if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf" and not (
             arr.dtype.kind == "O" and all(checks._is_real(v) for v in arr)):
         raise ScenarioError(path, "needs numbers only")
-    try:
-        return arr.astype(np.float64)
+    try:  # a float64 array (a row of the Monte Carlo's matrix) is read as it is, not copied
+        return np.asarray(arr, dtype=np.float64)
     except Exception:  # noqa: BLE001 - an object column converts through each value's own __float__
         raise ScenarioError(path, "needs numbers only") from None
 
@@ -492,7 +492,8 @@ def _expand_columns(columns: Mapping[str, Any]) -> tuple[list[int], list[np.ndar
             n = len(codes)
         elif len(codes) != n:
             raise ScenarioError(path, f"has {len(codes)} values but other columns have {n}")
-        if not np.all(np.isfinite(codes)) or codes.min(initial=f.lo) < f.lo or codes.max(initial=f.hi) > f.hi:
+        if len(codes) and not (math.isfinite(lo := float(codes.min())) and math.isfinite(hi := float(codes.max()))
+                               and lo >= f.lo and hi <= f.hi):  # min and max are NaN if a value is
             raise ScenarioError(path, f"values must be {f.allowed()}", allowed=f.allowed())
         if f.min_nonzero and np.any((codes > 0) & (codes < f.min_nonzero)):  # as validate: 0 is auto
             raise ScenarioError(path, f"values must be 0 (auto) or from {schema._fmt(f.min_nonzero)} to "
@@ -601,10 +602,28 @@ def _batch_inputs(scenario, columns: Mapping[str, Any], vector: np.ndarray | Non
     if not cols:
         raise ScenarioError("columns", "give at least one setting to vary")
     _size_moves_depth(base, idx, cols)
-    mat = np.empty((len(cols), len(cols[0])))
-    for j, c in enumerate(cols):
-        mat[j] = c
+    mat = _rows_of(cols)
+    if mat is None:
+        mat = np.empty((len(cols), len(cols[0])))
+        for j, c in enumerate(cols):
+            mat[j] = c
     return base, np.array(idx, dtype=np.int64), mat
+
+
+def _rows_of(cols: list[np.ndarray]) -> np.ndarray | None:
+    """The C-contiguous float64 matrix whose rows, in order, are exactly ``cols``, or None. The Monte Carlo
+    draws its samples into one such matrix (:func:`costcore.analysis.sensitivity.draw_inputs`); read as it is,
+    a million samples of twenty inputs are not copied again (160 MB)."""
+    m = cols[0].base
+    if not (isinstance(m, np.ndarray) and m.ndim == 2 and m.dtype == np.float64 and m.flags.c_contiguous
+            and m.shape[0] == len(cols)):
+        return None
+    start = m.__array_interface__["data"][0]
+    for j, c in enumerate(cols):
+        if (c.base is not m or c.dtype != np.float64 or c.shape != m.shape[1:] or c.strides != m.strides[1:]
+                or c.__array_interface__["data"][0] != start + j * m.strides[0]):
+            return None
+    return m
 
 
 PLAN_LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "micro_batch", "zero", "interleave", "recompute",

@@ -41,8 +41,15 @@ for name, scn in job["scenarios"].items():
 b = job["batch"]
 out["batch_full"] = costcore.batch(b["scenario"], b["columns"], full=True).tolist()
 out["batch_totals"] = costcore.batch(b["scenario"], b["columns"]).tolist()
+from costcore.engine import sampling
+out["draws"] = sampling.draw(*job["draws"]).tolist()
 json.dump(out, sys.stdout)
 """
+
+
+# sampling.draw's arguments: a triangular, a lognormal and a whole-number uniform input, 400 stratified draws
+DRAWS = [[0, 2, 1], [[0.5, 1.0, 3.0], [2.0, 0.8, 0.0], [-3.0, 40.0, 0.0]], [0.6, 0.0, 0.0], [2.5, 1e9, 30.0],
+         [0.0, 0.0, 4.0], [False, False, True], 400, 11]
 
 
 def _preset_scenarios() -> dict:
@@ -67,7 +74,8 @@ def _batch_columns(n: int = 50, seed: int = 7) -> dict:
 def no_jit_run():
     scenarios = _preset_scenarios()
     scenarios.update({f"hand:{k}": v for k, v in HAND_BUILT.items()})
-    job = {"scenarios": scenarios, "batch": {"scenario": FULL_FT_PPO_KEEP_ALL, "columns": _batch_columns()}}
+    job = {"scenarios": scenarios, "batch": {"scenario": FULL_FT_PPO_KEEP_ALL, "columns": _batch_columns()},
+           "draws": DRAWS}
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
     proc = subprocess.run([sys.executable, "-c", CHILD], input=json.dumps(job), capture_output=True, text=True,
@@ -101,6 +109,14 @@ def test_batch_equal_without_jit(no_jit_run):
     assert full.shape[0] == 50
     np.testing.assert_allclose(np.array(out["batch_full"]), full, rtol=RTOL, atol=1e-300)
     np.testing.assert_allclose(np.array(out["batch_totals"]), totals, rtol=RTOL, atol=1e-300)
+
+
+def test_monte_carlo_draws_equal_without_jit(no_jit_run):
+    """The jitted draws wrap 64-bit integer products as plain numpy scalars do: one seed, the same matrix (up to
+    the last bit of exp and log, whose libraries differ)."""
+    from costcore.engine import sampling
+    _, out = no_jit_run
+    np.testing.assert_allclose(np.array(out["draws"]), sampling.draw(*DRAWS), rtol=RTOL, atol=0.0)
 
 
 def test_formula_tests_pass_without_jit():

@@ -7,6 +7,7 @@ import pytest
 import costcore
 from costcore.scenario import schema
 from costcore.analysis import sensitivity as S
+from costcore.engine import sampling
 from costcore.scenario.schema import ScenarioError
 
 SCN = "pipeline-70b"
@@ -223,7 +224,7 @@ def test_post_training_mfu_is_sampled_where_its_public_runs_sat():
     assert d.kind == "lognormal" and d.a == validation.default_mfu_log_sigma("sft") > validation.default_mfu_log_sigma()
     assert d.b == pytest.approx(math.exp(validation.default_mfu_log_median("sft"))) and d.b < 1.0
     res = costcore.estimate("qlora-single-gpu")
-    draws = d.sample(np.random.default_rng(0), res.stat("sft", "mfu"), 10001)
+    draws = d.sample(0, res.stat("sft", "mfu"), 10001)
     assert float(np.median(draws)) == pytest.approx(res.stat("sft", "mfu") * d.b, rel=0.01)
 
 
@@ -372,20 +373,100 @@ def test_normal_quantile_matches_the_standard_library():
     import statistics
     u = np.array([1e-12, 1e-6, 0.01, 0.02425, 0.2, 0.5, 0.8, 0.97575, 0.999, 1 - 1e-9])
     ref = np.array([statistics.NormalDist().inv_cdf(float(v)) for v in u])
-    assert S._norm_ppf(u) == pytest.approx(ref, rel=2e-9, abs=1e-12)
+    assert [sampling.norm_ppf(float(v)) for v in u] == pytest.approx(list(ref), rel=2e-9, abs=1e-12)
     d = S.Dist("lognormal", 0.5)
     assert d.ppf(np.array([0.5]), 3.0)[0] == pytest.approx(3.0)  # the median is the current value
 
 
 def test_stratified_draws_put_one_sample_in_each_equal_probability_slice():
     n = 1000
-    got = S.Dist("uniform", 0.0, 1.0, absolute=True).sample(np.random.default_rng(5), 1.0, n)
+    got = S.Dist("uniform", 0.0, 1.0, absolute=True).sample(5, 1.0, n)
     assert np.array_equal(np.sort(np.floor(got * n)), np.arange(n))
-    plain = S.Dist("uniform", 0.0, 1.0, absolute=True).sample(np.random.default_rng(5), 1.0, n, stratified=False)
+    plain = S.Dist("uniform", 0.0, 1.0, absolute=True).sample(5, 1.0, n, stratified=False)
     assert not np.array_equal(np.sort(np.floor(plain * n)), np.arange(n))  # independent draws clump
     # the order is random: two inputs' draws are not paired slice by slice
-    a, b = (S.Dist("uniform", 0.0, 1.0, absolute=True).sample(np.random.default_rng(k), 1.0, n) for k in (1, 2))
+    a, b = (S.Dist("uniform", 0.0, 1.0, absolute=True).sample(k, 1.0, n) for k in (1, 2))
     assert abs(np.corrcoef(a, b)[0, 1]) < 0.1
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix_out(z: int) -> int:
+    """SplitMix64's output function in Python integers (S. Vigna's splitmix64.c, after Steele et al. 2014)."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def _reference_draws(kind, a, b, c, lo, hi, min_nonzero, whole, n, seed, row, stratified=True):
+    """The slow, obvious version of sampling.draw's row ``row``: a SplitMix64 stream started from the seed and
+    the row, a Fisher-Yates shuffle of the slices, one uniform inside each, the inverse CDF, then the input's
+    rules as api.clip_to_field applies them."""
+    state = _splitmix_out(seed ^ _splitmix_out(((row + 1) * 0x9E3779B97F4A7C15) & _MASK64))
+
+    def uniform():
+        nonlocal state
+        state = (state + 0x9E3779B97F4A7C15) & _MASK64
+        return (_splitmix_out(state) >> 11) / 2.0 ** 53
+
+    order = list(range(n))
+    if stratified:
+        for i in range(n - 1, 0, -1):
+            k = min(int(uniform() * (i + 1)), i)
+            order[i], order[k] = order[k], order[i]
+    out = []
+    for i in range(n):
+        r = uniform()
+        u = min(max((order[i] + r) / n if stratified else r, 1e-12), 1.0 - 1e-12)
+        x = min(max(sampling.ppf(kind, a, b, c, u), lo), hi)
+        x = min_nonzero if 0.0 < x < min_nonzero else x
+        out.append(float(np.round(x)) if whole else x)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("stratified", [True, False])
+def test_the_jitted_draws_are_the_reference_draws(stratified):
+    """Three inputs of the rules a batch applies (a range, an "auto" zero's smallest value, whole numbers): the
+    jitted matrix equals the slow reference row by row, exactly, and the rows do not depend on the thread that
+    drew them (the parallel and the serial kernel give the same matrix)."""
+    kinds = [sampling.KIND_TRIANGULAR, sampling.KIND_LOGNORMAL, sampling.KIND_UNIFORM]
+    params = [[0.5, 1.0, 3.0], [2.0, 0.8, 0.0], [-3.0, 40.0, 0.0]]
+    lo, hi, mnz, whole = [0.6, 0.0, 0.0], [2.5, 1e9, 30.0], [0.0, 0.0, 4.0], [False, False, True]
+    n = 300
+    got = sampling.draw(kinds, params, lo, hi, mnz, whole, n, 123, stratified)
+    for j in range(3):
+        ref = _reference_draws(kinds[j], *params[j], lo[j], hi[j], mnz[j], whole[j], n, 123, j, stratified)
+        assert np.array_equal(got[j], ref)
+    big = 20_000  # at and above 10,000 draws the rows are drawn in parallel
+    args = (np.array(kinds), np.array(params), np.array(lo), np.array(hi), np.array(mnz), np.array(whole), 7,
+            stratified)
+    par, ser = np.empty((3, big)), np.empty((3, big))
+    sampling._fill(par, *args)
+    sampling._fill_serial(ser, *args)
+    assert np.array_equal(par, ser) and np.array_equal(sampling.draw(*args[:6], big, 7, stratified), ser)
+    assert not np.array_equal(ser, sampling.draw(*args[:6], big, 8, stratified))  # another seed, other draws
+
+
+def test_monte_carlo_draws_are_moved_into_what_a_batch_accepts_as_clip_to_field_moves_them():
+    """Every default input of the 70B pipeline (integers, ranges, "auto" zeros among them): the Monte Carlo's
+    matrix is its raw draws moved by api.clip_to_field, the batch's own rule, and not the raw draws."""
+    from costcore import api
+    scn, _, res = S._base(SCN)
+    dists = S.default_distributions(scn)
+    cur = S.current_values(list(dists), scn, res)
+    got = S.draw_inputs(dists, cur, 5000, 3)
+    units = [d.units(float(c)) for d, c in zip(dists.values(), cur)]
+    raw = np.empty_like(got)
+    k = len(units)
+    sampling._fill_serial(raw, np.array([u[0] for u in units]), np.array([u[1:] for u in units]), np.full(k, -np.inf),
+                          np.full(k, np.inf), np.zeros(k), np.zeros(k, dtype=bool), 3, True)
+    moved = 0
+    for j, p in enumerate(dists):
+        want = api.clip_to_field(p, raw[j].copy())
+        assert np.array_equal(got[j], want), p
+        moved += int(not np.array_equal(want, raw[j]))
+    assert moved >= 1  # some input's draws were moved (an integer rounded, a range clipped)
 
 
 def test_a_sweep_says_where_a_layout_change_makes_the_cost_jump():

@@ -15,7 +15,7 @@ import pandas as pd
 
 from costcore import api, fmt
 from costcore.scenario import checks
-from costcore.engine import kernel
+from costcore.engine import kernel, sampling
 from costcore.scenario import schema
 from costcore.scenario.schema import BY_PATH, IX, STAGES, ScenarioError, uses_default_mfu
 from costcore.validation.runs import default_mfu_log_median, default_mfu_log_sigma
@@ -432,63 +432,44 @@ class Dist:
             checks.number(f"dists.{path}.a", a, 0.0, 10.0)  # sigma of the log; exp(10 sigma) already overflows
             checks.number(f"dists.{path}.b", b, 1e-3, 1e3)  # the median, a factor of the current value
 
-    def ppf(self, u: np.ndarray, center: float) -> np.ndarray:
-        """The inverse of the distribution's CDF at probabilities ``u`` in (0, 1), in the input's units."""
+    def units(self, center: float) -> tuple[int, float, float, float]:
+        """(kind code, a, b, c) of :func:`costcore.engine.sampling.ppf` in the input's units around ``center``:
+        triangular (low, mode, high), uniform (low, high, -), lognormal (median, sigma, -). Relative bounds are
+        sorted, so a negative current value flips low and high."""
         scale = 1.0 if self.absolute else center
-        if self.kind == "triangular":  # sorted: a negative current value flips low and high
+        if self.kind == "triangular":
             lo, mode, hi = sorted((self.a * scale, self.b * scale, self.c * scale))
-            if hi - lo <= 0:
-                return np.full(u.shape, mode)
-            f_mode = (mode - lo) / (hi - lo)
-            return np.where(u < f_mode, lo + np.sqrt(u * (hi - lo) * (mode - lo)),
-                            hi - np.sqrt((1.0 - u) * (hi - lo) * (hi - mode)))
+            return sampling.KIND_TRIANGULAR, lo, mode, hi
         if self.kind == "uniform":
             lo, hi = sorted((self.a * scale, self.b * scale))
-            return np.full(u.shape, lo) if hi <= lo else lo + u * (hi - lo)
+            return sampling.KIND_UNIFORM, lo, hi, 0.0
         if self.kind == "lognormal":
-            median = center * self.b
-            return median * np.exp(self.a * _norm_ppf(u)) if self.a > 0 else np.full(u.shape, median)
+            return sampling.KIND_LOGNORMAL, center * self.b, max(float(self.a), 0.0), 0.0
         raise ScenarioError("distribution", f"unknown kind {self.kind!r}; use triangular, uniform or lognormal")
 
-    def sample(self, rng: np.random.Generator, center: float, n: int, stratified: bool = True) -> np.ndarray:
-        """``n`` draws. Stratified (Latin hypercube, McKay, Beckman & Conover 1979, Technometrics 21(2)):
-        one draw in each of ``n`` equal-probability slices, in a random order of their own, so every
-        input covers its whole range evenly and percentiles of a total that adds the inputs' effects
-        settle with fewer samples than independent draws (benchmarks/bench_mc_precision.py)."""
-        u = (rng.permutation(n) + rng.random(n)) / n if stratified else rng.random(n)
-        return self.ppf(np.clip(u, 1e-12, 1.0 - 1e-12), center)
+    def ppf(self, u: np.ndarray, center: float) -> np.ndarray:
+        """The inverse of the distribution's CDF at probabilities ``u`` in (0, 1), in the input's units."""
+        return sampling.quantiles(*self.units(center), np.ascontiguousarray(u, dtype=np.float64))
+
+    def sample(self, seed: int, center: float, n: int, stratified: bool = True) -> np.ndarray:
+        """``n`` draws (:func:`costcore.engine.sampling.draw`, stream ``seed``). Stratified (Latin hypercube,
+        McKay, Beckman & Conover 1979, Technometrics 21(2)): one draw in each of ``n`` equal-probability slices,
+        in a random order of their own, so every input covers its whole range evenly and percentiles of a total
+        that adds the inputs' effects settle with fewer samples than independent draws
+        (benchmarks/bench_mc_precision.py)."""
+        kind, a, b, c = self.units(center)
+        return sampling.draw([kind], [[a, b, c]], [-np.inf], [np.inf], [0.0], [False], n, seed, stratified)[0]
 
 
-# Acklam's rational approximation of the standard normal quantile (relative error < 1.2e-9; P. J. Acklam,
-# "An algorithm for computing the inverse normal cumulative distribution function", 2003; the coefficients
-# as published there). numpy has no erfinv and scipy is not a dependency.
-_A = (-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02, 1.383577518672690e+02,
-      -3.066479806614716e+01, 2.506628277459239e+00)
-_B = (-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02, 6.680131188771972e+01,
-      -1.328068155288572e+01)
-_C = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00, -2.549732539343734e+00,
-      4.374664141464968e+00, 2.938163982698783e+00)
-_D = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00)
-_P_LOW = 0.02425
-
-
-def _norm_ppf(u: np.ndarray) -> np.ndarray:
-    """Standard normal quantile of probabilities ``u`` in (0, 1) (Acklam 2003; see above)."""
-    u = np.asarray(u, dtype=np.float64)
-    out = np.empty_like(u)
-    lo, hi = u < _P_LOW, u > 1.0 - _P_LOW
-    mid = ~(lo | hi)
-    q = u[mid] - 0.5
-    r = q * q
-    a, b = _A, _B
-    out[mid] = ((((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q
-                / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0))
-    for sel, sign, p in ((lo, 1.0, u[lo]), (hi, -1.0, 1.0 - u[hi])):
-        q = np.sqrt(-2.0 * np.log(p))
-        c, d = _C, _D
-        out[sel] = sign * ((((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5])
-                           / ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0))
-    return out
+def draw_inputs(dists: Mapping[str, "Dist"], centers: Sequence[float], n: int, seed: int) -> np.ndarray:
+    """A (len(dists), n) matrix of stratified draws, row j of input j around ``centers[j]``, moved into what a
+    batch accepts as :func:`costcore.api.clip_to_field` moves a value (its range, whole numbers for integers,
+    not between 0 and its smallest set value); one jitted pass, the rows in parallel."""
+    fields = [BY_PATH[p] for p in dists]
+    units = [d.units(float(c)) for d, c in zip(dists.values(), centers)]
+    return sampling.draw([u[0] for u in units], [u[1:] for u in units], [f.lo for f in fields],
+                         [f.hi for f in fields], [f.min_nonzero or 0.0 for f in fields],
+                         [f.kind == "int" for f in fields], n, seed)
 
 
 def default_distributions(scenario) -> dict[str, Dist]:
@@ -609,12 +590,9 @@ def monte_carlo(scenario, n: int = 100_000, seed: int = 0, dists: Mapping[str, D
         if not isinstance(dist, Dist):
             raise ScenarioError(f"dists.{p}", "must be a Dist (triangular, uniform or lognormal)")
         dist.check(p)
-    rng = np.random.default_rng(seed)
     paths = list(dists)
-    cur = current_values(paths, scn, res)
-    cols = {}
-    for p, c in zip(paths, cur):
-        cols[p] = api.clip_to_field(p, dists[p].sample(rng, c, n))
+    mat = draw_inputs(dists, current_values(paths, scn, res), n, seed)
+    cols = {p: mat[j] for j, p in enumerate(paths)}  # rows of one matrix: the batch reads it without a copy
     if cols:
         (out, fits), relaid = api.batch(scn, cols, vector=x, fits=True, replan=False, refit=True)
     else:

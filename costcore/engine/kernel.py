@@ -26,6 +26,7 @@ from numba import njit, prange
 
 from costcore.engine import config
 from costcore.engine import layout as lay
+from costcore.engine import sampling
 from costcore.engine.formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, METHOD_FULL, METHOD_LORA, METHOD_QLORA,
                        frozen_base_bytes, data_stall_gpu_hours,
                        MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE, RECOMPUTE_MODE_FULL,
@@ -1617,3 +1618,4 @@ def warm_up() -> None:
         evaluate_batch(x, idx, cols)
         evaluate_batch(x, idx, cols, full=True)
         evaluate_batch(x, idx, cols, fits=True)
+    sampling.warm_up()
