@@ -64,7 +64,8 @@ def _source(ss) -> results.ClusterModel:
     if name != ss.cluster_name:
         ss.cluster_name, ss.cluster_knobs, ss.cluster_upload = name, {}, None
         ss.cluster_rev = ss.get("cluster_rev", 0) + 1  # the controls are drawn afresh at the new portfolio's values
-    up = c2.file_uploader("Or upload a portfolio (YAML)", type=["yaml", "yml"], key="cluster_file")
+    up = c2.file_uploader("Or upload a portfolio (YAML)", type=["yaml", "yml"], key="cluster_file",
+                         max_upload_size=common.SMALL_UPLOAD_MB)
     if up is not None:
         text = up.getvalue()
         key = hashlib.sha256(text).hexdigest()

@@ -30,6 +30,7 @@ from costcore.scenario.schema import (BY_PATH, RESOURCE_LABELS, RESOURCES, STAGE
 from costcore.scenario.yamlio import MAX_YAML_BYTES, dump_yaml
 
 DEFAULT_PRESET = "pipeline-70b"
+SMALL_UPLOAD_MB = 1  # a scenario, portfolio or config.json: kilobytes; the server takes up to 200 MB for the bills
 RESOURCE_COLORS = {"compute": "#4C78A8", "storage": "#F58518", "network": "#72B7B2", "data": "#54A24B",
                    "labor": "#B279A2", "ops": "#9D755D", "hidden": "#E45756"}
 
@@ -526,7 +527,8 @@ def sidebar() -> None:
             except ScenarioError as err:
                 ss.messages.append(f"{err}. The previous scenario is kept.")
 
-        st.file_uploader("Upload scenario (YAML)", type=["yaml", "yml"], key=ukey, on_change=uploaded)
+        st.file_uploader("Upload scenario (YAML)", type=["yaml", "yml"], key=ukey, on_change=uploaded,
+                         max_upload_size=SMALL_UPLOAD_MB, help=f"Up to {SMALL_UPLOAD_MB} MB.")
 
 
 def _leave_legacy_router() -> None:

@@ -33,7 +33,8 @@ titles = common.preset_titles()  # presets in words, as the sidebar's picker sho
 choice = c2.selectbox("Compare with (B)", options, key="cmp_b", index=options.index(default_b),
                       format_func=lambda n: "Saved snapshot" if n == "saved snapshot" else titles.get(n, n),
                       help="By default B is the preset the current plan started from: the diff shows your changes.")
-up = c3.file_uploader("or upload B (YAML)", type=["yaml", "yml"], key="cmp_upload")
+up = c3.file_uploader("or upload B (YAML)", type=["yaml", "yml"], key="cmp_upload",
+                      max_upload_size=common.SMALL_UPLOAD_MB)
 b_scn = None
 if up is not None:
     try:

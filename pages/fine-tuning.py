@@ -42,7 +42,8 @@ with left:
                  help="A shipped open model sets its exact shape from its config.json (python -m costcore models "
                       "lists them). 'Any size' derives a Llama-style shape from the size slider in the sidebar.")
     with st.expander("Upload or paste a config.json"):
-        st.file_uploader("config.json", type=["json"], key=f"ft:cfgfile:{ss.rev}")
+        st.file_uploader("config.json", type=["json"], key=f"ft:cfgfile:{ss.rev}",
+                         max_upload_size=common.SMALL_UPLOAD_MB)
         st.text_area("or paste its text", key=f"ft:cfgtext:{ss.rev}", height=100)
         def use_config(file_key=f"ft:cfgfile:{ss.rev}", text_key=f"ft:cfgtext:{ss.rev}"):
             up = st.session_state.get(file_key)

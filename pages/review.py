@@ -9,7 +9,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from costcore import fmt
+from costcore import api, fmt
 from costcore.actuals import efficiency, importers, report, sample, store
 from costcore.actuals.columns import UNATTRIBUTED
 from costcore.errors import ScenarioError
@@ -26,7 +26,7 @@ res = common.frame(
     "operations and hidden losses) are compared, since labor and bought data never reach a cloud bill.")
 
 WORK = Path(tempfile.gettempdir()) / "costcore-review"
-MAX_UPLOAD_MB = int(st.get_option("server.maxUploadSize"))  # the server refuses more, whatever the widget says
+MAX_UPLOAD_MB = int(st.get_option("server.maxUploadSize"))  # the server refuses more, whatever a widget says
 
 
 @st.cache_resource(show_spinner="Generating the sample data...")
@@ -38,16 +38,16 @@ def _sample_files() -> tuple:
 
 
 @st.cache_data(show_spinner="Importing...", max_entries=8)
-def _load(key: str, files: tuple) -> report.Data:
+def _load(key: str, files: tuple) -> tuple[report.Data, list[str]]:
     """Import the files into a DuckDB store of this call's own, read the cube, and remove the store (cached per
     content key: a rerun, or a refused upload falling back to the last good files, imports nothing again). Two
     sessions or servers loading the same files at once shared one store file, and one's unlink pulled it from
-    under the other's import."""
+    under the other's import. Returns the data and the import's notes (importers.import_notes)."""
     db = WORK / f"{key}-{uuid.uuid4().hex}.duckdb"
     st_ = store.open_store(db)
     try:
-        importers.import_files(st_, [Path(f) for f in files])
-        return report.load(st_)
+        summary = importers.import_files(st_, [Path(f) for f in files])
+        return report.load(st_), importers.import_notes(summary)
     finally:
         st_.close()
         for leftover in (db, db.with_name(db.name + ".wal")):
@@ -84,30 +84,39 @@ def _view(key: str, plan_key: str, _plan, filters: tuple, since, until, budget, 
 ss = st.session_state
 c1, c2 = st.columns([3, 1])
 uploads = c1.file_uploader("Bills and job records (FOCUS CSV, sacct --parsable2 output, run CSV)",
-                           accept_multiple_files=True, key="review_upload",
+                           accept_multiple_files=True, key="review_upload", max_upload_size=MAX_UPLOAD_MB,
                            help=f"Up to {MAX_UPLOAD_MB} MB a file; bigger files go through the command line "
                                 "(python -m costcore actuals import FILE).")
 
 
 def _use_sample() -> None:
-    """The sample's bills, and its plan (a preset) as the session's scenario."""
+    """The sample's bills, and its plan (a preset) as the session's scenario; the plan it replaces is kept for
+    "Back to your plan" (a user's own changes were lost without a word)."""
     ss["review_source"] = "sample"
-    if ss.get("preset") != sample.PLAN_PRESET:
+    if ss.get("preset") != sample.PLAN_PRESET or ss.scenario != api.load_preset(sample.PLAN_PRESET):
+        ss["review_previous"] = (ss.get("preset"), ss.scenario)
         common.load_preset(sample.PLAN_PRESET)
+
+
+def _back_to_previous() -> None:
+    """The plan the sample replaced, with the sample's bills still loaded."""
+    preset, scn = ss.pop("review_previous")
+    if common.apply_scenario(scn):
+        ss.preset = preset
 
 
 c2.button("Load the sample data", icon=":material/science:", key="review_sample", on_click=_use_sample)
 c2.caption(f"Sample: four projects over {sample.DAYS} days, with known anomalies; its plan is the "
            f"`{sample.PLAN_PRESET}` preset.")
 
-data, key = None, None
+data, key, notes, budget = None, None, [], 0.0
 try:
     if uploads:
         key, files = _uploaded_files(uploads)
-        data = _load(key, files)
+        data, notes = _load(key, files)
     elif ss.get("review_source") == "sample":
         key, files = "sample-7", _sample_files()
-        data = _load(key, files)
+        data, notes = _load(key, files)
     if data is not None:
         ss["review_good"] = (key, files)  # the last import that went in whole
 except ScenarioError as err:  # an import is all or nothing: the data shown before stays (it was dropped)
@@ -115,7 +124,15 @@ except ScenarioError as err:  # an import is all or nothing: the data shown befo
     st.error(f"Not imported: {common.md_escape(err)}" + ("; the data shown before stays." if good else ""),
              icon=":material/error:")
     if good:
-        key, data = good[0], _load(*good)
+        key, (data, _) = good[0], _load(*good)
+for note in notes:
+    st.info(common.md_escape(note), icon=":material/info:")
+if ss.get("review_previous") and ss.get("preset") == sample.PLAN_PRESET:
+    n1, n2 = st.columns([3, 1])
+    n1.info(f"The sample's bills belong to the `{sample.PLAN_PRESET}` preset, so it is the plan now; yours is kept.",
+            icon=":material/info:")
+    n2.button("Back to your plan", key="review_back", icon=":material/undo:", on_click=_back_to_previous,
+              help="The plan you had before loading the sample; the sample's bills stay loaded.")
 
 runs_only = data is not None and data.cube.empty and len(data.runs) > 0
 if data is None or data.cube.empty:
@@ -148,15 +165,20 @@ else:
 b = v["burn"]
 m = st.columns(5)
 # short labels and values: in five columns at 1280 px "Plan (billed resources)" and "no bills yet" were cut
-m[1].metric("Billed plan", fmt.usd(float(v["plan_usd"])),
-            help=f"The plan's billed resources (compute, storage, network): {fmt.usd_exact(float(v['plan_usd']))}")
+to_date = data is not None and v["plan_usd"] < v["plan_total_usd"]  # the bills end before the plan does
+m[1].metric("Plan to date" if to_date else "Billed plan", fmt.usd(float(v["plan_usd"])),
+            help=(f"The plan's billed resources (compute, storage, network) up to {v['last_day']}, the last day "
+                  f"billed: {fmt.usd_exact(float(v['plan_usd']))} of the whole plan's "
+                  f"{fmt.usd_exact(float(v['plan_total_usd']))}" if to_date else
+                  f"The plan's billed resources (compute, storage, network): {fmt.usd_exact(float(v['plan_usd']))}"))
 if data is None:  # no bills: no actual, so no variance, anomaly or waste to show (not "-$33.6M")
     for col, label in zip((m[0], m[2], m[3], m[4]), ("Actual spend", "Variance", "Anomalous days", "Waste")):
         col.metric(label, "–", help="No bills yet: upload bills or job records, or load the sample data.")
     st.caption("No bills yet: upload bills or job records, or load the sample data, to see the actual spend.")
 else:
     m[0].metric("Actual spend", fmt.usd(float(v["actual_usd"])), help=fmt.usd_exact(float(v["actual_usd"])))
-    m[2].metric("Variance", fmt.usd(float(v["actual_usd"] - v["plan_usd"])))
+    m[2].metric("Variance", fmt.usd(float(v["variance_usd"])),
+                help="Actual spend minus the plan " + (f"to {v['last_day']}" if to_date else "(its whole run)"))
     m[3].metric("Anomalous days", f"{len(v['anomalies'])}")
     m[4].metric("Waste", fmt.usd(float(sum(w["usd"] for w in v["waste"]))))
 # The budget line is the review's own budget, else the scenario's total budget, else (none set) the plan's
@@ -165,12 +187,14 @@ own_budget = b["budget_set"]
 BUDGET_WORDS = "Budget" if own_budget else "Plan's billed total (no budget set)"
 for name, usd, cross in (("budget" if own_budget else "plan's billed total", b["budget_usd"], b["budget_crossing"]),
                          ("warning line", b["warning_usd"], b["warning_crossing"])):
-    if cross:  # "The plan's billed total of $2.73M (no budget is set) will be crossed about 2027-03-02 at ..."
-        st.caption(f"The {name} of {fmt.usd(float(usd))}"
+    if cross:  # "Billed spend will reach the plan's billed total of $2.73M (no budget is set) about 2027-03-02 at ..."
+        st.caption(f"Billed spend {'will reach' if cross['forecast'] else 'reached'} the {name} of {fmt.usd(float(usd))}"
                    + (" (no budget is set)" if not own_budget and name != "warning line" else "")
-                   + f" {'will be crossed about' if cross['forecast'] else 'was crossed on'} {cross['date']}"
-                   + (f" at the last {report.BURN_RATE_DAYS} days' rate of {fmt.usd(float(b['rate_usd_per_day']))} a day."
-                      if cross["forecast"] else "."))
+                   + f" {'about' if cross['forecast'] else 'on'} {cross['date']}"
+                   + (f" at the last {report.BURN_RATE_DAYS} days' rate of {fmt.usd(float(b['rate_usd_per_day']))} a day"
+                      if cross["forecast"] else "")
+                   + (f"; the plan's total against the same budget also counts labor and bought data, which no "
+                      f"bill carries" if own_budget and not budget else "") + ".")
 
 # Cumulative burn, plan vs actual, budget and warning lines
 days = b["days"]
@@ -208,13 +232,16 @@ chart = alt.Chart(wf).mark_bar().encode(
     x=alt.X("start:Q", title="Dollars ($)", axis=common.usd_axis()), x2=alt.X2("end:Q"),
     color=alt.Color("direction:N", title="Step", scale=colors, legend=alt.Legend(orient="right")),
     tooltip=[alt.Tooltip("label:N", title="step"), alt.Tooltip("usd:Q", title="$", format="$,.3s")])
-common.show_chart(chart, "Variance waterfall: from plan to actual", height=28 * len(wf) + 80)
+common.show_chart(chart, "Variance waterfall: from plan to actual"
+                  + (f" (the plan to {v['last_day']}, the last day billed)" if to_date else ""),
+                  height=28 * len(wf) + 80)
 pva = pd.DataFrame([{"stage": STAGE_WORDS.get(s, s), "plan": float(x["plan_usd"]),
                      "actual": float(x["actual_usd"]), "variance": float(x["variance_usd"]), "cause": x["cause"]}
                     for s, x in v["plan_vs_actual"].items()])
-st.markdown("**Plan vs actual by stage**")
+st.markdown("**Plan vs actual by stage**" + (f" (the plan to {v['last_day']})" if to_date else ""))
 common.money_table(pva, ["plan", "actual", "variance"],
-                   {"stage": "Stage", "plan": "Plan", "actual": "Actual", "variance": "Variance",
+                   {"stage": "Stage", "plan": "Plan to date" if to_date else "Plan", "actual": "Actual",
+                    "variance": "Variance",
                     "cause": "Largest cause"})
 
 # Daily spend with the anomalies marked

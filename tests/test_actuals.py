@@ -140,6 +140,54 @@ def test_a_missing_column_and_a_bad_file_among_good_ones(loaded, tmp_path):
     assert _state(st) == before
 
 
+def test_empty_non_utf8_header_only_and_repeated_files_are_named_in_words(loaded, tmp_path):
+    """An empty file and a Latin-1 one are refused in one sentence without a Python exception's name; a bill with a
+    header and no rows, and the same bill twice, go in and are named by import_notes (the page said "No bills yet"
+    with no word on why, and showed the second copy as if it counted)."""
+    st = loaded["store"]
+    before = _state(st)
+    (tmp_path / "empty.csv").write_text("", encoding="utf-8")
+    with pytest.raises(ScenarioError, match=r"empty\.csv: is empty; a bill or job record file starts with its header"):
+        importers.import_files(st, [tmp_path / "empty.csv"])
+    src = Path(loaded["dir"]) / "focus.csv"
+    lines = src.read_text(encoding="utf-8").splitlines()
+    (tmp_path / "latin1.csv").write_bytes("\n".join(lines[:3]).replace("atlas", "atl\xe9s").encode("latin-1"))
+    with pytest.raises(ScenarioError, match=r"latin1\.csv: is not UTF-8 text; export or save it as UTF-8") as err:
+        importers.import_files(st, [tmp_path / "latin1.csv"])
+    assert "Error" not in str(err.value)
+    assert _state(st) == before
+    (tmp_path / "header.csv").write_text(lines[0] + "\n", encoding="utf-8")
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "focus.csv").write_text("\n".join(lines[:40]) + "\n", encoding="utf-8")
+    fresh = store.open_store(tmp_path / "fresh.duckdb")
+    try:
+        summary = importers.import_files(fresh, [tmp_path / "header.csv", copy / "focus.csv", copy / "focus.csv"])
+    finally:
+        fresh.close()
+    notes = importers.import_notes(summary)
+    assert notes == ["header.csv has a header and no rows: nothing was imported from it.",
+                     "focus.csv: all 39 of its rows were already imported (the same file twice?); they are counted once."]
+
+
+def test_the_review_compares_the_bills_with_the_plan_to_their_last_day(loaded):
+    """The sample's bills end on day 125 of the 70B plan, whose pre-training alone runs for months: the review's
+    plan (metric, table, waterfall) is the plan to that day, the burn chart's plan line there, not the whole plan;
+    the stages not started by then are planned at $0. With the llama3-8b plan, done within the bills, the two agree."""
+    import costcore
+    data = loaded["data"]
+    v = report.view(data, costcore.estimate("pipeline-70b-lora-grpo"))
+    last_plan = v["burn"]["days"]["plan_usd"].iloc[-1]
+    assert float(v["plan_usd"]) == pytest.approx(last_plan, rel=1e-9)
+    assert 0 < v["plan_usd"] < v["plan_total_usd"] * Decimal("0.9")
+    assert v["variance_usd"] == v["actual_usd"] - v["plan_usd"]
+    pva = v["plan_vs_actual"]
+    assert pva["pretrain"]["plan_usd"] > 0 and all(pva[s]["plan_usd"] == 0 for s in ("sft", "dpo", "rl"))
+    assert v["steps"][0]["usd"] == v["plan_usd"]  # the waterfall starts from the plan to date
+    small = report.view(data, costcore.estimate(sample.PLAN_PRESET))
+    assert small["plan_usd"] == pytest.approx(small["plan_total_usd"], rel=1e-12)
+
+
 def test_anomaly_detection_finds_the_injected_days(loaded, tmp_path):
     found = report.anomalies(loaded["data"].cube)
     score = anomalies.recall_precision(found, loaded["truth"]["anomalies"])

@@ -111,3 +111,35 @@ def test_review_tables_name_every_stage_and_show_a_dash_for_no_value(warm_kernel
     assert per_version.value["eval_score"].isna().any() and per_version.proto.placeholder == "–"
     said = " ".join(c.value for c in at.caption)
     assert ") (" not in said
+
+
+def test_the_sample_keeps_your_plan_one_click_away_and_compares_with_the_plan_to_date(warm_kernels):
+    """Loading the sample swaps the plan for the sample's preset; the plan it replaced (the 70B pipeline with its
+    GPU count changed) is kept and "Back to your plan" brings it back exactly, the bills still loaded. Against that
+    plan, months longer than the bills, the page shows the plan to the last day billed and the variance to it."""
+    import costcore
+    from costcore.actuals import report, sample
+    at = AppTest.from_file(APP, default_timeout=NEVER_S)
+    at.run()
+    at.switch_page("pages/review.py")
+    at.run()
+    scn = dict(at.session_state["scenario"])
+    scn["hardware"] = dict(scn["hardware"], num_gpus=4096)
+    at.session_state["scenario"] = scn
+    at.run()
+    mine = at.session_state["scenario"]
+    at.button(key="review_sample").click()
+    at.run()
+    assert at.session_state["preset"] == sample.PLAN_PRESET
+    assert any("yours is kept" in i.value for i in at.info)
+    at.button(key="review_back").click()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["scenario"] == mine and at.session_state["preset"] != sample.PLAN_PRESET
+    assert _metric(at, "Actual spend") != "–"  # the sample's bills stay
+    assert not any("yours is kept" in i.value for i in at.info)
+    plan = costcore.estimate(mine)
+    assert _metric(at, "Plan to date").startswith("$")
+    whole = sum(plan.stage_usd(s)[r] for s in plan.stages for r in report.BILLED_RESOURCES)
+    assert _metric(at, "Plan to date") != fmt.usd(whole)
+    assert _metric(at, "Variance").startswith("-$")

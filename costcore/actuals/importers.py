@@ -67,8 +67,15 @@ def sniff(path: Path) -> str:
     try:
         with open(path, encoding="utf-8-sig", newline="") as fh:
             head = fh.readline()
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScenarioError("file", f"{_where(path)}: cannot be read as UTF-8 text ({type(err).__name__})") from None
+    except UnicodeDecodeError:
+        raise ScenarioError("file", f"{_where(path)}: is not UTF-8 text; export or save it as UTF-8 (CSV UTF-8) "
+                                    "and upload it again") from None
+    except OSError as err:
+        raise ScenarioError("file", f"{_where(path)}: cannot be read ({one_line(err.strerror or 'no reason given')})") \
+            from None
+    if not head.strip():
+        raise ScenarioError("file", f"{_where(path)}: is empty" + (" (its first line is blank)" if head else "")
+                            + "; a bill or job record file starts with its header line")
     cols = [c.strip() for c in (head.split("|") if "|" in head else next(csv.reader([head]), []))]
     if "BilledCost" in cols or "ChargePeriodStart" in cols:
         return "focus"
@@ -538,3 +545,22 @@ def import_files(store, paths) -> dict:
         for table, _ in staged.values():
             duck.execute(f"DROP TABLE IF EXISTS {table}")
     return out
+
+
+def import_notes(summary: dict) -> list[str]:
+    """Plain sentences on the files of an :func:`import_files` summary that added less than they held: a file
+    with a header and no rows, a file whose rows all repeat rows already imported (the same bill uploaded
+    twice: counted once), a file with some repeated rows."""
+    out = []
+    for f in summary["files"]:
+        name, added, dups = one_line(f["file"]), f["imported_rows"], f["duplicate_rows"]
+        if added == 0 and dups == 0:
+            out.append(f"{name} has a header and no rows: nothing was imported from it.")
+        elif added == 0:
+            out.append(f"{name}: all {dups:,} of its rows were already imported (the same file twice?); "
+                       "they are counted once.")
+        elif dups:
+            out.append(f"{name}: {dups:,} of its rows repeat rows already imported and are counted once; "
+                       f"{added:,} were added.")
+    return out
+

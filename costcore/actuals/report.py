@@ -94,8 +94,12 @@ def slices(cube: pd.DataFrame) -> dict:
     return out
 
 
-def plan_stages(plan, stages=None) -> dict:
-    """{stage: {"usd", "compute_usd", "gpu_hours"}} of the plan's billed resources (Decimal $)."""
+def plan_stages(plan, stages=None, shares: dict | None = None) -> dict:
+    """{stage: {"usd", "compute_usd", "gpu_hours"}} of the plan's billed resources (Decimal $).
+
+    ``shares`` ({stage: fraction}, :func:`stage_shares`): each stage's figures scaled to the part of its run
+    the plan puts before a day (the plan to date); None: the whole plan.
+    """
     if plan is None:
         return {}
     out = {}
@@ -103,14 +107,17 @@ def plan_stages(plan, stages=None) -> dict:
         if stages and s not in stages:
             continue
         u = plan.stage_usd(s)
-        out[s] = {"usd": _dec(sum(u[r] for r in BILLED_RESOURCES)), "compute_usd": _dec(u["compute"] + u["hidden"]),
-                  "gpu_hours": _dec(plan.stat(s, "gpu_hours"))}
+        f = _dec(shares.get(s, 0.0)) if shares is not None else Decimal(1)
+        out[s] = {"usd": _dec(sum(u[r] for r in BILLED_RESOURCES)) * f,
+                  "compute_usd": _dec(u["compute"] + u["hidden"]) * f,
+                  "gpu_hours": _dec(plan.stat(s, "gpu_hours")) * f}
     return out
 
 
-def plan_vs_actual(cube: pd.DataFrame, plan, stages=None) -> dict:
-    """{stage: {"plan_usd", "actual_usd", "variance_usd", "plan_gpu_hours", "actual_gpu_hours", "cause"}}."""
-    planned = plan_stages(plan, stages)
+def plan_vs_actual(cube: pd.DataFrame, plan, stages=None, shares: dict | None = None) -> dict:
+    """{stage: {"plan_usd", "actual_usd", "variance_usd", "plan_gpu_hours", "actual_gpu_hours", "cause"}}; the plan
+    to date with ``shares`` (:func:`plan_stages`)."""
+    planned = plan_stages(plan, stages, shares)
     actual = {str(k): g for k, g in cube.groupby("stage")}
     out = {}
     for s in list(planned) + sorted(k for k in actual if k not in planned):
@@ -192,6 +199,32 @@ def anomalies(cube: pd.DataFrame, filters: dict | None = None, since=None, until
     return found.reset_index(drop=True)
 
 
+def _run_shares(plan, days: list, stages=None) -> dict:
+    """{stage: (len(days),) array}: the share of each stage's first iteration the plan's timeline
+    (costcore.analysis.budget.timeline) has run by the end of each day of ``days``, the plan's first day placed
+    on ``days[0]``; the run's dollars accrue evenly over it."""
+    import numpy as np
+    from costcore.analysis.budget import timeline
+    sched = timeline(plan).schedule
+    t0 = pd.Timestamp(sched["start"].min())
+    at_s = (np.arange(1, len(days) + 1) * 86400.0)
+    out = {}
+    for r in sched.itertuples():
+        if (stages and r.stage not in stages) or r.iteration != 1:
+            continue
+        a, b = (r.run_start - t0).total_seconds(), (r.end - t0).total_seconds()
+        out[r.stage] = np.ones(len(days)) if b <= a else np.clip((at_s - a) / (b - a), 0.0, 1.0)
+    return out
+
+
+def stage_shares(plan, days: list, stages=None) -> dict:
+    """{stage: fraction}: the share of each stage's billed dollars the plan spends by the end of the last day of
+    ``days`` (its first day placed on ``days[0]``); :func:`plan_stages` scales the plan to date by it."""
+    if plan is None or not days:
+        return {}
+    return {s: float(sh[-1]) for s, sh in _run_shares(plan, days, stages).items()}
+
+
 def plan_curve(plan, days: list, stages=None) -> list[Decimal]:
     """Cumulative planned billed dollars at the end of each day of ``days``.
 
@@ -200,19 +233,12 @@ def plan_curve(plan, days: list, stages=None) -> list[Decimal]:
     """
     if plan is None or not days:
         return [ZERO] * len(days)
-    import numpy as np
-    from costcore.analysis.budget import timeline
-    sched = timeline(plan).schedule
     planned = plan_stages(plan, stages)
-    t0 = pd.Timestamp(sched["start"].min())
-    at_s = (np.arange(1, len(days) + 1) * 86400.0)
     total = [ZERO] * len(days)
-    for r in sched.itertuples():
-        if r.stage not in planned or r.iteration != 1:
+    for stage, share in _run_shares(plan, days, stages).items():
+        if stage not in planned:
             continue
-        a, b = (r.run_start - t0).total_seconds(), (r.end - t0).total_seconds()
-        share = np.ones(len(days)) if b <= a else np.clip((at_s - a) / (b - a), 0.0, 1.0)
-        usd = planned[r.stage]["usd"]
+        usd = planned[stage]["usd"]
         total = [t + (usd if sh >= 1.0 else usd * _dec(sh) if sh > 0 else ZERO) for t, sh in zip(total, share)]
     return total
 
@@ -226,6 +252,14 @@ def _plan_days(plan) -> list:
     first = pd.Timestamp(sched["start"].min()).date()
     n = int(math.ceil((pd.Timestamp(sched["end"].max()) - pd.Timestamp(sched["start"].min())).total_seconds() / 86400))
     return [first + dt.timedelta(days=i) for i in range(max(n, 1) + 1)]
+
+
+def bill_days(cube: pd.DataFrame) -> list:
+    """Every day from the first to the last day billed in ``cube`` ([] without bills)."""
+    if cube.empty:
+        return []
+    first, last = min(cube["day"]), max(cube["day"])
+    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
 
 
 def _crossing(days, cum, line: Decimal, rate: Decimal) -> dict | None:
@@ -251,10 +285,7 @@ def burn(cube: pd.DataFrame, plan=None, budget_usd=None, warn_at: float | None =
     """
     from costcore.scenario.schema import effective_value
     per_day = cube.groupby("day")["usd"].sum() if not cube.empty else pd.Series(dtype=object)
-    days = _plan_days(plan) if not len(per_day) else []
-    if len(per_day):
-        first, last = min(per_day.index), max(per_day.index)
-        days = [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+    days = bill_days(cube) or _plan_days(plan)
     cum, run = [], ZERO
     for d in days:
         run += per_day.get(d, ZERO)
@@ -356,15 +387,25 @@ def waterfall_frame(steps: list[dict]) -> pd.DataFrame:
 
 def view(data: Data, plan=None, filters: dict | None = None, since=None, until=None, budget_usd=None) -> dict:
     """Everything the Review page draws, for one selection: totals, slices, plan vs actual, the
-    waterfall, burn, daily spend, anomalies, waste, cost per run and per model version."""
+    waterfall, burn, daily spend, anomalies, waste, cost per run and per model version.
+
+    Plan vs actual, the waterfall and ``plan_usd`` compare the bills with the plan to the last day billed
+    (``last_day``; :func:`stage_shares`): a month into a four-month plan the actual is not "under plan" by the
+    three months still to come. ``plan_total_usd`` is the whole plan's billed dollars; without bills the two
+    are equal."""
     cube = select(data.cube, filters, since, until)
     stages = (filters or {}).get("stage")
-    pva = plan_vs_actual(cube, plan, stages)
-    steps = variance_steps(cube, plan_stages(plan, stages))
+    days = bill_days(cube)
+    shares = stage_shares(plan, days, stages) if days else None  # the plan to the last day billed
+    pva = plan_vs_actual(cube, plan, stages, shares)
+    steps = variance_steps(cube, plan_stages(plan, stages, shares))
     runs_cost = per_run(cube, data.runs)
     found = anomalies(data.cube, filters, since, until)
     found_days = daily(cube, keys=("project",))
-    return {"actual_usd": dsum(cube["usd"]), "plan_usd": dsum(v["plan_usd"] for v in pva.values()),
+    actual, planned = dsum(cube["usd"]), dsum(v["plan_usd"] for v in pva.values())
+    return {"actual_usd": actual, "plan_usd": planned, "variance_usd": actual - planned,
+            "plan_total_usd": dsum(p["usd"] for p in plan_stages(plan, stages).values()),
+            "last_day": days[-1] if days else None,
             "lines": int(cube["lines"].sum()) if not cube.empty else 0, "slices": slices(cube),
             "plan_vs_actual": pva, "waterfall": waterfall_frame(steps), "steps": steps,
             "burn": burn(cube, plan, budget_usd, stages=stages), "daily": found_days, "anomalies": found,
