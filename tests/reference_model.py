@@ -299,6 +299,15 @@ def dualpipe(job: dict, plan: dict) -> bool:
     return bool(plan.get("dualpipe", False)) and plan["pp"] > 1
 
 
+def frozen_base_bytes(job: dict) -> float:
+    """Bytes per parameter of a LoRA or QLoRA job's frozen base: NF4 for QLoRA, 1 for an 8-bit (or FP8) base, else 2."""
+    if job["method"] == "qlora":
+        return NF4_BYTES_PER_PARAM
+    if job["int8_base"]:
+        return 1.0
+    return 1.0 if job["fp8"] else 2.0
+
+
 def plan_memory(model: dict, hw: dict, job: dict, plan: dict) -> dict:
     """Bytes per GPU by kind (weights, grads, optimizer, activations, buffers, total) of one plan.
 
@@ -335,12 +344,7 @@ def plan_memory(model: dict, hw: dict, job: dict, plan: dict) -> dict:
             bf16_grads = 0.0
         grads = bf16_grads + fp32_grads
     else:
-        if job["method"] == "qlora":
-            base_bytes = NF4_BYTES_PER_PARAM
-        elif job["int8_base"]:
-            base_bytes = 1.0
-        else:
-            base_bytes = 1.0 if job["fp8"] else 2.0
+        base_bytes = frozen_base_bytes(job)
         weights = base_bytes * held_params
         if zero >= 3:
             weights = base_bytes * zero_part
@@ -523,9 +527,12 @@ def plan_step(model: dict, hw: dict, job: dict, plan: dict) -> dict:
     last_backward = layers * (fwd["linear"] * linear_backward + 2.0 * fwd["attention"] + 2.0 * fwd["memory"])
     dp_exposed = exposed_s(grad_reduce, hw["dp_overlap"] * last_backward, hw["contention"])
     zero_exposed = 0.0
-    if plan["zero"] >= 3 and job["method"] == "full":
-        gathers = 2.0 * (ring_collective_s(2.0 * dense, replicas, dp_link, hw["collective"])
-                         + ring_collective_s(2.0 * experts, expert_replicas, dp_link, hw["collective"]))
+    if plan["zero"] >= 3:  # ZeRO-3 shards a LoRA job's frozen base too, and gathers it as it does full weights
+        w_bytes = 2.0 if job["method"] == "full" else frozen_base_bytes(job)
+        base = model["n_dense"] / (tp * pp)
+        routed = model["n_routed"] / (tp * pp * ep)
+        gathers = 2.0 * (ring_collective_s(w_bytes * base, replicas, dp_link, hw["collective"])
+                         + ring_collective_s(w_bytes * routed, expert_replicas, dp_link, hw["collective"]))
         zero_exposed = m * exposed_s(gathers, compute, hw["contention"])
     shard_params = held
     if plan["zero"] >= 1:

@@ -65,6 +65,11 @@ TINY = {  # small jobs whose whole search space the reference enumerates in well
     "MoE 8 experts top-2 on 16 H100 (EP)": _sft(8.0, 16, model={"active_params_b": 2.5, "experts": 8,
                                                                 "experts_active": 2, "heads": 16}),
     "13B full on 6 A100-80GB (not a power of two), ZeRO pinned 3": _sft(13.0, 6, "a100-80gb", zero_stage=3),
+    # ZeRO-3 shards a frozen base too, and gathers it twice a micro-batch over the network (timed since stop 51)
+    "7B LoRA on 16 A100-40GB (2 nodes), ZeRO pinned 3": _sft(7.0, 16, "a100-40gb", method="lora", zero_stage=3),
+    "MoE QLoRA on 16 H100, ZeRO pinned 3": _sft(8.0, 16, method="qlora", zero_stage=3,
+                                                model={"active_params_b": 2.5, "experts": 8, "experts_active": 2,
+                                                       "heads": 16}),
     "GELU, tiny global batch": _sft(1.5, 8, model={"gated": False}, global_batch=12),
     "DPO live reference (2 sequences per sample, a frozen copy)": {
         "model": {"params_b": 2.0}, "hardware": {"gpu": "h100-80gb", "num_gpus": 8},

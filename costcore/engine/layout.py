@@ -613,21 +613,28 @@ def _replica_seconds(model, hw, job, plan, local, bwd_last, t_compute, m):
 
     The gradients of the ``local`` trained parameters reduce over the dp x cp replicas behind the last
     micro-batch's backward, up to the ``dp_overlap`` share of it; ZeRO-3 gathers the weights twice per
-    micro-batch behind its compute. An expert shard is held by dp x cp / ep of the replicas only, so its
-    part reduces and gathers over those (:func:`sharded_params`).
+    micro-batch behind its compute (Rajbhandari et al. 2020, arXiv:1910.02054 Sec. 7.2.2: forward and
+    backward), in BF16 for a full fine-tune and at the base's own bytes per parameter for LoRA and QLoRA,
+    whose frozen base ZeRO-3 shards all the same (:func:`_memory`; FSDP with QLoRA, Answer.AI 2024). An expert
+    shard is held by dp x cp / ep of the replicas only, so its part reduces and gathers over those
+    (:func:`sharded_params`).
     """
     tp, pp, ep = plan[P_TP], plan[P_PP], plan[P_EP]
     replicas = plan[P_DP] * plan[P_CP]
     bw = _link(replicas, tp * pp, hw)
-    e_local = model[M_NEXP] / (tp * pp * ep) if job[J_METHOD] == METHOD_FULL else 0.0
+    full = job[J_METHOD] == METHOD_FULL
+    e_held = model[M_NEXP] / (tp * pp * ep)  # the expert weights a GPU holds
+    e_local = e_held if full else 0.0  # of them, trained
     e_replicas = _expert_replicas(plan)
     t_dp = 2.0 * (ring_seconds(hw[W_GRAD_BYTES] * (local - e_local), replicas, bw, hw[W_COLL])
                   + ring_seconds(hw[W_GRAD_BYTES] * e_local, e_replicas, bw, hw[W_COLL]))
     dp_exposed = overlapped_seconds(t_dp, hw[W_OVERLAP] * bwd_last, hw[W_CONTENTION])
     zero_exposed = 0.0
-    if plan[P_ZERO] >= 2.5 and job[J_METHOD] == METHOD_FULL:
-        gather = 2.0 * (ring_seconds(2.0 * (local - e_local), replicas, bw, hw[W_COLL])
-                        + ring_seconds(2.0 * e_local, e_replicas, bw, hw[W_COLL]))
+    if plan[P_ZERO] >= 2.5:
+        w_bytes = 2.0 if full else job[J_BASE_BYTES]
+        dense = (local if full else held_params(model, plan)) - e_held
+        gather = 2.0 * (ring_seconds(w_bytes * dense, replicas, bw, hw[W_COLL])
+                        + ring_seconds(w_bytes * e_held, e_replicas, bw, hw[W_COLL]))
         zero_exposed = m * overlapped_seconds(gather, t_compute, hw[W_CONTENTION])
     return dp_exposed, zero_exposed
 
