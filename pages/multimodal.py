@@ -148,7 +148,7 @@ def phase_costs() -> None:
          "wall_days": "Wall-clock", "compute_usd": "GPU cost", "total_usd": "Total", "memory_gb": "Memory per GPU",
          "fits": "Fits"},
         {"gpu_hours": "billed: productive and hidden time", "encoder_gpu_hours": "the encoder's and the connector's "
-         "share of the productive GPU-hours"})
+         "share of the productive GPU-hours", "compute_usd": "the billed GPU-hours times the price per GPU-hour"})
     common.stacked_bar(res, mm.phases(res), height=260)
     if "eval" in res.stages and res.stat("eval", "media_items") > 0:
         st.caption(f"Evaluation: {fmt.num(res.stat('eval', 'media_items'))} {mm.MEDIA_WORDS[modality]} over "

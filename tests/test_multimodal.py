@@ -432,3 +432,18 @@ def test_phases_switched_on_by_the_page_get_a_node_or_the_nodes_they_need():
     at.run()
     info = " ".join(i.value for i in at.info)
     assert "8 GPUs for multimodal alignment and 24 GPUs for multimodal instruction tuning" in info, info
+
+
+def test_the_phase_table_gpu_cost_is_the_billed_gpu_hours_times_the_price():
+    """The Multimodal page's "GPU cost" is what its "How this was computed" says (82.4 GPU-h x $1.79 = $148 for
+    LLaVA-1.5-7B's instruction tuning), not the productive GPU time's line alone ($112), which left the hidden
+    losses out of a column next to billed GPU-hours."""
+    from costcore.analysis import multimodal as mm
+    from costcore.scenario.schema import IX
+    res = costcore.estimate("llava-1.5-7b")
+    price = float(res.vector[IX["hardware.usd_per_gpu_hour"]])
+    table = mm.phase_table(res).set_index("phase")
+    assert len(table) == 2
+    for phase, row in table.iterrows():
+        assert row.compute_usd == pytest.approx(row.gpu_hours * price, rel=1e-12), phase
+    assert table.compute_usd.max() > 140

@@ -46,7 +46,10 @@ def phase_table(res: api.Result) -> pd.DataFrame:
                      "media_items": res.stat(s, "media_items"), "tokens_per_item": res.stat(s, "media_tokens_per_item"),
                      "media_share": res.stat(s, "media_token_share"), "llm_tokens": res.stat(s, "tokens"),
                      "gpu_hours": res.stat(s, "gpu_hours"), "encoder_gpu_hours": res.stat(s, "encoder_gpu_hours"),
-                     "wall_days": res.stat(s, "wall_days"), "compute_usd": res.item_usd(s, "compute.gpu"),
+                     "wall_days": res.stat(s, "wall_days"),
+                     # the billed GPU-hours' dollars (gpu_hours x price): the productive GPU time and the hidden
+                     # losses (failures, stalls, idle GPUs); compute.gpu alone was the productive part
+                     "compute_usd": res.item_usd(s, "compute.gpu") + res.stage_usd(s)["hidden"],
                      "total_usd": res.stat(s, "usd_total"), "memory_gb": res.stat(s, "memory_per_gpu_gb"),
                      "fits": "yes" if res.stat(s, "fits") > 0.5 else "no"})
     return pd.DataFrame(rows)
