@@ -27,8 +27,9 @@ stage = st.selectbox("Stage", train, format_func=lambda s: STAGE_LABELS[s], key=
 p = f"stages.{stage}."
 c1, c2, c3 = st.columns(3)
 with c1:
-    common.knob(p + "ckpt_interval_h", "Checkpoint interval, h (0 = Young/Daly)", 0.0, 24.0, 0.05)
+    common.knob(p + "ckpt_interval_h", "Hours between checkpoints (0 = Young/Daly)", 0.0, 24.0, 0.05)
     common.knob(p + "ckpt_type", "Checkpoint contents")
+    common.knob("reliability.ckpt_write_gbps_per_gpu", "Checkpoint write speed per GPU (GB/s)", 0.01, 10.0, 0.01)
 with c2:
     common.knob(p + "keep_last", "Keep last K (0 = all)", 0, 50, 1)
     common.knob(p + "milestone_every", "Keep every M-th forever (0 = none)", 0, 100, 1)

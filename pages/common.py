@@ -581,10 +581,17 @@ def frame(title: str, intro: str) -> api.Result:
         cols[3].metric("Elastic cost", fmt.usd(res.elastic_usd), help="scales with GPU time, tokens and samples: "
                        + fmt.usd_exact(res.elastic_usd))
         cols[4].metric("Peak GPUs", f"{res.peak_gpus:,}")
+    training = [s for s in res.stages if s in api.TRAINING_STAGES]
+    by_hand = [STAGE_LABELS[s] for s in training if not res.uses_layout(s)]
     if res.feasible and res.total_usd_p90 > res.total_usd_p10:
         st.caption(f"P10–P90: {fmt.usd(res.total_usd_p10)} – {fmt.usd(res.total_usd_p90)}, the step model's "
-                   "out-of-sample error on public runs (the Validation page has the record, the Sensitivity page "
-                   "the Monte Carlo).")
+                   "out-of-sample error on public runs (the Validation page has the record)"
+                   + (f"; none on {fmt.words_list(by_hand)}, whose MFU or throughput you set" if by_hand else "")
+                   + ". The Sensitivity page's Monte Carlo also varies prices, failures, tokens and the other "
+                     "uncertain inputs, so its range is wider.")
+    elif res.feasible and training and len(by_hand) == len(training):
+        st.caption(f"No error band: the MFU or throughput of {fmt.words_list(by_hand)} is set by hand, so the "
+                   "step model's record does not apply; the Sensitivity page's Monte Carlo varies it.")
     for w in res.warnings:
         st.warning(md_escape(w), icon="⚠️")
     budget_header(res)

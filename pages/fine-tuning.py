@@ -90,9 +90,10 @@ common.knob_columns(
     [("stages.sft.optimizer", "Optimizer"), ("stages.sft.offload", "CPU offload (ZeRO-Offload)"),
      ("efficiency.logit_bytes", "Bytes per logit held for the loss (4 fused, about 11 Hugging Face)", 2, 32, 1,
       "number")],
-    # QLoRA's base is 4-bit whatever base_bits says: the choice is offered to LoRA only
+    # QLoRA's base is 4-bit whatever base_bits says, and a full fine-tune trains 16-bit weights (the scenario refuses
+    # a lower base there): the choice is offered when the plan's own fine-tuning is LoRA
     ([("stages.sft.base_bits", "Frozen base weights (LoRA)", None, None, None, "slider", None, None, [16, 8, 4])]
-     if schema.effective_value(common.scenario(), "stages.sft.method") != "qlora" else [])
+     if schema.effective_value(common.scenario(), "stages.sft.method") == "lora" else [])
     + [("stages.sft.lora_rank", "LoRA rank", 1, 256, 1, "pow2")],
     [("stages.sft.global_batch", "Global batch (sequences per step)", None, None, 1, "number"),
      ("stages.sft.grad_accum", "Gradient accumulation (0 = from the global batch)", 0, 256, 1),
@@ -106,6 +107,9 @@ names = list(finetune.methods())
 words = {k: v["label"] for k, v in finetune.methods().items()}
 chosen = st.multiselect("Methods", names, default=list(finetune.DEFAULT_METHODS), format_func=words.get,
                         key="ft:methods") or list(finetune.DEFAULT_METHODS)
+if schema.effective_value(common.scenario(), "stages.sft.method") != "lora":
+    st.caption("The LoRA rows train on a 16-bit base; add the method 'LoRA on an 8-bit base' to compare one, or set "
+               "the plan's fine-tuning method to LoRA (Post-training page) to choose its base's bits above.")
 show_people = st.toggle("Show data and people costs", value=False, key="ft:people",
                         help="Off: only what the GPUs cost (productive and hidden time) is compared.")
 rows = pd.DataFrame(finetune.compare_methods(common.scenario(), chosen))

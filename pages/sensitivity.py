@@ -63,6 +63,10 @@ def _heatmap(scn_json: str, kx: str, xs: np.ndarray, ky: str, ys: np.ndarray, _s
 
 
 SCN_JSON = json.dumps(scn.data, sort_keys=True)
+# the budget the user set (Budget page), else none: the budget boxes below start from it, not from the plan's total
+SET_BUDGET = float(schema.effective_value(scn.data, "budget.total_usd") or 0.0)
+BUDGET_HELP = ("Starts at your total budget (Budget page)." if SET_BUDGET > 0 else
+               "No total budget is set (Budget page); this starts at {}.")
 inputs = sens.numeric_inputs(scn)
 
 
@@ -196,8 +200,9 @@ def heatmap_section():
                       format_func=label)
     ydef = "stages.pretrain.tokens_b" if "stages.pretrain.tokens_b" in inputs else inputs[min(1, len(inputs) - 1)]
     ky = c2.selectbox("y", inputs, index=inputs.index(ydef), key="hm_y", format_func=label)
-    budget = c3.number_input("Budget line ($)", min_value=1.0, value=float(round(res.total_usd, -3) or 1000.0),
-                             step=1e5, key="hm_budget", format="%.0f")
+    budget = c3.number_input("Budget line ($)", min_value=1.0,
+                             value=SET_BUDGET or float(round(res.total_usd, -3) or 1000.0), step=1e5, key="hm_budget",
+                             format="%.0f", help=BUDGET_HELP.format("the plan's total"))
     if kx == ky:
         st.warning("Choose two different inputs.")
     else:
@@ -288,8 +293,9 @@ def monte_carlo_section():
                                   "digit shown. "
                                   "costcore.api.monte_carlo takes any count."))
     seed = int(c2.number_input("Seed", 0, 10_000, 0, key="mc_seed"))
-    mc_budget = c3.number_input("Budget ($)", min_value=1.0, value=float(round(res.total_usd * 1.1, -3) or 1000.0),
-                                step=1e5, key="mc_budget", format="%.0f")
+    mc_budget = c3.number_input("Budget ($)", min_value=1.0,
+                                value=SET_BUDGET or float(round(res.total_usd * 1.1, -3) or 1000.0), step=1e5,
+                                key="mc_budget", format="%.0f", help=BUDGET_HELP.format("the plan's total plus 10%"))
     dists = sens.default_distributions(scn)
     mc = _monte_carlo(SCN_JSON, n, seed, float(mc_budget))
     m = st.columns(4)
@@ -345,8 +351,9 @@ def solver_section():
         st.info("The solver sizes pre-training: switch pre-training on to use it.")
     else:
         c1, c2 = st.columns(2)
-        b = c1.number_input("Budget for the whole plan ($)", min_value=1000.0, value=float(round(res.total_usd, -3)),
-                            step=1e6, key="solve_budget", format="%.0f")
+        b = c1.number_input("Budget for the whole plan ($)", min_value=1000.0,
+                            value=max(SET_BUDGET, 1000.0) if SET_BUDGET else float(round(res.total_usd, -3)),
+                            step=1e6, key="solve_budget", format="%.0f", help=BUDGET_HELP.format("the plan's total"))
         mode = c2.radio("Solve for", ["compute_optimal", "tokens"], horizontal=True, key="solve_mode",
                         format_func=lambda m: "model size and tokens (20 tokens/param)" if m == "compute_optimal"
                         else "tokens for this model")

@@ -646,11 +646,19 @@ def test_overview_line_items_leave_out_the_zero_rows_and_say_so():
 def test_the_lora_base_choice_says_fp8_in_an_fp8_job():
     """DeepSeek-V3's preset runs in FP8, where an unquantized frozen base is held in FP8 (1 byte, the kernel's
     base_bytes_per_param): the workbench's choice says so instead of "16-bit (BF16)", which its memory contradicted."""
-    from costcore.scenario import schema
-    at = _app("pages/fine-tuning.py", p="moe-deepseek-v3")
-    lora = costcore.estimate(schema.set_path(at.session_state["scenario"], "stages.sft.method", "lora"))
+    at = _app("pages/fine-tuning.py", p="moe-deepseek-v3", **{"stages.sft.method": "lora"})
+    lora = costcore.estimate(at.session_state["scenario"])
     assert lora.stat("sft", "base_bytes_per_param") == 1.0
     options = next(w.options for w in at.selectbox if w.label == "Frozen base weights (LoRA)")
     assert "Unquantized (FP8, as the job runs)" in options and "16-bit (BF16)" not in options
-    at = _app("pages/fine-tuning.py", p="llama3-8b")
+    at = _app("pages/fine-tuning.py", p="llama3-8b", **{"stages.sft.method": "lora"})
     assert "16-bit (BF16)" in next(w.options for w in at.selectbox if w.label == "Frozen base weights (LoRA)")
+
+
+def test_the_lora_base_choice_is_not_offered_where_the_scenario_would_refuse_it():
+    """A plan whose own fine-tuning is full refuses an 8- or 4-bit base ("full fine-tuning trains 16-bit weights"):
+    the workbench offered the choice there and refused every pick. It now says how to compare a lower base."""
+    at = _app("pages/fine-tuning.py", p="llama3-8b")
+    assert at.session_state["scenario"]["stages"]["sft"].get("method", "full") == "full"
+    assert not [w for w in at.selectbox if w.label == "Frozen base weights (LoRA)"]
+    assert any("LoRA on an 8-bit base" in c.value for c in at.caption)

@@ -46,15 +46,16 @@ def planning_warnings(res) -> list[str]:
                     full = effective_value(res.scenario, f"stages.{s}.ckpt_type") == "full"
                     out.append(f"{name}: writing its one checkpoint, the final save, takes {fmt.duration_s(write_s)} "
                                f"against {fmt.duration_s(spacing_s)} of training; raise the Checkpoint write speed "
-                               "per GPU" + (", or save weights only (Checkpoint type)." if full else "."))
+                               "per GPU (Checkpoints page)"
+                               + (", or save weights only (Checkpoint contents)." if full else "."))
             elif write_s >= spacing_s:
                 out.append(f"{name}: writing one checkpoint takes {fmt.duration_s(write_s)}, no less than the "
                            f"{fmt.duration_s(spacing_s)} between checkpoints; raise Hours between checkpoints "
-                           "or the Checkpoint write speed per GPU.")
+                           "or the Checkpoint write speed per GPU (Checkpoints page).")
             elif share > CKPT_STALL_WARN:
                 out.append(f"{name}: checkpoint writes stall the run {fmt.num(share * 100)}% of its time "
                            f"({fmt.duration_s(write_s)} every {fmt.duration_s(spacing_s)}); raise Hours between "
-                           "checkpoints or the Checkpoint write speed per GPU.")
+                           "checkpoints or the Checkpoint write speed per GPU (Checkpoints page).")
         if _thin_batch(res, s):
             out.append(f"{name}: a global batch of {res.stat(s, 'global_batch'):,.0f} {global_batch_unit(s)} spread over "
                        f"{res.stat(s, 'num_gpus'):,.0f} GPUs keeps its MFU at {fmt.num(res.stat(s, 'mfu') * 100)}%; "

@@ -32,12 +32,17 @@ _SPACES = re.compile(r"\s+")
 
 
 def _shown(v) -> str:
-    """A value as a message shows it: its repr on one printable line, at most 40 characters.
+    """A value as a message shows it: a plain int or float as a person writes it (1,000,000,000; -5; 0.25), else its
+    repr on one printable line, at most 40 characters.
 
     A numpy array's repr spans lines and a foreign object's repr may hold anything (or raise),
     so line ends become spaces and other unprintable characters (controls, escapes, direction
     overrides) are dropped.
     """
+    if type(v) is int and abs(v) < 10**15:  # as a person writes it: 1,000,000,000, not 1000000000.0
+        return f"{v:,}"
+    if type(v) is float and math.isfinite(v) and abs(v) < 1e15:
+        return f"{int(v):,}" if v == int(v) else f"{v:,.6g}"
     try:
         s = repr(v)
     except ValueError:  # ints too long to print

@@ -765,8 +765,11 @@ def _stage_rules(sname: str, clean: dict) -> None:
     zero = clean.get("zero_stage", -1)
     need = {"optimizer": 2, "optimizer_and_params": 3}.get(offload, 0)
     if zero >= 0 and zero < need:
-        raise ScenarioError(f"stages.{sname}.offload", f"offloading the {offload.replace('_', ' ')} to the CPU "
-                            f"needs ZeRO stage {need} or more (zero_stage is {zero})", value=offload,
+        what = {"optimizer": "optimizer states", "optimizer_and_params": "optimizer states and weights"}[offload]
+        stage_words = "ZeRO stage 2 or 3" if need == 2 else "ZeRO stage 3"
+        raise ScenarioError(f"stages.{sname}.offload", f"offloading the {what} to the CPU needs {stage_words} "
+                            f"(DeepSpeed ZeRO-Offload), and this stage pins ZeRO stage {zero}; set its ZeRO stage "
+                            f"to searched or to {need} (Job layout page)", value=offload,
                             allowed=f"none with ZeRO stage {zero}")
 
 
@@ -1394,12 +1397,12 @@ def _phase_rules(scn: dict, phases: list, ev) -> None:
             raise ScenarioError(f"stages.{s}.train", "a phase that trains nothing has nothing to plan; train the "
                                 "connector, the llm or the encoder", allowed="a list from " + ", ".join(TRAIN_PARTS))
         if ev(f"stages.{s}.train_encoder") and ev("multimodal.precomputed_features"):
-            raise ScenarioError("multimodal.precomputed_features", f"stages.{s} trains the encoder, so its features "
-                                "change every step and cannot be computed once; turn one of them off")
+            raise ScenarioError("multimodal.precomputed_features", f"{STAGE_LABELS[s]} trains the encoder, so its "
+                                "features change every step and cannot be computed once; turn one of them off")
         t_pass, tok = media_tokens(scn, s)
         if t_pass <= 0 or tok <= 0:
             raise ScenarioError("multimodal.encoder_tokens", "the encoder gives 0 tokens per item with these "
-                                "settings; set multimodal.encoder_tokens or multimodal.audio_tokens_per_second")
+                                "settings; set its tokens per item, or the audio tokens per second")
         items, text, seq = float(ev(f"stages.{s}.items_per_sample")), float(ev(f"stages.{s}.text_tokens_per_sample")), \
             float(ev(f"stages.{s}.seq_len"))
         need = text + items * tok
