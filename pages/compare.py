@@ -52,17 +52,36 @@ m[2].metric("B - A", fmt.usd(b.total_usd - res.total_usd),
             delta="no change" if same else ("from nothing" if res.total_usd <= 0
                                                          else fmt.share(res.share_of_total(b.total_usd) - 1, signed=True)),
             delta_color="off" if same else "inverse", delta_arrow="off" if same else "auto")
+def _value_words(path: str, v) -> str:
+    """A scenario value as the widgets show it: a choice in words, yes or no, a number at 3 significant digits
+    ("0 (auto)" where 0 asks the model: an MFU of 0 read as zero utilization)."""
+    f = schema.BY_PATH.get(path)
+    if f is None:  # a stage switched on or off
+        return str(v)
+    if f.kind == "enum":
+        return common.choice_words(path, v)
+    if f.kind == "bool":
+        return "yes" if v else "no"
+    if isinstance(v, (int, float)):
+        if v == 0 and f.min_nonzero and f.default == 0:
+            return "0 (auto)"
+        return fmt.num(float(v))
+    return str(v)
+
+
 inputs, costs = bud.compare(res, b)
 left, right = st.columns([2, 3])
 with left:
     st.subheader(f"Inputs that differ ({len(inputs)})")
     shown = inputs.assign(input=[schema.BY_PATH[k].label if k in schema.BY_PATH else
-                                 STAGE_LABELS.get(k.split(".")[-1], k) for k in inputs["input"]])
+                                 STAGE_LABELS.get(k.split(".")[-1], k) for k in inputs["input"]],
+                          A=[_value_words(k, v) for k, v in zip(inputs["input"], inputs["A"])],
+                          B=[_value_words(k, v) for k, v in zip(inputs["input"], inputs["B"])])
     if shown.empty:  # not an empty grid of blank rows
         st.info("None: B is the same plan as A.")
     else:
         st.dataframe(shown, hide_index=True, width="stretch", height=min(320, 38 + 35 * len(shown)),
-                     column_config={"input": st.column_config.Column("Input",
+                     column_config={"input": st.column_config.Column("Input", width="large",
                                                                      help="the scenario field (exports keep its key)")})
 with right:
     st.subheader("Cost by stage")

@@ -662,3 +662,19 @@ def test_the_lora_base_choice_is_not_offered_where_the_scenario_would_refuse_it(
     assert at.session_state["scenario"]["stages"]["sft"].get("method", "full") == "full"
     assert not [w for w in at.selectbox if w.label == "Frozen base weights (LoRA)"]
     assert any("LoRA on an 8-bit base" in c.value for c in at.caption)
+
+
+def test_compare_lists_the_inputs_that_differ_in_words():
+    """B with the reserved price lever and an MFU: the table showed "1.9435", "45000000.0" and an MFU of "0" (which
+    asks the layout model, read as zero utilization); it shows the values as the widgets do."""
+    at = _app("pages/compare.py", p="pipeline-70b")
+    scn = dict(at.session_state["scenario"])
+    scn["hardware"] = dict(scn["hardware"], usd_per_gpu_hour=1.9435)
+    scn["budget"] = dict(scn.get("budget", {}), total_usd=45_000_000.0)
+    scn["stages"] = dict(scn["stages"], sft=dict(scn["stages"]["sft"], mfu=0.3254))
+    at.session_state["scenario"] = scn
+    at.run()
+    table = next(d.value for d in at.dataframe if "input" in d.value.columns)
+    rows = {r.input: (r.A, r.B) for r in table.itertuples()}  # A: the plan as changed; B: its preset
+    assert rows["Price per GPU-hour"][0] == "1.94" and rows["Total budget"][0] == "45.0M"
+    assert rows["Supervised fine-tuning: Model FLOPs utilization (MFU)"] == ("0.325", "0 (auto)")

@@ -334,8 +334,8 @@ def compare(a: api.Result, b: api.Result) -> tuple[pd.DataFrame, pd.DataFrame]:
     for path in sorted(set(fa) | set(fb)):
         va = fa.get(path, schema.effective_value(a.scenario, path))
         vb = fb.get(path, schema.effective_value(b.scenario, path))
-        if va != vb:
-            rows.append({"input": path, "A": str(va), "B": str(vb)})
+        if va != vb:  # the values as the scenarios hold them; the page puts them in words (pages/compare.py)
+            rows.append({"input": path, "A": va, "B": vb})
     for s in STAGES:
         ina, inb = s in a.stages, s in b.stages
         if ina != inb:
