@@ -192,13 +192,20 @@ def _jump_words(jumps: pd.DataFrame, key: str) -> str:
             + (f" And {more} more such steps; hover a line for its change." if more else ""))
 
 
+def _lower_first(text: str) -> str:
+    """A label inside a sentence: its first letter in lower case, unless it starts an acronym ("GPU type",
+    "MFU" stay; "Total budget" becomes "total budget")."""
+    return text if len(text) > 1 and text[1].isupper() else text[:1].lower() + text[1:]
+
+
 @st.fragment
 def heatmap_section():
     st.header("Two inputs: cost surface")
     c1, c2, c3 = st.columns(3)
     kx = c1.selectbox("x", inputs, index=inputs.index("model.params_b") if "model.params_b" in inputs else 0, key="hm_x",
                       format_func=label)
-    ydef = "stages.pretrain.tokens_b" if "stages.pretrain.tokens_b" in inputs else inputs[min(1, len(inputs) - 1)]
+    ydef = next((k for k in ("stages.pretrain.tokens_b", "hardware.num_gpus") if k in inputs),
+                inputs[min(1, len(inputs) - 1)])
     ky = c2.selectbox("y", inputs, index=inputs.index(ydef), key="hm_y", format_func=label)
     budget = c3.number_input("Budget line ($)", min_value=1.0,
                              value=SET_BUDGET or float(round(res.total_usd, -3) or 1000.0), step=1e5, key="hm_budget",
@@ -252,9 +259,9 @@ def heatmap_section():
             layers.append(alt.Chart(pd.DataFrame(iso)).mark_line(color="white", strokeWidth=2.5).encode(
                 x=alt.X("x:Q", title=label(kx)), y=alt.Y("y:Q", title=label(ky)),
                 tooltip=[alt.Tooltip("line:N", title="Line")]))
-        if kx == "model.params_b" and ky.endswith(".tokens_b"):
-            co = pd.DataFrame({"x": xs, "y": xs * sens.TOKENS_PER_PARAM})
-            co = co[(co.y >= ys[0]) & (co.y <= ys[-1])]
+        co = pd.DataFrame({"x": xs, "y": xs * sens.TOKENS_PER_PARAM})
+        co = co[(co.y >= ys[0]) & (co.y <= ys[-1])] if kx == "model.params_b" and ky.endswith(".tokens_b") else co[:0]
+        if len(co):
             co["line"] = "compute-optimal: 20 tokens per parameter (Hoffmann et al. 2022)"
             layers.append(alt.Chart(co).mark_line(color="#ff7f0e", strokeDash=[6, 3], strokeWidth=2.5).encode(
                 x=alt.X("x:Q", title=label(kx)), y=alt.Y("y:Q", title=label(ky)),
@@ -264,10 +271,14 @@ def heatmap_section():
                 x=alt.X("x:Q", title=label(kx)), y=alt.Y("y:Q", title=label(ky)),
                 tooltip=[alt.Tooltip("what:N", title="Point")]))
         common.show_chart(common.layer(*layers),
-                          f"Total cost over {BY_PATH[kx].label.lower()} and {BY_PATH[ky].label.lower()}", height=420)
+                          f"Total cost over {_lower_first(BY_PATH[kx].label)} and {_lower_first(BY_PATH[ky].label)}",
+                          height=420)
         n_bad = int((~fits).sum())
-        st.caption("White: the iso-budget contour (plans costing exactly the budget). Orange dashes: compute-optimal "
-                   "tokens = 20 x parameters. Red diamond: the current plan."
+        # each line named only when drawn: the caption explained orange dashes no chart without tokens had
+        st.caption(("White: the iso-budget contour (plans costing exactly the budget). " if iso else
+                    f"No plan on this surface costs exactly the budget line of {fmt.usd(budget)}. ")
+                   + ("Orange dashes: compute-optimal tokens = 20 x parameters. " if len(co) else "")
+                   + "Red diamond: the current plan."
                    + (f" Faded cells ({n_bad:,} of {fits.size:,}): plans that do not fit in GPU memory." if n_bad else ""))
 
 

@@ -514,3 +514,13 @@ def test_the_sweep_tab_names_the_layout_change_behind_a_jump():
     at.selectbox(key="sw_key").set_value("hardware.usd_per_gpu_hour").run()
     assert not at.exception
     assert "Grey dotted lines" not in " ".join(c.value for c in at.caption)
+
+
+def test_a_dense_model_offers_no_mixture_of_experts_inputs():
+    """On a dense model the expert settings move nothing (no experts to count, route or place); the cost surface
+    defaulted to 'active parameters per token (MoE)' on the 32B GRPO preset and drew a flat plot. A MoE keeps them."""
+    dense = S.numeric_inputs("reasoning-grpo-32b")
+    moe = S.numeric_inputs("moe-deepseek-v3")
+    assert not set(dense) & set(S._MOE_ONLY)
+    assert {"model.active_params_b", "model.experts_active"} <= set(moe)
+    assert "model.params_b" in dense and "hardware.num_gpus" in dense

@@ -41,10 +41,13 @@ def numeric_inputs(scenario) -> list[str]:
     on = set(scn.get("stages", {}))
     dualpipe = any(schema.effective_value(scn, f"stages.{s}.schedule") in ("dualpipe", "search") for s in on
                    if f"stages.{s}.schedule" in schema.BY_PATH)
+    dense = not float(schema.effective_value(scn, "model.experts") or 0)
     out = []
     for f in schema.FIELDS:
         if f.kind not in ("float", "int"):
             continue
+        if dense and f.path in _MOE_ONLY:
+            continue  # a dense model has no experts to count, route or place: "active parameters (MoE)" moved nothing
         if f.path == "efficiency.dualpipe_comm_sm_share" and not dualpipe:
             continue  # read only by stages that run DualPipe (pinned, or searched with 1F1B)
         parts = f.path.split(".")
@@ -61,6 +64,8 @@ def numeric_inputs(scenario) -> list[str]:
     return out
 
 
+_MOE_ONLY = ("model.active_params_b", "model.experts", "model.experts_active", "model.shared_experts", "model.moe_ffn",
+             "model.expert_node_limit")
 _ENCODER_SHAPE = ("patch_px", "max_resolution_px", "max_seconds", "encoder_layers", "encoder_hidden")
 
 
