@@ -23,7 +23,7 @@ import costcore
 from costcore import api, fmt
 from costcore.scenario.loaders import Scenario
 from costcore.analysis import explain
-from costcore.scenario import schema
+from costcore.scenario import checks, schema
 from costcore.scenario import share
 from costcore.scenario.schema import (BY_PATH, RESOURCE_LABELS, RESOURCES, STAGE_LABELS, STAGE_SHORT,  # noqa: F401
                                       STAGES, ScenarioError)
@@ -179,7 +179,13 @@ def apply(path: str, value) -> bool:
     try:
         ss.scenario = schema.validate(cand)
     except ScenarioError as err:  # the settings in the form's words, and that nothing changed
-        ss.messages.append(schema.error_in_words(err, ss.get("labels")).rstrip(". ") + REFUSED)
+        said = schema.error_in_words(err, ss.get("labels")).rstrip(". ")
+        blamed = getattr(err, "path", "")
+        if blamed != path and path in schema.BY_PATH:  # a rule of several settings names another one first: say
+            # which change it refused ("Media tokens per item (2,880): ... Images per sample: 1 image x 2,880 ...")
+            label = (ss.get("labels") or {}).get(path) or schema.BY_PATH[path].label
+            said = f"{label} ({checks._shown(value)}): {said}"
+        ss.messages.append(said + REFUSED)
         ss.rev += 1  # the refused widget is drawn again at the value kept, not at the one refused
         return False
     if any(v != schema.effective_value(ss.scenario, p) for p, v in shown.items() if p != path):

@@ -330,6 +330,14 @@ def test_a_refusal_in_the_app_names_its_settings_in_words():
             "“Multimodal alignment: Sequence length”" in plain, plain
     else:
         raise AssertionError("8 images of 576 tokens fit a 2,048-token sequence")
+    # a change the rule blames on another setting says first which change it refused: typing 2,880 media tokens per
+    # item read "Images per sample: 1 image x 2,880 tokens ..." about a box the user had not touched
+    at.session_state[f"k:multimodal.tokens_per_item:{at.session_state['rev']}"] = 2880
+    at.run()
+    said = [w.value for w in at.warning if "more than the sequence length" in w.value]
+    assert len(said) == 1 and said[0].startswith("Media tokens per item (0 = from the encoder) (2,880): Multimodal "
+                                                 "alignment: Images per sample: 1 image x 2,880 tokens"), said
+    assert at.session_state["scenario"] == before
 
 
 # ---------------------------------------------------------------------------
