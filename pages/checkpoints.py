@@ -23,6 +23,7 @@ train = [s for s in res.stages if s != "eval"]
 if not train:
     st.info("No training stage is switched on.")
     st.stop()
+common.view_seed("stage", train)  # a link's stage, if this plan trains it
 stage = st.selectbox("Stage", train, format_func=lambda s: STAGE_LABELS[s], key="ckpt_stage")
 p = f"stages.{stage}."
 c1, c2, c3 = st.columns(3)

@@ -88,6 +88,7 @@ def state():
         scn, preset, warns = share.decode(params, _default_preset())
         ss.scenario, ss.preset, ss.rev = scn, preset, 0
         ss.messages = list(warns)
+        ss._view_in = share.view_params(params)  # each page takes its own (view_seed) when it draws that widget
     ss.setdefault("messages", [])
     ss.setdefault("handled", {})  # widget key -> the last value applied (_catch_up)
     ss.setdefault("labels", {})  # scenario key -> the label its widget shows (error_in_words)
@@ -135,9 +136,53 @@ def _encoded() -> dict:
     return got[1]
 
 
+# What a page shows beside the scenario, kept in its link: {page url path: {name in the link: widget key}}. A share
+# link of the Job layout page on its RL stage opened on pre-training, and the workbench's six methods on three.
+VIEWS = {"job-layout": {"stage": "job-layout:stage"}, "fine-tuning": {"methods": "ft:methods"},
+         "checkpoints": {"stage": "ckpt_stage"}}
+
+
+def _view_text(v) -> str:
+    return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+
+
+def _view_query() -> dict:
+    """The current page's view parameters (``view.NAME``) for its link, from its widgets' values."""
+    ss = st.session_state
+    pending = ss.get("_view_in") or {}  # given by the link, not yet taken by its widget (drawn after the sidebar)
+    out = {}
+    for name, key in VIEWS.get(ss.get("_page_url_path", ""), {}).items():
+        if key in ss:
+            out[share.VIEW_PREFIX + name] = _view_text(ss[key])
+        elif name in pending:
+            out[share.VIEW_PREFIX + name] = pending[name]
+    return out
+
+
+def view_seed(name: str, options, multi: bool = False) -> bool:
+    """Before the current page draws its view widget ``name`` (VIEWS), set its value from the link the session
+    opened with, if the link gave one the widget offers (every item, for a multiselect); a value it does not offer
+    is dropped. True when the widget has a value in session state already (then draw it without a default:
+    Streamlit warns of a widget given both)."""
+    ss = st.session_state
+    key = VIEWS.get(ss.get("_page_url_path", ""), {}).get(name)
+    if key is None:
+        return False
+    text = (ss.get("_view_in") or {}).pop(name, None)
+    if text is not None and key not in ss:
+        shown = {str(o): o for o in options}
+        if multi:
+            picked = [shown[t] for t in text.split(",") if t in shown]
+            if picked and len(picked) == len(text.split(",")):
+                ss[key] = picked
+        elif text in shown:
+            ss[key] = shown[text]
+    return key in ss
+
+
 def _sync_url() -> None:
     ss = st.session_state
-    params = _encoded()
+    params = dict(_encoded(), **_view_query())
     current = {k: st.query_params.get(k) for k in st.query_params.keys()}
     if current != params:
         st.query_params.from_dict(params)
@@ -151,7 +196,7 @@ def share_url() -> str:
     """
     from urllib.parse import urlsplit
     ss = st.session_state
-    q = share.query_string(_encoded())
+    q = share.query_string(dict(_encoded(), **_view_query()))
     try:
         parts = urlsplit(st.context.url or "")
         origin = f"{parts.scheme}://{parts.netloc}" if parts.netloc else ""

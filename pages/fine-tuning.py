@@ -105,8 +105,10 @@ common.knob_columns(
 st.subheader("Methods side by side")
 names = list(finetune.methods())
 words = {k: v["label"] for k, v in finetune.methods().items()}
-chosen = st.multiselect("Methods", names, default=list(finetune.DEFAULT_METHODS), format_func=words.get,
-                        key="ft:methods") or list(finetune.DEFAULT_METHODS)
+seeded = common.view_seed("methods", names, multi=True)  # a link's methods, if it names ones the workbench has
+chosen = st.multiselect("Methods", names, format_func=words.get, key="ft:methods",
+                        **({} if seeded else {"default": list(finetune.DEFAULT_METHODS)})) \
+    or list(finetune.DEFAULT_METHODS)
 if schema.effective_value(common.scenario(), "stages.sft.method") != "lora":
     st.caption("The LoRA rows train on a 16-bit base; add the method 'LoRA on an 8-bit base' to compare one, or set "
                "the plan's fine-tuning method to LoRA (Post-training page) to choose its base's bits above.")

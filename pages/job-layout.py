@@ -128,8 +128,9 @@ if not training:
     st.stop()
 
 misfits = [s for s in training if res.stat(s, "fits") < 0.5]  # open on a stage that does not fit, if one does not
-stage = st.selectbox("Training stage", training, index=training.index(misfits[0]) if misfits else 0,
-                     format_func=lambda s: STAGE_LABELS[s], key="job-layout:stage")
+seeded = common.view_seed("stage", training)  # a link's stage, if it names one this plan trains
+stage = st.selectbox("Training stage", training, format_func=lambda s: STAGE_LABELS[s], key="job-layout:stage",
+                     **({} if seeded else {"index": training.index(misfits[0]) if misfits else 0}))
 p = f"stages.{stage}."
 st.subheader(f"Pin the layout of {STAGE_LABELS[stage].lower()}")
 st.caption("Searched = the planner picks the fastest value that fits. Precision applies to every stage.")

@@ -678,3 +678,26 @@ def test_compare_lists_the_inputs_that_differ_in_words():
     rows = {r.input: (r.A, r.B) for r in table.itertuples()}  # A: the plan as changed; B: its preset
     assert rows["Price per GPU-hour"][0] == "1.94" and rows["Total budget"][0] == "45.0M"
     assert rows["Supervised fine-tuning: Model FLOPs utilization (MFU)"] == ("0.325", "0 (auto)")
+
+
+def test_a_link_keeps_the_stage_and_the_methods_a_page_shows():
+    """The share link of the Job layout page on its RL stage opened on pre-training, and the workbench's six methods
+    on three: the link now carries the page's view (view.stage, view.methods) beside the scenario, and a value the
+    page does not offer is dropped, not an error."""
+    at = _app("pages/job-layout.py", p="pipeline-70b-lora-grpo", **{"view.stage": "rl"})
+    assert next(w for w in at.selectbox if w.label == "Training stage").value == "rl"
+    assert at.query_params["view.stage"] in (["rl"], "rl")
+    assert not at.warning or not any("view" in w.value for w in at.warning)
+    at = _app("pages/job-layout.py", p="pipeline-70b-lora-grpo", **{"view.stage": "<b>nope</b>"})
+    assert next(w for w in at.selectbox if w.label == "Training stage").value == "pretrain"
+    assert not any("view" in w.value for w in at.warning)
+    methods = "full,lora,qlora,lora_int8,full_adamw_8bit,full_offload"
+    from costcore.analysis import finetune
+    assert set(methods.split(",")) == set(finetune.methods())
+    at = _app("pages/fine-tuning.py", p="qlora-single-gpu", **{"view.methods": methods})
+    assert next(w for w in at.multiselect if w.label == "Methods").value == methods.split(",")
+    at.multiselect(key="ft:methods").set_value(["full", "qlora"])
+    at.run()
+    assert not at.exception
+    got = at.query_params["view.methods"]
+    assert (got[0] if isinstance(got, list) else got) == "full,qlora"

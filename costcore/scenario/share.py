@@ -63,6 +63,24 @@ MAX_NAME_CHARS = 200  # schema.validate's limit for a scenario name
 MAX_LISTED = 10  # bad parameters named one by one in the summary warning
 
 
+VIEW_PREFIX = "view."  # what a page shows (its stage, the methods it compares), kept in the link beside the scenario
+
+
+def view_params(params: dict) -> dict[str, str]:
+    """{name: text} of a link's view parameters (``view.NAME=TEXT``): printable, given once, at most
+    ``MAX_VALUE_CHARS``; anything else is dropped. The page that owns a name checks its text against its own
+    choices (pages/common.view_seed), so a tampered value picks nothing."""
+    out = {}
+    for key, value in list(params.items())[:MAX_PARAMS]:
+        key = str(key)
+        if not key.startswith(VIEW_PREFIX):
+            continue
+        text, why = _one_value(value)
+        if why is None and text.isprintable() and len(text) <= MAX_VALUE_CHARS and len(key) <= 60:
+            out[key[len(VIEW_PREFIX):]] = text
+    return out
+
+
 def _one_value(value):
     """(text, None) for a parameter given once, (None, reason) otherwise.
 
@@ -133,7 +151,7 @@ def decode(params: dict, default_preset: str) -> tuple[dict, str, list[str]]:
     values: list[tuple[str, str]] = []
     for key, value in items[:MAX_PARAMS]:
         key = str(key)
-        if key == "p":
+        if key == "p" or key.startswith(VIEW_PREFIX):  # a page's view (view_params), not a setting
             continue
         text, why = _one_value(value)
         if why:
