@@ -102,6 +102,14 @@ common.knob_columns(
      ("stages.sft.loader_tokens_per_s_per_node", "Data loader speed (tokens/s per node, 0 = not a limit)",
       0, 10_000_000, 1000, "log")])
 
+if schema.effective_value(common.scenario(), "stages.sft.grad_accum") > 0:  # the box above no longer sets the batch
+    _res = common.result()
+    if "sft" in _res.stages:
+        _plan = _res.plan("sft")
+        st.caption(f"With gradient accumulation set, a step takes {_res.stat('sft', 'micro_batches'):,.0f} accumulation steps "
+                   f"x DP {_plan['dp']} x micro-batch {_plan['micro_batch']} = "
+                   f"{_res.stat('sft', 'global_batch'):,.0f} sequences; the global batch box is not used.")
+
 st.subheader("Methods side by side")
 names = list(finetune.methods())
 words = {k: v["label"] for k, v in finetune.methods().items()}

@@ -810,7 +810,11 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
                                           "interleave", "sp", "dualpipe")}
             model = layout_model(v, shape, n_total, n_act, method, n_lora)
             job = stage_job(v, stage, gpus, method, ctx, seqs_per_sample, extra_params, flops_per_token, media_act)
-            layout.update(plan_step(model, hw, job, plan), plan=plan, global_batch=job["global_batch"])
+            # with gradient accumulation set, a step takes accum x dp x micro-batch sequences, whatever the global
+            # batch says (the HF Trainer's effective batch)
+            batch = (job["grad_accum"] * plan["dp"] * plan["micro_batch"] if job["grad_accum"] > 0
+                     else job["global_batch"])
+            layout.update(plan_step(model, hw, job, plan), plan=plan, global_batch=batch)
             if layout_inputs is not None:
                 layout_inputs[stage] = (model, hw, job)
             if sf("mfu") > 0:

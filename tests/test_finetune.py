@@ -153,6 +153,9 @@ def test_gradient_accumulation_sets_the_micro_batches_per_step():
     _, d = sft({"name": "llama-3.1-8b"}, "h100-80gb", 8, method="lora", grad_accum=4, micro_batch=2, tp=1, pp=1)
     assert d["plan"]["micro_batches"] == 4
     assert d["plan"]["dp"] == 8  # the global batch follows the plan: 4 x 8 x 2 sequences
+    # and says so: the stage's global batch was the box's 128 whatever the accumulation (64 steps took 4,096)
+    res, _ = sft({"name": "llama-3.1-8b"}, "h100-80gb", 8, method="lora", grad_accum=4, micro_batch=2, tp=1, pp=1)
+    assert res.stat("sft", "global_batch") == 4 * 8 * 2
 
 
 def test_an_8bit_base_halves_the_frozen_weights_of_lora():

@@ -499,6 +499,8 @@ def _stage_layout(x, b, s, G, shape, method, n_lora, ctx, mbs_mult, extra_w, fpt
         plans[s, PLAN_MIN_G] = min_g
         plans[s, PLAN_FOUND] = fits
     _write_plan(st, s, row, fits)
+    if job[lay.J_ACCUM] > 0.0:  # a step takes accum x dp x micro-batch sequences: the global batch the run trains on
+        st[s, K_GLOBAL_BATCH] = job[lay.J_ACCUM] * row[lay.P_DP] * row[lay.P_MB]
     mem = row[lay.T_MEM]  # the plan's, as it is: a plan that does not run has plans_fitting 0 (_write_work)
     mfu = x[b + S_MFU]
     if mfu <= 0.0 and x[b + S_TFLOPS] > 0.0:  # hardware FLOP/s: full recompute does 8N instead of 6N per token
