@@ -141,20 +141,23 @@ def round_half_up(x: float) -> int:
     return math.floor(x + 0.5)
 
 
-def lora_params(shape: dict, rank: float, targets: str, gated: bool = True) -> float:
+def lora_params(shape: dict, rank: float, targets: str, gated: bool = True, mlps: float = 1.0,
+                mlp_width: float | None = None) -> float:
     """LoRA adds A (d_in x r) and B (r x d_out) to every adapted matrix: r (d_in + d_out).
-    A GELU MLP (not gated) has no gate matrix to adapt."""
-    d, kv_dim, ffn, L = shape["d"], shape["kv_dim"], shape["ffn"], shape["L"]
-    matrices = {  # name: (d_in, d_out)
-        "q": (d, d), "k": (d, kv_dim), "v": (d, kv_dim), "o": (d, d),
-        "gate": (d, ffn), "up": (d, ffn), "down": (ffn, d),
+    A GELU MLP (not gated) has no gate matrix to adapt. A MoE has ``mlps`` MLPs a layer (its routed and
+    shared experts) of width ``mlp_width``, each adapted on its own (peft all-linear)."""
+    d, kv_dim, L = shape["d"], shape["kv_dim"], shape["L"]
+    ffn = shape["ffn"] if mlp_width is None else mlp_width
+    matrices = {  # name: (d_in, d_out, copies)
+        "q": (d, d, 1), "k": (d, kv_dim, 1), "v": (d, kv_dim, 1), "o": (d, d, 1),
+        "gate": (d, ffn, mlps), "up": (d, ffn, mlps), "down": (ffn, d, mlps),
     }
     adapted = {"qv": ["q", "v"], "attn": ["q", "k", "v", "o"],
                "all": ["q", "k", "v", "o", "gate", "up", "down"] if gated else ["q", "k", "v", "o", "up", "down"]}[targets]
     per_layer = 0.0
     for name in adapted:
-        d_in, d_out = matrices[name]
-        per_layer += rank * (d_in + d_out)
+        d_in, d_out, copies = matrices[name]
+        per_layer += copies * rank * (d_in + d_out)
     return L * per_layer
 
 
@@ -781,7 +784,10 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
         method = sv("method") if stage in PEFT_STAGES else "full"
         if method == "lora" and sf("base_bits") == 4:  # LoRA on an NF4 base is QLoRA
             method = "qlora"
-        n_lora = lora_params(shape, sf("lora_rank"), sv("lora_targets"), bool(v("model.gated"))) if method != "full" else 0.0
+        experts = layout_model(v, shape, n_total, n_act, "full", 0.0)  # a MoE adapts every expert's MLP
+        n_lora = lora_params(shape, sf("lora_rank"), sv("lora_targets"), bool(v("model.gated")),
+                             experts["experts"] + experts["shared"] if experts["moe"] else 1.0,
+                             experts["expert_ffn"] if experts["moe"] else shape["ffn"]) if method != "full" else 0.0
         tps = sf("tokens_per_gpu_s")
         seq = sf("seq_len")
         items = {key: 0.0 for key in ITEM_KEYS}

@@ -565,3 +565,14 @@ def test_the_workbench_says_when_fine_tuning_speed_is_set_by_hand(preset, said):
     text = " ".join(c.value for c in at.caption)
     assert ("speed is set by hand in this scenario" in text) == said
     assert [c for c in at.dataframe[0].value.columns][:2] == ["Method", "Trainable"]
+
+
+def test_lora_on_a_mixture_of_experts_adapts_every_expert():
+    """peft's all-linear LoRA adapts each expert's gate, up and down matrices: Mixtral-8x7B at rank 16 holds
+    32 x (q 16 x 8,192 + k and v 16 x 5,120 each + o 16 x 8,192 + 8 experts x 3 x 16 x (4,096 + 14,336)) =
+    240,123,904 adapter parameters; the workbench showed 41.9M, one dense MLP's, as for Llama-3.1-8B."""
+    res, _ = sft({"name": "mixtral-8x7b"}, "h100-80gb", 8, method="lora", lora_rank=16, lora_targets="all")
+    attention = 16 * 8192 + 2 * 16 * 5120 + 16 * 8192
+    assert res.stat("sft", "trainable_params_b") * 1e9 == 32 * (attention + 8 * 3 * 16 * (4096 + 14336)) == 240_123_904
+    dense, _ = sft({"name": "llama-3.1-8b"}, "h100-80gb", 8, method="lora", lora_rank=16, lora_targets="all")
+    assert dense.stat("sft", "trainable_params_b") * 1e9 == 41_943_040  # one MLP a layer, as before

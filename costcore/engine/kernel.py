@@ -266,6 +266,27 @@ def _model(x):
 # The job layout of a training stage: plan, step time, memory (costcore/engine/layout.py)
 # ---------------------------------------------------------------------------
 @njit(cache=True)
+def _experts(x, shape):
+    """(routed experts, active per token, shared, an expert's inner width) of the model; zeros for a dense one.
+
+    Top-k defaults to 2. A MoE known only by total and active size: fine-grained DeepSeek-style experts,
+    top-8, with 8 x total / active of them (DeepSeek-V3: 256 of 671B / 37B; assumption, docs/layout.md).
+    The width is model.moe_ffn, else formulas.moe_expert_ffn.
+    """
+    n_total, n_act, L, d, ffn = shape[0], shape[2], shape[3], shape[4], shape[7]
+    E = x[M_EXPERTS]
+    k = x[M_EXPERTS_ACTIVE] if x[M_EXPERTS_ACTIVE] > 0.0 else 2.0
+    if E <= 0.0 and n_total > 1.05 * n_act:
+        k = 8.0
+        E = 8.0 * math.floor(n_total / n_act + 0.5)
+    if E <= 0.0:
+        return 0.0, 0.0, 0.0, 0.0
+    nmat = 3.0 if x[M_GATED] > 0.5 else 2.0
+    f_exp = x[M_MOE_FFN] if x[M_MOE_FFN] > 0.0 else moe_expert_ffn(n_total, n_act, E, k, L, d, nmat, ffn)
+    return E, k, x[M_SHARED_EXPERTS], f_exp
+
+
+@njit(cache=True)
 def _fill_model(x, shape, n_lora, method, m):
     """The layout's model array (layout.MODEL_FIELDS) from the scenario and its shape."""
     n_total, _, n_act, L, d, a, kvh, ffn, vocab, _, _ = shape
@@ -277,21 +298,13 @@ def _fill_model(x, shape, n_lora, method, m):
     m[lay.M_FFN] = ffn
     m[lay.M_V] = vocab
     m[lay.M_GATED] = x[M_GATED]
-    E = x[M_EXPERTS]
-    k = x[M_EXPERTS_ACTIVE] if x[M_EXPERTS_ACTIVE] > 0.0 else 2.0
-    if E <= 0.0 and n_total > 1.05 * n_act:
-        # MoE known only by total and active size: fine-grained DeepSeek-style experts, top-8, with
-        # 8 x total / active of them (DeepSeek-V3: 256 of 671B / 37B; assumption, docs/layout.md)
-        k = 8.0
-        E = 8.0 * math.floor(n_total / n_act + 0.5)
+    E, k, shared, f_exp = _experts(x, shape)
     nmat = 3.0 if x[M_GATED] > 0.5 else 2.0
     m[lay.M_E] = E
-    m[lay.M_K] = k if E > 0.0 else 0.0
-    m[lay.M_SHARED] = x[M_SHARED_EXPERTS] if E > 0.0 else 0.0
-    f_exp = 0.0
+    m[lay.M_K] = k
+    m[lay.M_SHARED] = shared
     n_exp = 0.0
     if E > 0.0:
-        f_exp = x[M_MOE_FFN] if x[M_MOE_FFN] > 0.0 else moe_expert_ffn(n_total, n_act, E, k, L, d, nmat, ffn)
         n_exp = min(0.98 * n_total, E * L * nmat * d * f_exp)
     m[lay.M_MOE_FFN] = f_exp
     m[lay.M_NTOT] = n_total
@@ -1096,8 +1109,10 @@ def _stage_method(x, b, s, shape, mm):
         method = METHOD_QLORA
     n_lora = 0.0
     if method != METHOD_FULL:
-        n_lora = lora_trainable_params(shape[3], shape[4], shape[9], shape[7], x[b + S_LORA_RANK],
-                                       x[b + S_LORA_TARGETS], 3.0 if x[M_GATED] > 0.5 else 2.0)
+        E, _, shared, f_exp = _experts(x, shape)  # a MoE's MLP adapters: one set per expert (routed and shared)
+        n_lora = lora_trainable_params(shape[3], shape[4], shape[9], f_exp if E > 0.0 else shape[7],
+                                       x[b + S_LORA_RANK], x[b + S_LORA_TARGETS], 3.0 if x[M_GATED] > 0.5 else 2.0,
+                                       E + shared if E > 0.0 else 1.0)
     trainable = shape[0] if method == METHOD_FULL else n_lora
     if mm:
         trainable = _mm_train(x, b, shape, method, n_lora)[3]
