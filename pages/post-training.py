@@ -40,11 +40,12 @@ if common.stage_toggle("rl"):
     common.knob_columns(
         [(p + "algorithm", "Algorithm"), (p + "steps", "Steps", 10, 5000, 10), (p + "reward", "Reward")],
         [(p + "prompts_per_step", "Prompts per step", 8, 4096, 8),
-         (p + "samples_per_prompt", "Samples per prompt", 1, 64, 1),
+         (p + "samples_per_prompt", "Completions per prompt", 1, 64, 1),
          (p + "num_gpus", "GPUs for RL (0 = sidebar value)", None, None, 1, "number")],
         [(p + "response_tokens", "Response tokens", 128, 32768, 128, "pow2"),
          (p + "rollout_efficiency", "Rollout efficiency (of roofline)", 0.05, 1.0, 0.05),
-         (p + "rollout_tp", "GPUs per rollout replica (0 = fewest that fit)", None, None, 1, "number")])
+         (p + "rollout_tp", "GPUs per rollout replica (0 = fewest that fit)", None, None, 1, "number"),
+         (p + "rollout_batch", "Rollout batch (sequences at once per replica)", None, None, 1, "number")])
     res = common.result()
     roll = res.stat("rl", "rollout_gpu_hours")
     prod = max(res.stat("rl", "productive_gpu_hours"), 1e-9)
