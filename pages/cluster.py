@@ -88,7 +88,8 @@ def _knobs(ss, base) -> dict:
     cols = st.columns(len(base.pools) + 2)
     for i, (name, pool) in enumerate(base.pools.items()):
         cur = k.get("pool_gpus", {}).get(name, pool.gpus)
-        v = cols[i].number_input(f"{pool.name} pool: GPUs ({pool.gpu})", 1, 1_000_000, int(cur), step=8,
+        # no browser-side range (a red box alone, the old results beside it): the portfolio refuses in a sentence
+        v = cols[i].number_input(f"{pool.name} pool: GPUs ({pool.gpu})", value=int(cur), step=8,
                                  key=f"cl:pool:{name}:{rev}")
         k.setdefault("pool_gpus", {})[name] = int(v)
     burst = cols[-2].toggle("Burst for deadlines", value=k.get("burst", base.burst),  # longer was cut at 1280 px
@@ -102,11 +103,11 @@ def _knobs(ss, base) -> dict:
     team = c1.selectbox("Team", list(base.teams))
     pool = c2.selectbox("Pool", list(base.pools))
     q = k.get("team_quota", {}).get(team, {}).get(pool, base.teams[team].quota_gpus[pool])
-    qv = c3.number_input("Its quota (GPUs)", 0, 1_000_000, int(q), step=8, key=f"cl:quota:{team}:{pool}:{rev}")
+    qv = c3.number_input("Its quota (GPUs)", value=int(q), step=8, key=f"cl:quota:{team}:{pool}:{rev}")
     k.setdefault("team_quota", {}).setdefault(team, {})[pool] = int(qv)
     proj = c4.selectbox("Project", list(base.projects))
-    pv = c5.number_input("Its priority", -1_000_000, 1_000_000,
-                         int(k.get("project_priority", {}).get(proj, base.project_priority(proj))),
+    pv = c5.number_input("Its priority",
+                         value=int(k.get("project_priority", {}).get(proj, base.project_priority(proj))),
                          key=f"cl:priority:{proj}:{rev}")
     k.setdefault("project_priority", {})[proj] = int(pv)
     return k

@@ -392,7 +392,9 @@ def _typed_box(ss, path: str, label: str) -> None:
         st.session_state[key] = cur  # the slider or a link moved the value: show it (no value= then)
     elif key not in st.session_state:
         kwargs["value"] = cur
-    st.number_input(label, min_value=cast(f.lo), max_value=cast(f.hi), key=key, on_change=typed,
+    # no min_value / max_value: Streamlit refuses an out-of-range number in the browser with a red box alone and
+    # leaves it shown beside results of the old value; the schema refuses it in a sentence naming the range
+    st.number_input(label, key=key, on_change=typed,
                     help=f"Any value from {fmt.num(f.lo)} to {fmt.num(f.hi)}, checked like a value in a link.",
                     format="%g" if cast is float else None, **kwargs)
     ss.handled[key] = st.session_state.get(key, _UNSEEN)
@@ -453,7 +455,7 @@ def _knob_widget(ss, key, path, label, lo, hi, step, widget, fmt_str, help, opti
         return st.slider(label, min_value=lo, max_value=hi, value=cur,
                          step=cast(step) if step is not None else None, key=key, on_change=changed,
                          help=tip, format=fmt_str)
-    return st.number_input(label, min_value=cast(f.lo), max_value=cast(f.hi), value=cur,
+    return st.number_input(label, value=cur,  # the range is the schema's to refuse, in words (see _typed_box)
                            step=cast(step) if step is not None else None, key=key, on_change=changed,
                            help=tip, format=fmt_str)
 

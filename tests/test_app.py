@@ -701,3 +701,20 @@ def test_a_link_keeps_the_stage_and_the_methods_a_page_shows():
     assert not at.exception
     got = at.query_params["view.methods"]
     assert (got[0] if isinstance(got, list) else got) == "full,qlora"
+
+
+def test_a_typed_number_out_of_range_is_refused_in_words_and_its_box_shows_the_kept_value():
+    """-4 GPUs for fine-tuning: Streamlit's own range check kept -4 in the box with a red icon and no sentence, next
+    to results for the old value. The schema now refuses it naming the setting and its range, and the box is drawn
+    again at the value kept."""
+    at = _app("pages/fine-tuning.py", p="llama3-8b")
+    label = "GPUs for fine-tuning (0 = the sidebar's count)"
+    box = next(n for n in at.number_input if n.label == label)
+    before, old = at.session_state["scenario"], box.value
+    box.set_value(-4)
+    at.run()
+    assert not at.exception
+    said = [w.value for w in at.warning if "not applied" in w.value]
+    assert len(said) == 1 and "GPUs" in said[0] and "from 0 to 1,000,000" in said[0] and "-4" in said[0], said
+    assert at.session_state["scenario"] == before
+    assert next(n for n in at.number_input if n.label == label).value == old

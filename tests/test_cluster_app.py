@@ -111,3 +111,22 @@ def test_a_what_if_that_cannot_run_is_refused_in_one_sentence():
     at.run()
     assert not at.exception and not [w.value for w in at.warning if "cannot run" in w.value]
     assert _metric(at, "Total cost") != before  # the next change runs
+
+
+def test_an_out_of_range_number_is_refused_in_words_and_leaves_its_box():
+    """A pool of 0 GPUs and a quota of 99,999,999: the browser's own range check showed a red box alone, kept the
+    number in it beside results of the old value, and left an older message standing. The portfolio now refuses
+    each in a sentence with the range and the value, and the box shows the kept value again."""
+    at = _page()
+    before = _metric(at, "Total cost")
+    for label, bad, words in (("h100 pool", 0, "from 1 to 1,000,000 GPUs (got 0)"),
+                              ("Its quota", 99_999_999, "from 0 to 1,000,000 GPUs (got 99,999,999)")):
+        box = next(n for n in at.number_input if n.label.startswith(label))
+        old = box.value
+        box.set_value(bad)
+        at.run()
+        assert not at.exception
+        said = [w.value for w in at.warning if "cannot run" in w.value]
+        assert len(said) == 1 and words in said[0], said
+        assert next(n for n in at.number_input if n.label.startswith(label)).value == old
+        assert _metric(at, "Total cost") == before

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from costcore.errors import ScenarioError
-from costcore.scenario import loaders, schema
+from costcore.scenario import checks, loaders, schema
 from costcore.scenario.yamlio import parse_yaml, read_yaml_file
 
 PORTFOLIO_DIR = loaders.PRESET_DIR / "portfolios"
@@ -162,8 +162,9 @@ def number(v, path: str, lo: float, hi: float, unit: str, integer: bool = False)
         ok = False
     if not ok or not lo <= v <= hi:
         kind = "a whole number" if integer else "a number"
-        raise ScenarioError(path, f"must be {kind} from {lo:,g} to {hi:,g} {unit}".rstrip(), value=v,
-                            allowed=f"{lo:,g} to {hi:,g} {unit}".strip())
+        a, b = schema._fmt(lo), schema._fmt(hi)  # 1,000,000, not 1e+06
+        raise ScenarioError(path, f"must be {kind} from {a} to {b} {unit}".rstrip() + f" (got {checks._shown(v)})",
+                            value=v, allowed=f"{a} to {b} {unit}".strip())
     return int(v) if integer else float(v)
 
 
