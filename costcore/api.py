@@ -313,14 +313,17 @@ class Result:
         return out
 
     def line_items(self) -> pd.DataFrame:
-        """One row per (enabled stage, line item): stage, resource, item, label, kind, usd."""
+        """One row per (enabled stage, line item): stage, resource, item (keys, for joins), stage_name,
+        resource_name, label (the same in words, as the app shows them), kind, usd."""
         rows = []
         for s in self.stages:
             i = STAGES.index(s)
             for j, (key, res, fixed, label) in enumerate(LINE_ITEMS):
-                rows.append({"stage": s, "resource": res, "item": key, "label": label,
+                rows.append({"stage": s, "resource": res, "item": key, "stage_name": schema.STAGE_LABELS[s],
+                             "resource_name": schema.RESOURCE_LABELS[res], "label": label,
                              "kind": "fixed" if fixed else "elastic", "usd": float(self.items[i, j])})
-        return pd.DataFrame(rows, columns=["stage", "resource", "item", "label", "kind", "usd"])
+        return pd.DataFrame(rows, columns=["stage", "resource", "item", "stage_name", "resource_name", "label", "kind",
+                                           "usd"])
 
     def stage_table(self) -> pd.DataFrame:
         m = self.resource_matrix()

@@ -105,7 +105,8 @@ if all_items.open:
         li = res.line_items()
         # the items at $0 are left out on screen (every stage listed the reward verifier of RL, the media of the
         # multimodal phases...); the CSV keeps every row
-        common.money_table(common.in_words(li[li.usd != 0]).drop(columns=["item"]), ["usd"],
+        shown = li[li.usd != 0].drop(columns=["item", "stage_name", "resource_name"])  # in words below; the CSV has both
+        common.money_table(common.in_words(shown), ["usd"],
                            {"usd": "Cost", "label": "Line item", "kind": "Fixed or elastic"})
         st.caption(f"{(li.usd == 0).sum()} items at $0 are left out here; the CSV lists all {len(li)}.")
         st.download_button("Download line items (CSV)", lambda: fmt.to_csv(li), "line_items.csv", "text/csv")

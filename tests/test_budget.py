@@ -209,3 +209,14 @@ def test_a_pricing_lever_applied_is_not_offered_again():
     assert first.changes["hardware.usd_per_gpu_hour"] == pytest.approx(on_demand * 0.65, abs=1e-4)
     after = levers.apply(scn, first)
     assert "reserved" not in {x.key for x in levers.levers(after)}
+
+
+def test_the_line_item_exports_name_stages_and_resources_in_words_beside_their_keys():
+    """line_items.csv and attribution.csv had 'pretrain' and 'compute' where the screen says 'Pre-training' and
+    'Compute': the keys stay (a join needs them) and the words come beside them."""
+    from costcore.scenario.schema import RESOURCE_LABELS, STAGE_LABELS
+    att = bud.attribution(costcore.estimate("pipeline-70b"))
+    assert {"stage", "resource", "item", "stage_name", "resource_name", "label"} <= set(att.columns)
+    assert (att.stage_name == att.stage.map(STAGE_LABELS)).all()
+    assert (att.resource_name == att.resource.map(RESOURCE_LABELS)).all()
+    assert "Pre-training" in set(att.stage_name) and "Compute" in set(att.resource_name)
