@@ -120,6 +120,9 @@ chosen = st.multiselect("Methods", names, format_func=words.get, key="ft:methods
 if schema.effective_value(common.scenario(), "stages.sft.method") != "lora":
     st.caption("The LoRA rows train on a 16-bit base; add the method 'LoRA on an 8-bit base' to compare one, or set "
                "the plan's fine-tuning method to LoRA (Post-training page) to choose its base's bits above.")
+# level labels fit three methods; more were thinned out by the chart (every other method unnamed): slanted then
+METHOD_AXIS = alt.Axis(labelAngle=0 if len(chosen) <= 3 else -30, labelLimit=200, labelOverlap=False)
+LABELS_PX = 0 if len(chosen) <= 3 else 110  # the height slanted labels take, added so the plots keep theirs
 show_people = st.toggle("Show data and people costs", value=False, key="ft:people",
                         help="Off: only what the GPUs cost (productive and hidden time) is compared.")
 rows = pd.DataFrame(finetune.compare_methods(common.scenario(), chosen))
@@ -167,7 +170,7 @@ mem = rows.melt(id_vars=["label"], value_vars=[f"memory_{k}_gb" for k in finetun
 mem["kind"] = mem.kind.map(lambda c: finetune.MEMORY_WORDS[c[len("memory_"):-len("_gb")]])
 order = [finetune.MEMORY_WORDS[k] for k in finetune.MEMORY_KINDS]
 bars = alt.Chart(mem).mark_bar().encode(
-    x=alt.X("label:N", title="Method", sort=list(rows.label), axis=alt.Axis(labelAngle=0, labelLimit=160)),
+    x=alt.X("label:N", title="Method", sort=list(rows.label), axis=METHOD_AXIS),
     y=alt.Y("gb:Q", title="Memory per GPU (GB)", stack="zero"),
     color=alt.Color("kind:N", title="Memory", sort=order, scale=alt.Scale(domain=order)),
     order=alt.Order("kind_order:Q"),
@@ -179,7 +182,7 @@ line = alt.Chart(pd.DataFrame({"gb": [cap], "what": [f"Usable memory {fmt.gb(cap
     color="#d62728", strokeDash=[6, 3], size=2).encode(y=alt.Y("gb:Q", title="Memory per GPU (GB)"),
                                                        tooltip=[alt.Tooltip("what:N", title="Line")])
 common.show_chart(common.layer(bars, line),
-                  f"Memory per GPU by kind against the usable {fmt.gb(cap)} (red line)", height=320)
+                  f"Memory per GPU by kind against the usable {fmt.gb(cap)} (red line)", height=320 + LABELS_PX)
 # a lighter method can show more memory per GPU than a heavier one: each runs the fastest layout that fits, and
 # spare memory goes to larger micro-batches or to fewer shards; its layout says which (Fewest GPUs shows the rest)
 st.caption("Each method runs the fastest layout that fits on "
@@ -189,12 +192,12 @@ st.caption("Each method runs the fastest layout that fits on "
 # one colour: the method is on the axis, and the memory chart above gives blue, light blue and red to weights,
 # gradients and optimizer states, which per-method colours here repeated with another meaning
 speed = alt.Chart(rows).mark_bar(color="#4C78A8").encode(
-    x=alt.X("label:N", title="Method", sort=list(rows.label), axis=alt.Axis(labelAngle=0, labelLimit=160)),
+    x=alt.X("label:N", title="Method", sort=list(rows.label), axis=METHOD_AXIS),
     y=alt.Y("tokens_per_s_per_gpu:Q", title="Tokens/s per GPU"),  # a longer upright title pushed the chart's out
     tooltip=[alt.Tooltip("label:N", title="Method"),
              alt.Tooltip("tokens_per_s_per_gpu:Q", title="Tokens/s per GPU", format=",.0f")],
 )
-common.show_chart(speed, "Training speed: tokens per second per GPU", height=240)
+common.show_chart(speed, "Training speed: tokens per second per GPU", height=240 + LABELS_PX)
 
 for r in rows.itertuples():
     if not r.fits:
