@@ -111,10 +111,11 @@ for name, pol in policies.items():
 pol_df = pd.DataFrame(rows)
 common.money_table(pol_df[["policy", "storage_usd", "network_usd", "kept_gb", "held_gb"]], ["storage_usd", "network_usd"],
                    {"policy": "Retention policy", "storage_usd": "Checkpoint storage", "network_usd": "Checkpoint replication",
-                    "kept_gb": "Checkpoints kept", "held_gb": "Held at the end"},
+                    "kept_gb": "Checkpoints kept", "held_gb": "All storage at the end"},
                    {"kept_gb": fmt.gb, "held_gb": fmt.gb},
                    {"kept_gb": "checkpoints retained after the stage, by the policy",
-                    "held_gb": "checkpoints, data and media held as the stage ends"}, widths={"policy": "medium"})
+                    "held_gb": "everything the stage holds as it ends: checkpoints, datasets and media"},
+                   widths={"policy": "medium"})
 
 st.subheader("Checkpoint storage held over time")
 # Everything below is the kernel's own numbers (stats): checkpoints written every ckpt_spacing_h,

@@ -221,7 +221,7 @@ def _deadlines(res) -> None:
     shown = risk[["project", "team", "status", "finish_day", "deadline_day", "wait_days", "usd"]]
     st.warning(deadline_sentence(int((~risk["deadline_met"]).sum()), int(risk["deadline_met"].sum())))
     common.money_table(shown, ["usd"], {"project": "Project", "team": "Team", "status": "Status",
-                                        "finish_day": "Finishes on day", "deadline_day": "Deadline day",
+                                        "finish_day": "Finishes after", "deadline_day": "Deadline after",
                                         "wait_days": "Waited", "usd": "Cost"})
 
 
