@@ -39,7 +39,7 @@ if common.stage_toggle("eval"):
                         [("stages.eval.human_samples", "Human-rated samples per run", 0, 5000, 50),
                          ("stages.eval.generated_tokens_m", "Generated tokens per run (millions)", None, None, 1.0,
                           "number"),
-                         ("stages.eval.decode_tp", "GPUs per decoding replica (0 = fewest that fit)", None, None, 1,
+                         ("stages.eval.decode_tp", "GPUs per decoding replica (0 = searched)", None, None, 1,
                           "number")],
                         [("stages.eval.usd_per_human_sample", "$ per human rating", 0.0, 50.0, 0.5),
                          ("stages.eval.context_tokens", "Context while decoding (tokens)", 512, 131072, 512, "pow2"),

@@ -44,7 +44,7 @@ if common.stage_toggle("rl"):
          (p + "num_gpus", "GPUs for RL (0 = sidebar value)", None, None, 1, "number")],
         [(p + "response_tokens", "Response tokens", 128, 32768, 128, "pow2"),
          (p + "rollout_efficiency", "Rollout efficiency (of roofline)", 0.05, 1.0, 0.05),
-         (p + "rollout_tp", "GPUs per rollout replica (0 = fewest that fit)", None, None, 1, "number"),
+         (p + "rollout_tp", "GPUs per rollout replica (0 = searched)", None, None, 1, "number"),
          (p + "rollout_batch", "Rollout batch (sequences at once per replica)", None, None, 1, "number")])
     res = common.result()
     roll = res.stat("rl", "rollout_gpu_hours")

@@ -625,26 +625,50 @@ def kv_bytes_per_token(shape: dict) -> float:
     return 2.0 * shape["L"] * shape["kv_heads"] * shape["head_dim"] * KV_BYTES_PER_VALUE  # K and V, bf16
 
 
-def decode(n_total, n_active, kv_per_token, ctx_avg, ctx_max, batch, peak_tflops, bandwidth_tbs, mem_gb,
-           efficiency, pinned_replica=0, gpus_per_node=8):
-    """Return (GPU-seconds per generated token, GPUs per replica, sequences decoded at once)."""
+def _decode_on(replica, n_total, n_active, kv_per_token, ctx_avg, ctx_max, batch, peak_tflops, bandwidth_tbs, mem_gb,
+               efficiency):
+    """(GPU-seconds per generated token, sequences at once) on replicas of ``replica`` GPUs."""
     weight_bytes = 2.0 * n_total
-    needed = 1
-    while weight_bytes > needed * 0.5 * mem_gb * 1e9:  # fewest GPUs holding weights in half their HBM
-        needed += 1
-    # as vLLM lays a replica out: tensor parallel a power of two within a node, pipeline stages across nodes
-    largest_tp = max(t for t in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if t <= max(gpus_per_node, 1))
-    tp = min(t for t in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, largest_tp) if t >= min(needed, largest_tp))
-    replica = tp * -(-needed // tp)
-    if pinned_replica > 0:  # the user's tensor-parallel size for the inference engine
-        replica = int(pinned_replica)
     kv_room = 0.9 * replica * mem_gb * 1e9 - weight_bytes
     fit = math.floor(kv_room / max(kv_per_token * ctx_max, 1.0))
     sequences = max(1.0, min(float(batch), max(1.0, fit)))
     memory_time = (weight_bytes + sequences * kv_per_token * ctx_avg) / (replica * bandwidth_tbs * 1e12)
     compute_time = 2.0 * n_active * sequences / (replica * peak_tflops * 1e12)
     step_seconds = max(memory_time, compute_time) / efficiency
-    return step_seconds * replica / sequences, float(replica), sequences
+    return step_seconds * replica / sequences, sequences
+
+
+def fewest_replica_gpus(n_total, mem_gb, gpus_per_node=8) -> float:
+    """The fewest GPUs a replica takes, laid out as vLLM does: weights in half of each GPU's memory, tensor parallel
+    a power of two within a node, pipeline stages across nodes."""
+    weight_bytes = 2.0 * n_total
+    needed = 1
+    while weight_bytes > needed * 0.5 * mem_gb * 1e9:  # fewest GPUs holding weights in half their HBM
+        needed += 1
+    largest_tp = max(t for t in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if t <= max(gpus_per_node, 1))
+    tp = min(t for t in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, largest_tp) if t >= min(needed, largest_tp))
+    return float(tp * -(-needed // tp))
+
+
+def decode(n_total, n_active, kv_per_token, ctx_avg, ctx_max, batch, peak_tflops, bandwidth_tbs, mem_gb,
+           efficiency, pinned_replica=0, gpus_per_node=8, max_gpus=0):
+    """Return (GPU-seconds per generated token, GPUs per replica, sequences decoded at once): on the pinned replica,
+    else on the fewest GPUs or, inside one node, a power of two above it up to the node and the stage's GPUs
+    (``max_gpus``; 0: no cap), each larger one taken when it saves 5% of the GPU-seconds per token on the best so far."""
+    args = (n_total, n_active, kv_per_token, ctx_avg, ctx_max, batch, peak_tflops, bandwidth_tbs, mem_gb, efficiency)
+    if pinned_replica > 0:  # the user's tensor-parallel size for the inference engine
+        cost, seqs = _decode_on(float(pinned_replica), *args)
+        return cost, float(pinned_replica), seqs
+    fewest = fewest_replica_gpus(n_total, mem_gb, gpus_per_node)
+    node = max(t for t in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if t <= max(gpus_per_node, 1))
+    sizes = [fewest] + [float(t) for t in (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+                        if fewest < t <= node and (max_gpus <= 0 or t <= max_gpus)]
+    best = None
+    for replica in sizes:
+        cost, seqs = _decode_on(replica, *args)
+        if best is None or cost < best[0] * (1.0 - 0.05):  # a larger replica must save 5% (its TP all-reduces)
+            best = (cost, replica, seqs)
+    return best
 
 
 # ---------------------------------------------------------------------------
@@ -887,7 +911,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
                                                   kv_tokens_held(shape, ctx),
                                                   sf("rollout_batch"), peak, f("hardware.mem_bandwidth_tbs"),
                                                   hbm_gb, sf("rollout_efficiency"), sf("rollout_tp"),
-                                                  f("hardware.gpus_per_node"))
+                                                  f("hardware.gpus_per_node"), gpus)
             prefill_flops = completions * p_tok * forward_flops_per_token(n_act, shape, p_tok)
             rollout_h = completions * r_tok * gpu_s_per_tok / SECONDS_PER_HOUR + hours_at(prefill_flops, peak,
                                                                                            infer_mfu)
@@ -928,8 +952,9 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             mem = max(mem, rollout_mem)
             # the stage must also hold one inference replica for the rollouts
             replica_gpus, decoding_at_once = replica, seqs
-            if fewest > 0:
-                fewest = max(fewest, replica)
+            if fewest > 0:  # the fewest GPUs a replica takes, not the larger one the stage's GPUs make cheaper
+                fewest = max(fewest, sf("rollout_tp") if sf("rollout_tp") > 0
+                             else fewest_replica_gpus(n_total, hbm_gb, f("hardware.gpus_per_node")))
 
         elif stage in MM_STAGES:
             media = media_figures(v, stage, shape["d"])
@@ -977,7 +1002,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
                                                   kv_tokens_held(shape, ctx), sf("decode_batch"), peak,
                                                   f("hardware.mem_bandwidth_tbs"), hbm_gb,
                                                   sf("decode_efficiency"), sf("decode_tp"),
-                                                  f("hardware.gpus_per_node"))
+                                                  f("hardware.gpus_per_node"), gpus)
             prefill_flops = runs * prompt_tok * forward_flops_per_token(n_act, shape, ctx)
             media_items = runs * sf("media_items_k") * 1e3  # a multimodal benchmark's images, clips or recordings
             if media_items > 0:
@@ -999,7 +1024,8 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             productive_h = rollout_h + hours_at(prefill_flops, peak, infer_mfu)
             mfu = infer_mfu
             mem = (2.0 * n_total + seqs * kv_tok * kv_tokens_held(shape, ctx)) / replica
-            fewest = replica
+            fewest = (sf("decode_tp") if sf("decode_tp") > 0
+                      else fewest_replica_gpus(n_total, hbm_gb, f("hardware.gpus_per_node")))
             replica_gpus, decoding_at_once = replica, seqs
             items["data.human_eval"] = runs * sf("human_samples") * sf("usd_per_human_sample")
 

@@ -246,10 +246,11 @@ def test_post_training_names_the_rollout_replica_and_a_pin_moves_it():
     res = costcore.estimate(at.session_state["scenario"])
     t, b = res.stat("rl", "decode_replica_gpus"), res.stat("rl", "decode_batch_used")
     assert f"replicas of {fmt.num(t)} GPUs generating {fmt.num(b)} answers at once" in caption()
-    _move(at, "stages.rl.rollout_tp", 8)
+    assert t == 8  # unpinned: the cheapest replica within a node, 8 GPUs for these 32B rollouts
+    _move(at, "stages.rl.rollout_tp", 2)
     res = costcore.estimate(at.session_state["scenario"])
-    assert res.stat("rl", "decode_replica_gpus") == 8 and res.stat("rl", "decode_batch_used") > b
-    assert f"replicas of 8 GPUs generating {fmt.num(res.stat('rl', 'decode_batch_used'))} answers" in caption()
+    assert res.stat("rl", "decode_replica_gpus") == 2 and res.stat("rl", "decode_batch_used") < b
+    assert f"replicas of 2 GPUs generating {fmt.num(res.stat('rl', 'decode_batch_used'))} answers" in caption()
 
 
 def test_finetune_methods_table_and_samples():

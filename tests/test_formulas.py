@@ -259,12 +259,19 @@ def test_decode_bandwidth_bound_single_sequence():
 
 def test_decode_batch_capped_by_kv_memory():
     kv = 524_288.0
-    dps, t, b = F.decode_gpu_seconds_per_token(7e9, 7e9, kv, 1024.0, 2048.0, 256.0, 989.0, 3.35, 80.0, 0.5)
-    # room for KV: 0.9 x 80e9 - 14e9 = 58e9 bytes; one sequence at 2048 tokens: 1,073,741,824 bytes
+    # one GPU (the stage has one): room for KV 0.9 x 80e9 - 14e9 = 58e9 bytes; a sequence at 2048 tokens: 1,073,741,824
+    dps, t, b = F.decode_gpu_seconds_per_token(7e9, 7e9, kv, 1024.0, 2048.0, 256.0, 989.0, 3.35, 80.0, 0.5, 0.0, 8.0,
+                                               1.0)
     assert math.floor(58e9 / 1_073_741_824) == 54
     assert (t, b) == (1.0, 54.0)
     step = (14e9 + 54 * kv * 1024) / 3.35e12 / 0.5
     assert dps == pytest.approx(step / 54, rel=1e-14)
+    # with a node to use, the replica grows while it saves 5%: 2 GPUs hold 121 sequences (18% cheaper a token), 4
+    # hold 255 (9% cheaper again); 8 would hold the whole batch of 256, 0.04% cheaper: the 4 are kept
+    dps4, t4, b4 = F.decode_gpu_seconds_per_token(7e9, 7e9, kv, 1024.0, 2048.0, 256.0, 989.0, 3.35, 80.0, 0.5)
+    assert math.floor((0.9 * 160e9 - 14e9) / 1_073_741_824) == 121 and math.floor((0.9 * 320e9 - 14e9) / 1_073_741_824) == 255
+    assert (t4, b4) == (4.0, 255.0) and F.DECODE_TP_MIN_SAVING == 0.05
+    assert dps4 == pytest.approx((14e9 + 255 * kv * 1024) / 3.35e12 / 0.5 / 255 * 4 / 4, rel=1e-14) and dps4 < dps
 
 
 def test_decode_compute_bound_large_batch():

@@ -622,23 +622,33 @@ def test_refit_plans_groups_rows_as_the_float_row_version_does():
 
 
 def test_a_pinned_rollout_replica_is_the_one_used_and_reported():
-    """stages.rl.rollout_tp / stages.eval.decode_tp pin the decoding replica's GPUs (0: the fewest that hold the
-    weights in half their memory). The JSON and the explanation name the replica and the sequences it decodes."""
+    """stages.rl.rollout_tp / stages.eval.decode_tp pin the decoding replica's GPUs (0: the cheapest of the fewest
+    that hold the weights in half their memory and its doublings within a node). The JSON and the explanation
+    name the replica and the sequences it decodes."""
     import costcore
     from costcore.analysis import explain
-    base = {"model": {"name": "qwen2.5-32b"}, "hardware": {"gpu": "h100-80gb", "num_gpus": 64},
-            "stages": {"rl": {"steps": 50, "response_tokens": 8192}, "eval": {"runs": 2}}}
-    auto = costcore.estimate(base).to_dict()["stages"]
-    assert auto["rl"]["decode"]["replica_gpus"] == 2 and auto["eval"]["decode"]["replica_gpus"] == 2  # 65.5 GB > 40
-    pinned_scn = {**base, "stages": {"rl": {"steps": 50, "response_tokens": 8192, "rollout_tp": 4},
-                                     "eval": {"runs": 2, "decode_tp": 8}}}
-    res = costcore.estimate(pinned_scn)
+
+    def stages(rl_tp, eval_tp):
+        return costcore.estimate({
+            "model": {"name": "qwen2.5-32b"}, "hardware": {"gpu": "h100-80gb", "num_gpus": 64},
+            "stages": {"rl": {"steps": 50, "response_tokens": 8192, "rollout_tp": rl_tp},
+                       "eval": {"runs": 2, "decode_tp": eval_tp}}})
+
+    fewest = stages(2, 2).to_dict()["stages"]  # 65.5 GB of weights > 40 GB: two GPUs hold them
+    res = stages(4, 8)
     pinned = res.to_dict()["stages"]
     assert pinned["rl"]["decode"]["replica_gpus"] == 4 and pinned["eval"]["decode"]["replica_gpus"] == 8
     # four GPUs hold more KV cache: more sequences at once, fewer GPU-seconds per token (the weights are read
     # once per step for more sequences)
-    assert pinned["rl"]["decode"]["sequences_at_once"] > auto["rl"]["decode"]["sequences_at_once"]
-    assert pinned["rl"]["decode"]["rollout_gpu_hours"] < auto["rl"]["decode"]["rollout_gpu_hours"]
+    assert pinned["rl"]["decode"]["sequences_at_once"] > fewest["rl"]["decode"]["sequences_at_once"]
+    assert pinned["rl"]["decode"]["rollout_gpu_hours"] < fewest["rl"]["decode"]["rollout_gpu_hours"]
+    # unpinned, the replica is the cheapest of 2, 4 and 8 (the default was the fewest: a third dearer on the GRPO
+    # preset, and a bigger model, given a bigger replica, came out cheaper in the sweep)
+    auto = stages(0, 0).to_dict()["stages"]
+    rl_hours = {t: stages(t, 0).to_dict()["stages"]["rl"]["decode"]["rollout_gpu_hours"] for t in (2, 4, 8)}
+    assert auto["rl"]["decode"]["rollout_gpu_hours"] == pytest.approx(min(rl_hours.values()), rel=1e-12)
+    assert auto["rl"]["decode"]["replica_gpus"] == min(rl_hours, key=rl_hours.get)
+    assert stages(0, 0).stat("rl", "min_gpus") == stages(2, 0).stat("rl", "min_gpus")  # the fewest still fits
     shown = explain.stage_explanation(res, "rl")[0][1]
     assert r"t = \text{4 GPUs}" in shown and f"B = {pinned['rl']['decode']['sequences_at_once']:,}" in shown
 
