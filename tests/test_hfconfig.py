@@ -501,3 +501,18 @@ def test_a_bad_window_gets_one_sentence_naming_its_key(extra, key):
     with pytest.raises(ScenarioError) as e:
         parse_hf_config(dict(_DENSE_7B, model_type="mistral", **extra))
     assert key in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("text, words", [
+    ('{"hidden_size": 4096,}', "line 1, column 22 needs a key in double quotes (or has a comma too many)"),
+    ('{"hidden_size" 4096}', "needs a colon after the key"),
+    ('{"hidden_size": 4096 "num_hidden_layers": 32}', "needs a comma between two entries"),
+    ('{"model_type": "llama', "has text whose closing double quote is missing"),
+])
+def test_a_malformed_config_is_named_in_words_not_in_the_parsers(text, words):
+    """json's own message ("Expecting property name enclosed in double quotes") is parser jargon; the sentence
+    says where and what is wrong in words."""
+    with pytest.raises(ScenarioError) as err:
+        H._loads(text, "config.json")
+    assert str(err.value).startswith("config.json: is not valid JSON: line 1, column ") and words in str(err.value)
+    assert "Expecting" not in str(err.value)

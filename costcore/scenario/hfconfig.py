@@ -162,6 +162,17 @@ def _as_text(text, what: str) -> str:
                               f"(got {type(text).__name__})")
 
 
+# json's messages in words (the parser's own read "Expecting property name enclosed in double quotes")
+_JSON_WORDS = {"Expecting property name enclosed in double quotes": "needs a key in double quotes (or has a comma too many)",
+               "Expecting value": "needs a value there (a number, text in double quotes, true, false, null, [ or {)",
+               "Expecting ',' delimiter": "needs a comma between two entries",
+               "Expecting ':' delimiter": "needs a colon after the key",
+               "Unterminated string starting at": "has text whose closing double quote is missing",
+               "Invalid control character at": "has a line break or tab inside text in double quotes",
+               "Invalid \\escape": "has a backslash that starts no known escape",
+               "Extra data": "has more after the end of the JSON object"}
+
+
 def _loads(text: str, what: str):
     """``json.loads`` refusing duplicate keys, huge numbers and deep nesting (NaN is _walk's)."""
     try:
@@ -169,7 +180,8 @@ def _loads(text: str, what: str):
     except _Refused as err:
         raise ScenarioError(what, f"is refused: {err}") from None
     except json.JSONDecodeError as err:
-        raise ScenarioError(what, f"is not valid JSON: {err.msg} (line {err.lineno}, column {err.colno})") from None
+        said = _JSON_WORDS.get(err.msg, "has a syntax error")
+        raise ScenarioError(what, f"is not valid JSON: line {err.lineno}, column {err.colno} {said}") from None
     except RecursionError:
         raise ScenarioError(what, f"nests deeper than {MAX_DEPTH} levels") from None
     except ValueError:  # an integer literal of more than 4,300 digits
@@ -418,8 +430,8 @@ def _full_shape(cfg: dict, what: str) -> dict:
     typ = _model_type(part) or _model_type(cfg)
     if typ in UNMODELLED_TYPES:
         raise ScenarioError(what, f"model_type {_shown(typ)} is not a decoder-only transformer the planner can "
-                            "model (state-space, recurrent, encoder-decoder and encoder-only models are not); "
-                            "give its layers, hidden size and heads by hand if it is one in disguise",
+                            "model (state-space, recurrent, encoder-decoder and encoder-only models are not). "
+                            "Pick a shipped model of its size, or choose 'Any size' and set the size in the sidebar",
                             value=typ, allowed="a decoder-only transformer config")
     shape = _core(part, pre, what)
     shape.update(_moe(part, pre, what, shape))
