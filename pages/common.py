@@ -259,6 +259,18 @@ def apply_scenario(cand: dict) -> bool:
         return False
 
 
+def model_label(scn: dict) -> str:
+    """The model in words: a shipped model's name, else its size ("70.6B model"). The scenario's title stays the
+    user's, so after picking Qwen2.5 32B on the Llama-3-8B preset the header said only "Llama-3-8B-like"."""
+    name = schema.effective_value(scn, "model.name")
+    if name:
+        from costcore.scenario import hfconfig
+        shipped = hfconfig.shipped_configs().get(str(name))
+        if shipped:
+            return str(shipped["label"])
+    return f"{fmt.num(float(schema.effective_value(scn, 'model.params_b')))}B model"
+
+
 def gpu_label(scn: dict) -> str:
     """The GPU in words: its catalog name, or a custom GPU's own name."""
     gpu = schema.effective_value(scn, "hardware.gpu")
@@ -618,8 +630,8 @@ def frame(title: str, intro: str) -> api.Result:
         st.success(md_escape(msg), icon="✅")
     ss.notes = []
     name = md_escape(ss.scenario.get("name", "").strip() or "Untitled scenario")  # never an empty "****"
-    st.caption(f"Scenario: **{name}** · preset `{ss.preset}` · {len(res.stages)} stage{'' if len(res.stages) == 1 else 's'} · "
-               f"{md_escape(gpu_label(ss.scenario))}")
+    st.caption(f"Scenario: **{name}** · preset `{ss.preset}` · {md_escape(model_label(ss.scenario))} · "
+               f"{len(res.stages)} stage{'' if len(res.stages) == 1 else 's'} · {md_escape(gpu_label(ss.scenario))}")
     if not res.feasible:  # no headline numbers for a plan that cannot run: the reason stands where they would be
         st.error("**No total: the plan is infeasible.**\n\n" + "\n".join(f"- {md_escape(x)}" for x in res.infeasible)
                  + "\n\nThe pages below still show each stage's figures as planned, to help find a layout "

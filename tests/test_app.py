@@ -719,3 +719,16 @@ def test_a_typed_number_out_of_range_is_refused_in_words_and_its_box_shows_the_k
     assert len(said) == 1 and "GPUs" in said[0] and "from 0 to 1,000,000" in said[0] and "-4" in said[0], said
     assert at.session_state["scenario"] == before
     assert next(n for n in at.number_input if n.label == label).value == old
+
+
+def test_the_header_names_the_model_a_pick_set():
+    """Picking Qwen2.5 32B on the Llama-3-8B preset kept the header's "Llama-3-8B-like" title alone while every figure
+    was the 32B's: the header now names the model (a shipped model by its name, else its size)."""
+    from costcore.scenario import schema
+    at = _app("pages/fine-tuning.py", p="llama3-8b")
+    assert any("Scenario: **" in c.value and "B model" in c.value for c in at.caption)
+    at.session_state["scenario"] = schema.pick_model(at.session_state["scenario"], "qwen2.5-32b")
+    at.run()
+    assert not at.exception
+    assert any("Scenario: **" in c.value and "Qwen2.5 32B" in c.value for c in at.caption), \
+        [c.value for c in at.caption if "Scenario" in c.value]
