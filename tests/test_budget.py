@@ -30,7 +30,7 @@ def test_over_sft_budget_raises_exactly_that_alert():
     base = costcore.estimate("pipeline-70b")
     sft = base.stat("sft", "usd_total")
     res = costcore.estimate(_with("pipeline-70b", budget__sft_usd=sft * 0.5,
-                                  budget__total_usd=base.total_usd * 10, budget__dpo_usd=1e12))
+                                  budget__total_usd=base.total_usd * 10, budget__dpo_usd=base.total_usd))
     st = bud.budget_status(res)
     assert st["status"] == "over"
     assert len(st["alerts"]) == 1
@@ -220,3 +220,18 @@ def test_the_line_item_exports_name_stages_and_resources_in_words_beside_their_k
     assert (att.stage_name == att.stage.map(STAGE_LABELS)).all()
     assert (att.resource_name == att.resource.map(RESOURCE_LABELS)).all()
     assert "Pre-training" in set(att.stage_name) and "Compute" in set(att.resource_name)
+
+
+def test_stage_budgets_adding_up_to_more_than_the_total_are_flagged():
+    """$80M for pre-training and $30M for RL under a $100M total: nothing said the stage budgets could not all be
+    kept. Within the total, no such alert."""
+    from costcore.scenario import schema
+    scn = costcore.load_preset("pipeline-70b-lora-grpo")
+    for k, v in (("budget.total_usd", 100e6), ("budget.pretrain_usd", 80e6), ("budget.rl_usd", 30e6)):
+        scn = schema.set_path(scn, k, v)
+    status = bud.budget_status(costcore.estimate(scn))
+    (alert,) = [a for a in status["alerts"] if a["scope"] == "budgets"]
+    assert status["status"] == "warning" and alert["actual_usd"] == 110e6
+    assert alert["message"].startswith("The stage budgets add up to $110M, more than the total budget of $100M")
+    fine = bud.budget_status(costcore.estimate(schema.set_path(scn, "budget.rl_usd", 20e6)))
+    assert not [a for a in fine["alerts"] if a["scope"] == "budgets"]

@@ -65,6 +65,16 @@ def budget_status(res: api.Result) -> dict | None:
                        "actual_usd": float(r.actual_usd), "over_usd": float(r.over_usd),
                        "share_over": float(r.share_over), "share_used": float(r.share_used),
                        "message": _alert_text(r)})
+    total = float(effective_value(res.scenario, "budget.total_usd"))
+    stages = lines[lines.scope == "stage"]
+    if total > 0 and stages.budget_usd.sum() > total * (1.0 + 1e-9):  # budgets that cannot all be kept
+        parts = float(stages.budget_usd.sum())
+        alerts.append({"scope": "budgets", "name": "stages", "status": "warning", "budget_usd": total,
+                       "actual_usd": parts, "over_usd": parts - total, "share_over": parts / total - 1.0,
+                       "share_used": parts / total,
+                       "message": f"The stage budgets add up to {fmt.usd(parts)}, more than the total budget of "
+                                  f"{fmt.usd(total)}: spending every stage's budget would overrun the total."})
+        status = max(status, "warning", key=STATUS_ORDER.index)
     return {"status": status, "alerts": alerts}
 
 
