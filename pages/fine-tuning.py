@@ -169,19 +169,34 @@ mem = rows.melt(id_vars=["label"], value_vars=[f"memory_{k}_gb" for k in finetun
                 var_name="kind", value_name="gb")
 mem["kind"] = mem.kind.map(lambda c: finetune.MEMORY_WORDS[c[len("memory_"):-len("_gb")]])
 order = [finetune.MEMORY_WORDS[k] for k in finetune.MEMORY_KINDS]
-bars = alt.Chart(mem).mark_bar().encode(
+cap = float(rows.usable_memory_gb.iloc[0])
+# a method far over the GPU (a 70B full fine-tune's 1.42 TB on an 80 GB GPU) squashed the capacity line and the
+# methods that fit to slivers: the axis stops at three times the usable memory and such a bar is cut there, its
+# total written on it
+top = max(3.0 * cap, float(rows.memory_per_gpu_gb[rows.memory_per_gpu_gb <= 3.0 * cap].max()
+                             if (rows.memory_per_gpu_gb <= 3.0 * cap).any() else 0.0))
+cut = rows[rows.memory_per_gpu_gb > top]
+MEM_TITLE = "Memory per GPU (GB)" + (", axis cut" if len(cut) else "")
+MEM_SCALE = alt.Scale(domain=[0, top], clamp=True, nice=False) if len(cut) else alt.Undefined  # every layer's
+bars = alt.Chart(mem).mark_bar(clip=True).encode(
     x=alt.X("label:N", title="Method", sort=list(rows.label), axis=METHOD_AXIS),
-    y=alt.Y("gb:Q", title="Memory per GPU (GB)", stack="zero"),
+    y=alt.Y("gb:Q", title=MEM_TITLE, stack="zero", scale=MEM_SCALE),
     color=alt.Color("kind:N", title="Memory", sort=order, scale=alt.Scale(domain=order)),
     order=alt.Order("kind_order:Q"),
     tooltip=[alt.Tooltip("label:N", title="Method"), alt.Tooltip("kind:N", title="Memory"),
              alt.Tooltip("gb:Q", title="GB", format=",.2f")],
 ).transform_calculate(kind_order=f"indexof({order!r}, datum.kind)")
-cap = float(rows.usable_memory_gb.iloc[0])
 line = alt.Chart(pd.DataFrame({"gb": [cap], "what": [f"Usable memory {fmt.gb(cap)}"]})).mark_rule(
-    color="#d62728", strokeDash=[6, 3], size=2).encode(y=alt.Y("gb:Q", title="Memory per GPU (GB)"),
+    color="#d62728", strokeDash=[6, 3], size=2).encode(y=alt.Y("gb:Q", title=MEM_TITLE, scale=MEM_SCALE),
                                                        tooltip=[alt.Tooltip("what:N", title="Line")])
-common.show_chart(common.layer(bars, line),
+layers = [bars, line]
+if len(cut):
+    layers.append(alt.Chart(pd.DataFrame({"label": cut.label, "gb": [top] * len(cut),
+                                          "text": [f"{fmt.gb(v)} ↑" for v in cut.memory_per_gpu_gb]}))
+                  .mark_text(dy=-8, fontWeight="bold", color="#333333")
+                  .encode(x=alt.X("label:N", sort=list(rows.label)), y=alt.Y("gb:Q", title=MEM_TITLE, scale=MEM_SCALE),
+                          text="text:N"))
+common.show_chart(common.layer(*layers),
                   f"Memory per GPU by kind against the usable {fmt.gb(cap)} (red line)", height=320 + LABELS_PX)
 # a lighter method can show more memory per GPU than a heavier one: each runs the fastest layout that fits, and
 # spare memory goes to larger micro-batches or to fewer shards; its layout says which (Fewest GPUs shows the rest)
