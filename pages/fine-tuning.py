@@ -195,7 +195,7 @@ if len(cut):
                                           "text": [f"{fmt.gb(v)} ↑" for v in cut.memory_per_gpu_gb]}))
                   .mark_text(dy=-8, fontWeight="bold", color="#333333")
                   .encode(x=alt.X("label:N", sort=list(rows.label)), y=alt.Y("gb:Q", title=MEM_TITLE, scale=MEM_SCALE),
-                          text="text:N"))
+                          text=alt.Text("text:N")))
 common.show_chart(common.layer(*layers),
                   f"Memory per GPU by kind against the usable {fmt.gb(cap)} (red line)", height=320 + LABELS_PX)
 # a lighter method can show more memory per GPU than a heavier one: each runs the fastest layout that fits, and
