@@ -11,7 +11,7 @@ import streamlit as st
 
 import costcore
 from costcore import fmt
-from costcore.cluster import focus, portfolio, results, share
+from costcore.cluster import focus, portfolio, results, rules, share
 from costcore.errors import ScenarioError
 from costcore.scenario.schema import STAGE_LABELS
 from pages import common
@@ -209,20 +209,28 @@ def deadline_sentence(missed: int, at_risk: int) -> str:
     return "; ".join(parts) + "."
 
 
-def _deadlines(res) -> None:
+def _deadlines(res, pf) -> None:
     pt = res.project_table
     risk = pt[~pt["deadline_met"] | pt["at_risk"]].copy()
+    # what a bigger pool cannot change: a million GPUs left a team capped by its borrowing limit still bursting
+    risk["ceiling"] = [f"{rules.team_ceiling_gpus(pf, t, pf.projects[p].pool):,} of {pf.pools[pf.projects[p].pool].gpus:,}"
+                       for p, t in zip(risk["project"], risk["team"])]
     if risk.empty:
         st.success("Every project with a deadline meets it with at least three days to spare.")
         return
-    risk["status"] = ["Missed" if not m else "At risk (under 3 days of slack)" for m in risk["deadline_met"]]
+    # short: the banner above says what at risk means (the long words pushed the Cost column out at 1280 px)
+    risk["status"] = ["Missed" if not m else "At risk" for m in risk["deadline_met"]]
     for c in ("finish_day", "deadline_day", "wait_days"):
         risk[c] = [fmt.days(v) if pd.notna(v) else "not finished" for v in risk[c]]
-    shown = risk[["project", "team", "status", "finish_day", "deadline_day", "wait_days", "usd"]]
+    shown = risk[["project", "team", "status", "finish_day", "deadline_day", "wait_days", "ceiling", "usd"]]
     st.warning(deadline_sentence(int((~risk["deadline_met"]).sum()), int(risk["deadline_met"].sum())))
     common.money_table(shown, ["usd"], {"project": "Project", "team": "Team", "status": "Status",
                                         "finish_day": "Finishes after", "deadline_day": "Deadline after",
-                                        "wait_days": "Waited", "usd": "Cost"})
+                                        "wait_days": "Waited", "ceiling": "Most GPUs its team holds", "usd": "Cost"},
+                       helps={"status": "At risk: met with under 3 days of slack",
+                              "ceiling": "the team's quota plus its borrowing limit on the project's pool, of the "
+                                         "pool's GPUs: a larger pool does not reach past it; raise the quota or "
+                                         "the limit"})
 
 
 common._leave_legacy_router()  # a deep link to /cluster on a fresh server goes through app.py's navigation
@@ -262,7 +270,7 @@ c[2].metric("Utilization", fmt.share(s["utilization"]), help="Reserved GPU-hours
 c[3].metric("Deadlines missed", f"{s['deadlines_missed']}", help=f"{s['deadlines_at_risk']} more at risk")
 c[4].metric("Burst GPU-hours", fmt.gpu_hours(s["burst_gpu_hours"]),
             help=f"On-demand or spot GPU-hours; lost to preemption: {fmt.gpu_hours(s['lost_gpu_hours'])}")
-_deadlines(res)
+_deadlines(res, changed)
 _gantt(res)
 _usage(res)
 _attribution(res)

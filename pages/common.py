@@ -582,12 +582,13 @@ def sidebar() -> None:
             if up is None:
                 return
             data = up.getvalue()
+            named = fmt.one_line(up.name or "the upload", 80)  # the file, as the uploader shows it
             if len(data) > MAX_YAML_BYTES:
-                ss.messages.append(f"upload: the file is {len(data):,} bytes; the limit is {MAX_YAML_BYTES:,}. "
+                ss.messages.append(f"{named}: the file is {len(data):,} bytes; the limit is {MAX_YAML_BYTES:,}. "
                                    "The previous scenario is kept.")
                 return
             try:
-                ss.scenario = api.load_yaml_text(data, what="upload")
+                ss.scenario = api.load_yaml_text(data, what=named)
                 ss.rev += 1
             except ScenarioError as err:
                 ss.messages.append(f"{err}. The previous scenario is kept.")

@@ -38,7 +38,7 @@ up = c3.file_uploader("or upload B (YAML)", type=["yaml", "yml"], key="cmp_uploa
 b_scn = None
 if up is not None:
     try:
-        b_scn = costcore.load_yaml_text(up.getvalue(), what="upload")
+        b_scn = costcore.load_yaml_text(up.getvalue(), what=fmt.one_line(up.name or "the upload", 80))  # the file named
     except ScenarioError as err:
         st.warning(common.md_escape(f"{err}. Comparing with the selection instead."))
 if b_scn is None:

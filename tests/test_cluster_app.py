@@ -130,3 +130,19 @@ def test_an_out_of_range_number_is_refused_in_words_and_leaves_its_box():
         assert len(said) == 1 and words in said[0], said
         assert next(n for n in at.number_input if n.label.startswith(label)).value == old
         assert _metric(at, "Total cost") == before
+
+
+def test_the_deadline_table_says_how_many_gpus_the_team_can_hold():
+    """A pool of 1,000,000 GPUs left the missed deadline missed and the burst unchanged, with nothing said: its team
+    holds at most its quota plus its borrowing limit there. The deadline table says so, per project."""
+    from costcore.cluster import portfolio, rules
+    at = _page()
+    table = next(d.value for d in at.dataframe if "ceiling" in d.value.columns)
+    pf = portfolio.load(at.session_state["cluster_name"])
+    for p, t, shown in zip(table["project"], table["team"], table["ceiling"]):
+        pool = pf.projects[p].pool
+        assert shown == f"{rules.team_ceiling_gpus(pf, t, pool):,} of {pf.pools[pool].gpus:,}"
+    team = pf.teams["pretraining"]
+    assert rules.team_ceiling_gpus(pf, "pretraining", "h100") == min(pf.pools["h100"].gpus,
+                                                                     team.quota_gpus["h100"] + team.borrowing_limit_gpus["h100"])
+    assert rules.team_ceiling_gpus(pf, "code", "h100") == pf.pools["h100"].gpus  # no limit: the whole pool

@@ -69,3 +69,15 @@ def idle_weights(rule: str, quota_gpus: np.ndarray, used_gpu_hours: np.ndarray) 
     if w.sum() <= 0:
         w = np.ones(len(q))
     return w / w.sum()
+
+
+def team_ceiling_gpus(pf, team: str, pool: str) -> int:
+    """The most GPUs of ``pool`` that ``team`` can ever hold: its quota plus its borrowing limit there (Kueue
+    ClusterQueue nominalQuota + borrowingLimit), the whole pool when it has no limit; at most the pool. A pool
+    made larger reaches none of the team's jobs past this (docs/cluster.md, "Scheduler semantics")."""
+    size = int(pf.pools[pool].gpus)
+    t = pf.teams[team]
+    limit = t.borrowing_limit_gpus.get(pool)
+    if limit is None:
+        return size
+    return min(size, int(t.quota_gpus.get(pool, 0)) + int(limit))
