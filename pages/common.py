@@ -11,6 +11,7 @@ import hashlib
 import html
 import os
 import math
+import re
 import pickle
 import types
 
@@ -75,6 +76,9 @@ def preset_titles() -> dict:
     return api.preset_titles()
 
 
+_CLI_PRESETS = re.compile(r"python -m costcore presets lists all (\d+)")
+
+
 def state():
     """Session state with a valid scenario; the first run of a session reads the URL."""
     _warm_up()
@@ -87,7 +91,8 @@ def state():
             params = {}
         scn, preset, warns = share.decode(params, _default_preset())
         ss.scenario, ss.preset, ss.rev = scn, preset, 0
-        ss.messages = list(warns)
+        # the API's hint for an unknown preset names a command; in the app the sidebar's box is where the list is
+        ss.messages = [_CLI_PRESETS.sub(r"the sidebar's Preset box lists all \1", w) for w in warns]
         ss._view_in = share.view_params(params)  # each page takes its own (view_seed) when it draws that widget
     ss.setdefault("messages", [])
     ss.setdefault("handled", {})  # widget key -> the last value applied (_catch_up)

@@ -130,11 +130,11 @@ table = pd.DataFrame({
     "Method": rows.label,
     # second, not last: the "As pinned" column pushed a last "Trainable" past a 1280-pixel window
     "Trainable": rows.trainable_params_b.map(lambda b: f"{fmt.num(b)}B" if b >= 1 else f"{fmt.num(b * 1e3)}M"),
-    "Tokens/s per GPU": rows.tokens_per_s_per_gpu.map(fmt.num),
-    "Time per epoch": rows.epoch_hours.map(lambda h: fmt.duration_s(h * 3600.0)),
+    "Tokens/s/GPU": rows.tokens_per_s_per_gpu.map(fmt.num),
+    "Epoch": rows.epoch_hours.map(lambda h: fmt.duration_s(h * 3600.0)),
     "GPU-hours": rows.gpu_hours.map(fmt.gpu_hours),
     "GPU cost": rows.compute_usd.map(fmt.usd),
-    "Memory per GPU": rows.memory_per_gpu_gb.map(fmt.gb),
+    "Memory/GPU": rows.memory_per_gpu_gb.map(fmt.gb),
     "Fits": rows.fits.map(lambda f: "yes" if f else "no"),
     "Fewest GPUs": rows.min_gpus_any_layout.map(lambda g: f"{g:,}" if g > 0 else "none"),
 })
@@ -151,9 +151,15 @@ if said:
     table.insert(table.columns.get_loc("Fewest GPUs") + 1, "As pinned",
                  rows.min_gpus.map(lambda g: f"{g:,}" if g > 0 else "none"))
 # short headers with their words in the column helps: at 1280 px the last column ("Trainable") was cut
+# the short columns narrow: with "As pinned" the last column was cut at 1280 px
 st.dataframe(table, hide_index=True, width="stretch", column_config={
     "Fewest GPUs": st.column_config.Column(help="the fewest GPUs that fit, over every layout the planner can search"),
-    "Trainable": st.column_config.Column(help="trainable parameters")})
+    "As pinned": st.column_config.Column(help="the fewest GPUs with the stage's pinned layout", width="small"),
+    "Trainable": st.column_config.Column(help="trainable parameters", width="small"),
+    "Tokens/s/GPU": st.column_config.Column(help="tokens trained per second per GPU"),
+    "Epoch": st.column_config.Column(help="wall-clock time of one pass over the samples"),
+    "Memory/GPU": st.column_config.Column(help="peak memory per GPU of the method's fastest layout that fits"),
+    "Fits": st.column_config.Column(width="small")})
 if said:
     st.caption("Fewest GPUs: that fit, over every layout the planner can search. As pinned: the fewest with the "
                "fine-tuning stage's pinned " + ", ".join(said) + " (choose Searched on the Job layout page to "

@@ -732,3 +732,11 @@ def test_the_header_names_the_model_a_pick_set():
     assert not at.exception
     assert any("Scenario: **" in c.value and "Qwen2.5 32B" in c.value for c in at.caption), \
         [c.value for c in at.caption if "Scenario" in c.value]
+
+
+def test_an_unknown_preset_in_a_link_points_to_the_sidebar_not_a_command():
+    """The link's unknown preset was answered with "python -m costcore presets lists all 14", a command-line hint
+    in a web page; the app points to its own Preset box (the API and the CLI keep the command)."""
+    at = _app(None, p="no-such-presetxx")
+    said = [w.value for w in at.warning if "unknown preset" in w.value]
+    assert len(said) == 1 and "the sidebar's Preset box lists all" in said[0] and "python -m" not in said[0], said
