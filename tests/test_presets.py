@@ -215,3 +215,11 @@ def test_a_preset_read_once_is_handed_out_as_a_fresh_copy_and_reread_when_the_fi
     assert loaders.load_preset("mine")["name"] == "first"  # (a longer file: the memo's key changes with its size)
     f.write_text("name: second one\nmodel: {params_b: 7}\nstages: {sft: {samples: 1000}}\n", encoding="utf-8")
     assert loaders.load_preset("mine")["name"] == "second one"
+
+
+def test_the_one_node_preset_peaks_at_its_node():
+    """'Vertical 7B adaptation (CPT + LoRA SFT, 8 GPUs)' showed Peak GPUs 16: evaluation overlapped half of SFT's span
+    by the schema's default, each on its own 8 GPUs. On one node it runs after SFT."""
+    import costcore
+    res = costcore.estimate("vertical-7b-lora")
+    assert res.peak_gpus == 8 == costcore.load_preset("vertical-7b-lora")["hardware"]["num_gpus"]
