@@ -391,18 +391,6 @@ def plans(scenario: "Scenario | Mapping | str | Path", stage: str | None = None,
 # ---------------------------------------------------------------------------
 # Variants of one scenario
 # ---------------------------------------------------------------------------
-def clip_to_field(path: str, values: np.ndarray) -> np.ndarray:
-    """Generated values (tornado ends, Monte Carlo samples) moved into what a batch accepts, in place:
-    the field's range, whole numbers for integers, and not between 0 (auto) and its smallest value."""
-    f = BY_PATH[path]
-    np.clip(values, f.lo, f.hi, out=values)
-    if f.min_nonzero:
-        values[(values > 0) & (values < f.min_nonzero)] = f.min_nonzero
-    if f.kind == "int":
-        np.round(values, out=values)
-    return values
-
-
 MAX_BATCH_ROWS = 5_000_000  # the same cap as monte_carlo's samples: ~2 s and ~1 GB of output at most
 
 

@@ -179,8 +179,7 @@ cap = float(rows.usable_memory_gb.iloc[0])
 # a method far over the GPU (a 70B full fine-tune's 1.42 TB on an 80 GB GPU) squashed the capacity line and the
 # methods that fit to slivers: the axis stops at three times the usable memory and such a bar is cut there, its
 # total written on it
-top = max(3.0 * cap, float(rows.memory_per_gpu_gb[rows.memory_per_gpu_gb <= 3.0 * cap].max()
-                             if (rows.memory_per_gpu_gb <= 3.0 * cap).any() else 0.0))
+top = 3.0 * cap
 cut = rows[rows.memory_per_gpu_gb > top]
 MEM_TITLE = "Memory per GPU (GB)" + (", axis cut" if len(cut) else "")
 MEM_SCALE = alt.Scale(domain=[0, top], clamp=True, nice=False) if len(cut) else alt.Undefined  # every layer's

@@ -468,8 +468,8 @@ class Dist:
 
 def draw_inputs(dists: Mapping[str, "Dist"], centers: Sequence[float], n: int, seed: int) -> np.ndarray:
     """A (len(dists), n) matrix of stratified draws, row j of input j around ``centers[j]``, moved into what a
-    batch accepts as :func:`costcore.api.clip_to_field` moves a value (its range, whole numbers for integers,
-    not between 0 and its smallest set value); one jitted pass, the rows in parallel."""
+    batch accepts (its range, whole numbers for integers, not between 0 and its smallest set value: the rules
+    api.batch checks); one jitted pass, the rows in parallel."""
     fields = [BY_PATH[p] for p in dists]
     units = [d.units(float(c)) for d, c in zip(dists.values(), centers)]
     return sampling.draw([u[0] for u in units], [u[1:] for u in units], [f.lo for f in fields],

@@ -673,6 +673,13 @@ def _rl_colocated_params(x, shape):
     return n
 
 
+@njit(cache=True)
+def _fewest_replica(x, pinned, n_total):
+    """GPUs an inference replica needs at the least (what must fit): the pinned count, else
+    formulas.inference_tp's fewest; not the larger replica decode_gpu_seconds_per_token may find cheaper."""
+    return pinned if pinned > 0.0 else inference_tp(2.0 * n_total, x[H_MEM_GB], x[H_GPUS_PER_NODE])
+
+
 @njit(cache=True, inline='always')
 def _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     """RL (PPO/GRPO): rollout generation (decode roofline + prefill), scoring passes, policy updates."""
@@ -688,9 +695,7 @@ def _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     dps, tp_inf, b_used = decode_gpu_seconds_per_token(
         n_total, n_act, kv_tok, _kvctx(x, lp + 0.5 * lr), kv_ctx, x[RL_ROLLOUT_BATCH], peak,
         x[H_BW_TBS], x[H_MEM_GB], x[RL_ROLLOUT_EFF], x[RL_ROLLOUT_TP], x[H_GPUS_PER_NODE], G)
-    # the fewest GPUs a replica needs (what must fit), not the cheaper larger replica the stage's GPUs allow
-    tp_need = x[RL_ROLLOUT_TP] if x[RL_ROLLOUT_TP] > 0.0 else inference_tp(2.0 * n_total, x[H_MEM_GB],
-                                                                            x[H_GPUS_PER_NODE])
+    tp_need = _fewest_replica(x, x[RL_ROLLOUT_TP], n_total)
     prefill_h = gpu_hours_for_flops(forward_flops_per_token(n_act, L, d, _actx(x, lp)) * steps * q * lp, peak, x[E_INFER_MFU])
     rollout_h = steps * q * lr * dps / 3600.0 + prefill_h
     if x[RL_REWARD] != RL_REWARD_MODEL:
@@ -755,8 +760,7 @@ def _eval_work(x, G, shape, st, s):
     st[s, K_DEC_TP] = tp_inf
     st[s, K_DEC_B] = b_used
     mem = (2.0 * n_total + b_used * kv_tok * kv_ctx) / tp_inf
-    tp_need = x[EV_DECODE_TP] if x[EV_DECODE_TP] > 0.0 else inference_tp(2.0 * n_total, x[H_MEM_GB],
-                                                                          x[H_GPUS_PER_NODE])  # the fewest that fit
+    tp_need = _fewest_replica(x, x[EV_DECODE_TP], n_total)
     return _write_work(x, st, s, runs * (bench + gen) + media_tok, bench + gen, ctx, flops, prod_h, rollout_h, mem,
                        tp_need, tp_inf > G)
 

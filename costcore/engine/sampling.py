@@ -16,7 +16,6 @@ import numpy as np
 from numba import njit, prange
 
 KIND_TRIANGULAR, KIND_UNIFORM, KIND_LOGNORMAL = 0, 1, 2
-KINDS = ("triangular", "uniform", "lognormal")  # the codes above, in order
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
