@@ -1,4 +1,6 @@
 """Compare scenarios and apply optimization levers."""
+import re
+
 import altair as alt
 import streamlit as st
 
@@ -63,8 +65,10 @@ def _value_words(path: str, v) -> str:
     if f.kind == "bool":
         return "yes" if v else "no"
     if isinstance(v, (int, float)):
-        if v == 0 and f.min_nonzero and f.default == 0:
-            return "0 (auto)"
+        if v == 0 and f.min_nonzero and f.default == 0:  # what 0 means, as the setting's doc says it when short
+            said = re.search(r"\b0 = ([^.;,(]+)", f.doc or "")
+            short = said.group(1).strip() if said and len(said.group(1).split()) <= 3 else "auto"
+            return f"0 ({short})"  # a budget of 0 is "none", an MFU of 0 asks the layout model: "auto"
         return fmt.num(float(v))
     return str(v)
 
@@ -81,7 +85,7 @@ with left:
         st.info("None: B is the same plan as A.")
     else:
         st.dataframe(shown, hide_index=True, width="stretch", height=min(320, 38 + 35 * len(shown)),
-                     column_config={"input": st.column_config.Column("Input", width="large",
+                     column_config={"input": st.column_config.Column("Input", width="medium",
                                                                      help="the scenario field (exports keep its key)")})
 with right:
     st.subheader("Cost by stage")
