@@ -456,6 +456,17 @@ def test_share_link_round_trip_with_20_changes_is_short():
     assert _total(at) == costcore.estimate(scn).total_usd
 
 
+def test_link_made_with_other_defaults_says_so_and_applies_its_settings():
+    params = dict(share.encode(costcore.load_preset("pipeline-70b"), "pipeline-70b"), d="0123456789ab",
+                  **{"hardware.usd_per_gpu_hour": "2.25"})
+    at = _app(**params)
+    assert [w.value for w in at.warning].count(share.STAMP_WARNING) == 1
+    assert at.session_state["scenario"]["hardware"]["usd_per_gpu_hour"] == 2.25
+    assert at.query_params[share.STAMP_KEY] == share.defaults_stamp()  # the link it now shows is this copy's
+    assert share.STAMP_WARNING not in [w.value for w in _app(**share.encode(costcore.load_preset("pipeline-70b"),
+                                                                            "pipeline-70b")).warning]
+
+
 @pytest.mark.parametrize("params, name", [
     ({"p": "pipeline-70b", "model.params_b": "-5"}, "model.params_b"),
     ({"p": "pipeline-70b", "stages.sft.epochs": "abc"}, "stages.sft.epochs"),

@@ -243,3 +243,52 @@ def test_link_from_another_preset_gives_the_same_estimate(preset):
         back, got, warnings = _decode(share.encode(scn, base), preset)
         assert got == base and warnings == [], (base, warnings)
         assert costcore.estimate(back).total_usd == costcore.estimate(scn).total_usd, base
+
+
+# --- the defaults a link leaves out ---------------------------------------------------------------
+def test_link_carries_the_defaults_stamp_and_a_matching_stamp_says_nothing():
+    params = share.encode(api.load_preset(PRESET), PRESET)
+    assert params[share.STAMP_KEY] == share.defaults_stamp()
+    assert len(share.defaults_stamp()) == 12 and int(share.defaults_stamp(), 16) >= 0
+    scn, _, warnings = _decode(params)
+    assert warnings == [] and scn == api.load_preset(PRESET)
+
+
+@pytest.mark.parametrize("stamp", ["000000000000", "<b>x</b>", ""])
+def test_link_from_other_defaults_says_its_numbers_may_differ_and_keeps_its_settings(stamp):
+    scn = schema.set_path(api.load_preset(PRESET), "hardware.usd_per_gpu_hour", 2.5)
+    params = dict(share.encode(schema.validate(scn), PRESET), **{share.STAMP_KEY: stamp})
+    back, _, warnings = _decode(params)
+    assert warnings == [share.STAMP_WARNING]  # one sentence, the tampered text not echoed
+    assert back["hardware"]["usd_per_gpu_hour"] == 2.5
+
+
+def test_old_link_without_a_stamp_is_read_as_before():
+    params = share.encode(api.load_preset(PRESET), PRESET)
+    del params[share.STAMP_KEY]
+    assert _decode(params)[2] == []
+
+
+def test_stamp_follows_the_defaults_files_not_their_line_endings(tmp_path, monkeypatch):
+    data, presets = tmp_path / "data", tmp_path / "presets"
+    data.mkdir(), presets.mkdir()
+    (data / "hardware.yaml").write_bytes(b"h100:\n  usd_per_gpu_hour: 2.0\n")
+    (presets / "a.yaml").write_bytes(b"name: a\n")
+    monkeypatch.setattr(share, "_DEFAULT_DIRS", (data, presets))
+
+    def stamp():
+        share.defaults_stamp.cache_clear()
+        return share.defaults_stamp()
+
+    try:
+        first = stamp()
+        (data / "hardware.yaml").write_bytes(b"h100:\r\n  usd_per_gpu_hour: 2.0\r\n")  # a Windows checkout
+        assert stamp() == first
+        (data / "hardware.yaml").write_bytes(b"h100:\n  usd_per_gpu_hour: 2.5\n")  # a price changed
+        assert stamp() != first
+        (data / "hardware.yaml").write_bytes(b"h100:\n  usd_per_gpu_hour: 2.0\n")
+        (presets / "a.yaml").rename(presets / "b.yaml")  # a preset renamed
+        assert stamp() != first
+    finally:
+        monkeypatch.undo()
+        share.defaults_stamp.cache_clear()

@@ -4,12 +4,18 @@ A shared link carries the preset name (``p``) and only the values that
 differ from that preset, one query parameter per dotted path
 (``stages.sft.method=lora``). Stages switched off carry ``=off``, stages
 switched on with defaults ``=on``. A custom name travels as ``name``.
-Decoding never raises: each bad parameter keeps its default and is named in
+The planner's defaults are not in the link (GPU specs and prices, presets, fitted efficiencies:
+the files under ``costcore/data`` and ``presets``); ``d`` carries a stamp of them
+(:func:`defaults_stamp`), so a link opened on a copy whose defaults differ says its numbers may
+differ from the sender's. Decoding never raises: each bad parameter keeps its default and is named in
 one warning for the whole link (values follow the rules of a YAML file).
 """
 from __future__ import annotations
 
 import copy
+import functools
+import hashlib
+from pathlib import Path
 from costcore.scenario import loaders
 from costcore.scenario import schema
 from costcore.scenario.schema import BY_PATH, STAGES, ScenarioError
@@ -17,6 +23,23 @@ from costcore.scenario.yamlio import parse_yaml
 
 MAX_PARAMS = 300
 MAX_VALUE_CHARS = 200
+STAMP_KEY = "d"  # the defaults stamp a link carries (defaults_stamp)
+_DEFAULT_DIRS = (Path(__file__).resolve().parent.parent / "data", loaders.PRESET_DIR)
+STAMP_WARNING = ("This link was made with other planner defaults than this copy's (GPU specs and prices, presets "
+                 "or fitted efficiencies), so its numbers may differ from the sender's; its settings are applied "
+                 "as given.")
+
+
+@functools.lru_cache(maxsize=1)
+def defaults_stamp() -> str:
+    """A 12-hex-digit stamp of the defaults a link leaves out: every file under ``costcore/data`` and
+    ``presets`` (path and content, line endings as LF), SHA-256. Equal stamps, equal defaults."""
+    h = hashlib.sha256()
+    for root in _DEFAULT_DIRS:
+        for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            h.update(path.relative_to(root.parent).as_posix().encode("utf-8") + b"\0")
+            h.update(path.read_bytes().replace(b"\r\n", b"\n") + b"\0")
+    return h.hexdigest()[:12]
 
 
 def _flat(scn: dict) -> dict:
@@ -36,7 +59,7 @@ def _fmt_value(v) -> str:
 def encode(scn: dict, preset: str) -> dict[str, str]:
     """Query parameters that rebuild ``scn`` from ``preset``."""
     base = loaders.load_preset(preset)
-    params: dict[str, str] = {"p": preset}
+    params: dict[str, str] = {"p": preset, STAMP_KEY: defaults_stamp()}
     if scn.get("name", "") != base.get("name", ""):
         params["name"] = scn.get("name", "")
     for s in STAGES:
@@ -149,6 +172,7 @@ def decode(params: dict, default_preset: str) -> tuple[dict, str, list[str]]:
     preset, scn = _preset_of(params, default_preset, refuse)
     raw = copy.deepcopy(scn)
     values: list[tuple[str, str]] = []
+    stamp = None
     for key, value in items[:MAX_PARAMS]:
         key = str(key)
         if key == "p" or key.startswith(VIEW_PREFIX):  # a page's view (view_params), not a setting
@@ -156,6 +180,9 @@ def decode(params: dict, default_preset: str) -> tuple[dict, str, list[str]]:
         text, why = _one_value(value)
         if why:
             refuse(key, why, f"{why}; a setting can be given once")
+            continue
+        if key == STAMP_KEY:  # not a setting: the sender's defaults, compared below
+            stamp = text
             continue
         values.append((key, text))
     _apply_switches(raw, values, refuse)  # stage switches first (a value for a stage switches it on)
@@ -179,7 +206,8 @@ def decode(params: dict, default_preset: str) -> tuple[dict, str, list[str]]:
             continue
         raw = _all_or_none(raw, waiting, errors, refuse)  # no progress one by one: all of them at once
         break
-    return schema.validate(raw), preset, _summary(problems, len(items))
+    other = [STAMP_WARNING] if stamp is not None and stamp != defaults_stamp() else []
+    return schema.validate(raw), preset, _summary(problems, len(items)) + other
 
 
 def _all_or_none(raw: dict, waiting: list, errors: dict, refuse) -> dict:
