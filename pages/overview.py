@@ -82,17 +82,20 @@ def top_drivers() -> None:
 def stage_shares() -> None:
     shares = pd.DataFrame([{"stage": STAGE_LABELS[s], "key": s, "usd": res.stat(s, "usd_total"),
                             "cost": fmt.usd(res.stat(s, "usd_total")),
-                            "share": fmt.share(res.share_of_total(res.stat(s, "usd_total")))} for s in res.stages])
+                            "share": fmt.share(res.share_of_total(res.stat(s, "usd_total"))),
+                            "big": res.share_of_total(res.stat(s, "usd_total")) >= 0.04} for s in res.stages])
     if shares.empty:
         st.info("No stage is switched on.")
         return
-    donut = alt.Chart(shares).mark_arc(innerRadius=60).encode(
-        theta=alt.Theta("usd:Q", stack=True),
+    shares["on_arc"] = shares.share.where(shares.big, "")  # slivers under 4% are named in the tooltip only
+    base = alt.Chart(shares).encode(theta=alt.Theta("usd:Q", stack=True), order=alt.Order("key:N"))
+    donut = base.mark_arc(innerRadius=55, outerRadius=105).encode(
         color=alt.Color("stage:N", title="Stage", scale=common.stage_color_scale(shares.stage),
                         legend=alt.Legend(labelLimit=220)),
         tooltip=[alt.Tooltip("stage:N", title="Stage"), alt.Tooltip("cost:N", title="Cost"),
-                 alt.Tooltip("share:N", title="Share")]).properties(height=260)
-    common.show_chart(donut, "Share of the total by stage")
+                 alt.Tooltip("share:N", title="Share")])
+    labels = base.mark_text(radius=128, fontSize=12).encode(text=alt.Text("on_arc:N"))
+    common.show_chart((donut + labels).properties(height=300), "Share of the total by stage")
 
 
 # One of these is drawn at a time (a slider move redraws the open one only, not two more tables and a chart)

@@ -751,3 +751,18 @@ def test_an_unknown_preset_in_a_link_points_to_the_sidebar_not_a_command():
     at = _app(None, p="no-such-presetxx")
     said = [w.value for w in at.warning if "unknown preset" in w.value]
     assert len(said) == 1 and "the sidebar's Preset box lists all" in said[0] and "python -m" not in said[0], said
+
+
+def test_stage_share_donut_names_each_visible_share_on_the_ring():
+    at = _app(p="pipeline-70b")
+    open_tab(at, "pages/overview.py", "Each stage's share")
+    res = costcore.estimate("pipeline-70b")
+    from streamlit import dataframe_util
+    chart = next(c for c in at.get("vega_lite_chart") if "Share of the total by stage" in c.proto.spec)
+    assert '"on_arc"' in chart.proto.spec  # the text layer reads the column checked below
+    df = dataframe_util.convert_arrow_bytes_to_pandas_df(chart.proto.datasets[0].data.data)
+    on_ring = dict(zip(df.key, df.on_arc))
+    for s in res.stages:
+        share_ = res.share_of_total(res.stat(s, "usd_total"))
+        assert on_ring[s] == (fmt.share(share_) if share_ >= 0.04 else ""), s
+    assert on_ring["pretrain"] and "" in on_ring.values()  # 82.9% named, the RL and evaluation slivers not
