@@ -358,40 +358,61 @@ def monte_carlo_section():
 @st.fragment
 def solver_section():
     st.header("Budget solver: the largest plan a budget buys")
-    if "pretrain" not in res.stages:
-        st.info("The solver sizes pre-training: switch pre-training on to use it.")
-    else:
-        c1, c2 = st.columns(2)
-        b = c1.number_input("Budget for the whole plan ($)", min_value=1000.0,
-                            value=max(SET_BUDGET, 1000.0) if SET_BUDGET else float(round(res.total_usd, -3)),
-                            step=1e6, key="solve_budget", format="%.0f", help=BUDGET_HELP.format("the plan's total"))
-        mode = c2.radio("Solve for", ["compute_optimal", "tokens"], horizontal=True, key="solve_mode",
-                        format_func=lambda m: "model size and tokens (20 tokens/param)" if m == "compute_optimal"
-                        else "tokens for this model")
-        try:
-            sol = sens.solve_budget(scn, b, mode=mode)
-            m = st.columns(4)
+    amounts = sens.solver_amounts(scn)
+    if not amounts:
+        st.info("No stage is switched on: there is nothing for a budget to buy.")
+        return
+    c1, c2 = st.columns(2)
+    b = c1.number_input("Budget for the whole plan ($)", min_value=1000.0,
+                        value=max(SET_BUDGET, 1000.0) if SET_BUDGET else float(round(res.total_usd, -3)),
+                        step=1e6, key="solve_budget", format="%.0f", help=BUDGET_HELP.format("the plan's total"))
+    modes = (["compute_optimal", "tokens"] if "pretrain" in res.stages else []) + ["amount"]
+    for k, choices in (("solve_mode", modes), ("solve_key", amounts)):  # a choice the new scenario no longer has
+        if k in st.session_state and st.session_state[k] not in choices:
+            del st.session_state[k]
+    mode = c2.radio("Solve for", modes, horizontal=True, key="solve_mode",
+                    format_func={"compute_optimal": "model size and tokens (20 tokens/param)",
+                                 "tokens": "tokens for this model", "amount": "more of one stage"}.__getitem__)
+    key = None
+    if mode == "amount":
+        key = st.selectbox("Amount to buy (everything else stays as planned)", amounts, key="solve_key",
+                           format_func=lambda k: BY_PATH[k].label)
+    try:
+        sol = sens.solve_budget(scn, b, mode=mode, key=key)
+        m = st.columns(4)
+        if mode == "amount":
+            f = BY_PATH[key]
+            now = float(schema.effective_value(scn, key))
+            unit = f" {f.unit}" if f.unit else ""
+            scale = next((v for w, v in (("billion", 1e9), ("million", 1e6), ("thousand", 1e3))
+                          if str(f.unit).startswith(w)), 1.0)  # 25.1T tokens, not 25.1k (billion tokens)
+            m[0].metric(f.label.split(": ", 1)[-1], fmt.num(sol.value * scale),
+                        help=f"{sol.value:,.6g}{unit}; planned now: {now:,.6g}{unit}")
+            m[1].metric("Against the plan", f"{sol.value / now:.3g}x" if now > 0 else "n/a",
+                        help="The amount the budget buys over the amount the scenario plans.")
+        else:
             m[0].metric("Model size (parameters)", fmt.num(sol.params_b * 1e9), help=f"{sol.params_b:,.4f} billion")
             m[1].metric("Pre-training tokens", fmt.num(sol.tokens_b * 1e9), help=f"{sol.tokens_b:,.2f} billion")
-            m[2].metric("Plan total", fmt.usd(sol.total_usd), help=fmt.usd_exact(sol.total_usd))
-            if sol.limit == "memory":  # GPU memory, not the budget, stops it
-                m[3].metric("One step larger", fmt.usd(sol.next_total_usd), delta_color="inverse",
-                            delta="does not fit in GPU memory",
-                            help=f"The next size the search tried ({sol.step:.2%} larger) costs "
-                                 f"{fmt.usd_exact(sol.next_total_usd)} but its plan does not fit the GPUs.")
-                st.caption(f"GPU memory, not the budget, sets this size: the plan costs {fmt.usd(sol.total_usd)} of "
-                           f"{fmt.usd(b)}, and one step larger no longer fits the GPUs with this layout. Unpin "
-                           "tensor or pipeline parallelism on the Job layout page, or add GPUs, to buy more.")
-            elif math.isfinite(sol.next_total_usd):  # both can read $43.2M: the difference is what it says
-                m[3].metric("One step larger", fmt.usd(sol.next_total_usd), delta_color="inverse",
-                            delta=f"{fmt.usd(sol.next_total_usd - b)} over the budget",
-                            help=f"The next size the search tried ({sol.step:.2%} larger) costs "
-                                 f"{fmt.usd_exact(sol.next_total_usd)}, over the budget of {fmt.usd_exact(b)}.")
-            else:
-                m[3].metric("One step larger", "n/a", help="The search stopped at the largest size it can plan.")
-            common.stacked_bar(sol.result, height=360)  # at 240 the seven-resource legend left the bars 120 px
-        except schema.ScenarioError as err:
-            st.warning(common.md_escape(schema.error_in_words(err)))
+        m[2].metric("Plan total", fmt.usd(sol.total_usd), help=fmt.usd_exact(sol.total_usd))
+        what = "amount" if mode == "amount" else "size"
+        if sol.limit == "memory":  # GPU memory, not the budget, stops it
+            m[3].metric("One step larger", fmt.usd(sol.next_total_usd), delta_color="inverse",
+                        delta="does not fit in GPU memory",
+                        help=f"The next {what} the search tried ({sol.step:.2%} larger) costs "
+                             f"{fmt.usd_exact(sol.next_total_usd)} but its plan does not fit the GPUs.")
+            st.caption(f"GPU memory, not the budget, sets this {what}: the plan costs {fmt.usd(sol.total_usd)} of "
+                       f"{fmt.usd(b)}, and one step larger no longer fits the GPUs with this layout. Unpin "
+                       "tensor or pipeline parallelism on the Job layout page, or add GPUs, to buy more.")
+        elif math.isfinite(sol.next_total_usd):  # both can read $43.2M: the difference is what it says
+            m[3].metric("One step larger", fmt.usd(sol.next_total_usd), delta_color="inverse",
+                        delta=f"{fmt.usd(sol.next_total_usd - b)} over the budget",
+                        help=f"The next {what} the search tried ({sol.step:.2%} larger) costs "
+                             f"{fmt.usd_exact(sol.next_total_usd)}, over the budget of {fmt.usd_exact(b)}.")
+        else:
+            m[3].metric("One step larger", "n/a", help=f"The search stopped at the largest {what} it can plan.")
+        common.stacked_bar(sol.result, height=360)  # at 240 the seven-resource legend left the bars 120 px
+    except schema.ScenarioError as err:
+        st.warning(common.md_escape(schema.error_in_words(err)))
 
 
 # One analysis at a time: a change of the scenario (the sidebar) reruns the open one, not all five, which

@@ -192,7 +192,53 @@ def test_solver_refuses_impossible_budgets():
     with pytest.raises(ScenarioError):
         S.solve_budget(SCN, -5)
     with pytest.raises(ScenarioError):
-        S.solve_budget("alpaca-7b-sft", 1e6)  # no pre-training stage
+        S.solve_budget("alpaca-7b-sft", 1e6)  # no pre-training stage to size (mode amount buys its samples)
+
+
+@pytest.mark.parametrize("preset, key", [("alpaca-7b-sft", "stages.sft.samples"),
+                                         ("reasoning-grpo-32b", "stages.rl.steps"),
+                                         ("llava-1.5-7b", "stages.mm_tune.samples"),
+                                         (SCN, "stages.cpt.tokens_b")])
+def test_solver_buys_an_amount_of_one_stage_whole_where_the_setting_is(preset, key):
+    """Mode "amount": the largest value of one stage's quantity within the budget, the rest as planned; a plan
+    without pre-training is sized too. The answer costs at most the budget, one more unit (or step) more."""
+    scn = costcore.load_preset(preset)
+    budget = 1.5 * costcore.estimate(scn).total_usd
+    assert key in S.solver_amounts(scn)
+    sol = S.solve_budget(scn, budget, mode="amount", key=key)
+    assert sol.key == key and sol.limit == "budget"
+    assert sol.value > float(schema.effective_value(scn, key))  # half again the money buys more of it
+    got = costcore.estimate(schema.set_path(scn, key, sol.value if "tokens_b" in key else int(sol.value)))
+    assert got.total_usd == pytest.approx(sol.total_usd, rel=1e-12) and got.total_usd <= budget
+    whole = schema.BY_PATH[key].kind == "int"
+    more = sol.value + 1 if whole else sol.value * (1 + 2 * sol.step)
+    assert costcore.estimate(schema.set_path(scn, key, int(more) if whole else more)).total_usd > budget
+    if whole:
+        assert sol.value == int(sol.value)
+    else:
+        assert 0 < sol.step < 1e-3
+
+
+def test_solver_amount_names_what_it_can_buy():
+    assert S.solver_amounts("alpaca-7b-sft") == ["stages.sft.samples"]
+    with pytest.raises(ScenarioError, match="one of stages.sft.samples"):
+        S.solve_budget("alpaca-7b-sft", 1e6, mode="amount", key="stages.rl.steps")
+    with pytest.raises(ScenarioError, match="mode amount"):
+        S.solve_budget("alpaca-7b-sft", 1e6)
+
+
+def test_solver_page_sizes_a_plan_without_pretraining():
+    from costcore import fmt
+    from shared import app_on
+    at = app_on("pages/sensitivity.py", "Budget solver", p="reasoning-grpo-32b")
+    assert not at.exception and [r.options for r in at.radio if r.key == "solve_mode"] == [["more of one stage"]]
+    at.number_input(key="solve_budget").set_value(4.0e5).run()
+    at.selectbox(key="solve_key").set_value("stages.rl.steps").run()
+    assert not at.exception
+    sol = costcore.solve_budget(at.session_state["scenario"], 4.0e5, mode="amount", key="stages.rl.steps")
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["RL steps"] == fmt.num(sol.value) and shown["Plan total"] == fmt.usd(sol.total_usd)
+    assert shown["Against the plan"] == f"{sol.value / 600:.3g}x"
 
 
 def test_thirty_plus_inputs_in_tornado():

@@ -633,6 +633,20 @@ class Solution:
     step: float  # relative step of the final search grid
     result: api.Result
     limit: str = "budget"  # what stops one step larger: "budget", "memory" (it does not fit its GPUs) or "range"
+    key: str = ""  # mode "amount": the setting bought (stages.sft.samples ...)
+    value: float = math.nan  # mode "amount": its largest value within the budget
+
+
+# Mode "amount" of the solver: each stage's main quantity (what a team asks "how much of it does the budget buy")
+SOLVER_AMOUNTS = {"pretrain": "tokens_b", "cpt": "tokens_b", "mm_align": "samples", "mm_cpt": "samples",
+                  "mm_tune": "samples", "sft": "samples", "dpo": "pairs", "rl": "steps", "eval": "runs"}
+
+
+def solver_amounts(scenario) -> list[str]:
+    """The settings :func:`solve_budget` can buy in mode ``"amount"``: the main quantity of each stage switched
+    on (pre-training tokens, SFT samples, DPO pairs, RL steps, evaluation runs ...), in stage order."""
+    _, _, res = _base(scenario)
+    return [f"stages.{s}.{SOLVER_AMOUNTS[s]}" for s in STAGES if s in res.stages and s in SOLVER_AMOUNTS]
 
 
 def _largest_within(f_cost, lo: float, hi: float, budget: float, rounds: int = 3, points: int = 64):
@@ -673,23 +687,33 @@ def _largest_within(f_cost, lo: float, hi: float, budget: float, rounds: int = 3
 
 
 def solve_budget(scenario, budget_usd: float, mode: str = "compute_optimal",
-                 tokens_per_param: float = TOKENS_PER_PARAM) -> Solution:
+                 tokens_per_param: float = TOKENS_PER_PARAM, key: str | None = None) -> Solution:
     """Largest plan that fits a budget (whole scenario total, all enabled stages).
 
     mode "compute_optimal": model size N and pre-training tokens D = 20 N
     (Hoffmann et al. 2022) grow together; "tokens": the model stays, the
-    pre-training tokens grow. Returns the answer, its cost (<= budget) and the
+    pre-training tokens grow; "amount": one stage's main quantity ``key`` grows
+    (:func:`solver_amounts`: SFT samples, DPO pairs, RL steps ...; a whole number
+    where the setting is one), everything else as planned, so a plan without
+    pre-training can be sized too. Returns the answer, its cost (<= budget) and the
     cost one grid step larger (> budget). A size whose plan does not fit in GPU
     memory (a pinned layout, too few GPUs) is not bought whatever it costs: the
     answer is the largest plan that is affordable and runs, and ``limit`` says
     which of the two stopped it.
     """
     budget_usd = checks.number("budget_usd", budget_usd, 0.0, lo_open=True)
-    mode = checks.choice("mode", mode, ("compute_optimal", "tokens"))
+    mode = checks.choice("mode", mode, ("compute_optimal", "tokens", "amount"))
     tokens_per_param = checks.number("tokens_per_param", tokens_per_param, 0.0, 1e6, lo_open=True)
     scn, x, res = _base(scenario)
+    if mode == "amount":
+        amounts = solver_amounts(scn)
+        if not isinstance(key, str) or key not in amounts:
+            raise ScenarioError("key", "must name the amount to buy, one of " + ", ".join(amounts)
+                                if amounts else "has nothing to buy: no stage is switched on")
+        return _solve_amount(scn, x, budget_usd, key)
     if "pretrain" not in res.stages:
-        raise ScenarioError("stages.pretrain", "the budget solver sizes pre-training: switch it on")
+        raise ScenarioError("stages.pretrain", "the budget solver sizes pre-training in this mode: switch it on, "
+                                               "or buy an amount of a stage (mode amount)")
     fp = BY_PATH["model.params_b"]
     ft = BY_PATH["stages.pretrain.tokens_b"]
 
@@ -728,3 +752,45 @@ def solve_budget(scenario, budget_usd: float, mode: str = "compute_optimal",
         next_usd = nxt_res.total_usd
     return Solution(params_b=params_b, tokens_b=tokens_b, total_usd=final_res.total_usd,
                     next_total_usd=next_usd, step=step, result=final_res, limit=limit)
+
+
+def _solve_amount(scn: dict, x: np.ndarray, budget_usd: float, key: str) -> Solution:
+    """:func:`solve_budget` in mode "amount": the largest value of ``key`` whose plan costs at most the budget
+    and runs (whole numbers for a whole-number setting)."""
+    f = BY_PATH[key]
+    whole = f.kind == "int"
+    cur = float(schema.effective_value(scn, key))
+    lo = max(float(f.lo), 1.0) if whole else max(float(f.lo), cur * 1e-6, 1e-9)
+
+    def rounded(v):
+        return np.floor(v) if whole else v
+
+    def cost(vs):
+        out, fits = api.batch(scn, {key: rounded(vs)}, vector=x, fits=True)
+        return np.where(fits, out.sum(axis=1), np.inf)
+
+    def sized(v):
+        return schema.set_path(scn, key, int(v) if whole else float(v))
+
+    v, v_next, _, c_next = _largest_within(cost, lo, float(f.hi), budget_usd)
+    if whole and v_next is not None:  # the grid's last step is ~5e-5 of the value: close it to one unit
+        a, b = float(np.floor(v)), float(np.ceil(v_next))
+        while b - a > 1.0:
+            cand = np.unique(np.round(np.linspace(a, b, int(min(b - a + 1.0, 64.0)))))
+            a = float(cand[cost(cand) <= budget_usd].max())
+            b = float(cand[cand > a].min())
+        v, v_next = a, b
+    v = float(rounded(v))
+    final_res = api.estimate(sized(v))
+    limit, next_usd, step = "range", math.inf, 0.0
+    if c_next is not None and v_next is not None:
+        v_next = float(v_next)
+        nxt_res = api.estimate(sized(v_next))
+        limit = "budget" if nxt_res.feasible else "memory"
+        next_usd, step = nxt_res.total_usd, v_next / v - 1.0
+    final = sized(v)
+    return Solution(params_b=float(schema.effective_value(final, "model.params_b")),
+                    tokens_b=float(schema.effective_value(final, "stages.pretrain.tokens_b")),
+                    total_usd=final_res.total_usd, next_total_usd=next_usd, step=step, result=final_res,
+                    limit=limit, key=key, value=v)
+

@@ -1245,7 +1245,8 @@ def without_layout_pins(scn: dict, stage: str) -> dict:
 
 
 def get_path(scn: dict, path: str, default=None):
-    d: Any = scn
+    """The value at a dotted path of a scenario (a dict, or a validated Scenario: its ``data``), else ``default``."""
+    d: Any = scn if isinstance(scn, dict) else getattr(scn, "data", scn)
     for p in path.split("."):
         if not isinstance(d, dict) or p not in d:
             return default
