@@ -443,8 +443,8 @@ def test_share_link_round_trip_with_20_changes_is_short():
                "stages.rl.algorithm": "ppo", "stages.rl.steps": 800, "stages.rl.response_tokens": 4096,
                "stages.eval.runs": 40, "storage.retention_months": 6, "storage.cold_after_days": 14,
                "reliability.failures_per_gpu_hour": 3e-5, "labor.researcher.fte": 4}
-    for k, v in changes.items():
-        scn = costcore.scenario.schema.set_path(scn, k, v)
+    for k, v in changes.items():  # as the pages set them (a size brings the shape of that size)
+        scn = costcore.scenario.schema.set_value(scn, k, v)
     scn = costcore.scenario.schema.validate(scn)
     params = share.encode(scn, "pipeline-70b")
     url = "http://localhost:8501/?" + share.query_string(params)

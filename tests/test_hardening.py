@@ -494,8 +494,8 @@ def test_cli_set_valid_keys_with_in_range_values(capsys, data):
     text = data.draw(_field_value_text(f), label="value")
     rc, out, err = run_cli(capsys, ["estimate", preset, "--set", f"{f.path}={text}", "--format", "json"])
     d = assert_cli_ok(rc, out, err, f"{preset} --set {f.path}={text}")
-    expected = costcore.estimate(schema.validate(schema.set_path(base, f.path, schema.coerce_text(
-        f.path, yamlio.parse_yaml(text)))))
+    expected = costcore.estimate(schema.validate(schema.set_value(base, f.path, schema.coerce_text(
+        f.path, yamlio.parse_yaml(text)))))  # the one rule of --set, links and the pages (a size brings its shape)
     assert d["total_usd"] == expected.total_usd
 
 

@@ -175,11 +175,9 @@ def test_exponent_notation_is_a_number_in_yaml_set_and_url(capsys, path, text, e
     from_set = cli.apply_sets(base, [f"{path}={text}"])
     from_url, _, warnings = _decode({"p": PRESET, path: text})
     assert warnings == []
-    # a size alone on the 70B preset (whole shape stated) that the shape cannot hold (over 1.5x above it, under
-    # a third of it) moves the shape with it, as the size slider does; one within is set as it is
-    moved = schema.set_path(base, path, expected)
-    if path == "model.params_b" and not 70.6 / 3 <= expected <= 70.6 * 1.5:
-        moved = schema.resize_model(base, expected)
+    # a size alone on the 70B preset (whole shape stated) takes the shape of that size, as the size slider does
+    # (50B too: a size the 70B shape could hold kept that shape in a link and not on the slider)
+    moved = schema.resize_model(base, expected) if path == "model.params_b" else schema.set_path(base, path, expected)
     assert from_set == from_url == schema.validate(moved)
 
     res = costcore.estimate(from_url)
@@ -292,3 +290,30 @@ def test_stamp_follows_the_defaults_files_not_their_line_endings(tmp_path, monke
     finally:
         monkeypatch.undo()
         share.defaults_stamp.cache_clear()
+
+
+@pytest.mark.parametrize("size", [20.0, 35.0, 50.0, 65.0, 100.0])
+def test_a_size_in_a_link_is_the_model_the_size_slider_gives(size):
+    """``model.params_b=35`` on the 70B preset kept its 80 x 8,192 shape (a size that shape could hold) while the
+    slider's 35B took the 35B shape: $37.9M by link against $26.4M by slider. Link, --set and slider are one model."""
+    base = api.load_preset("pipeline-70b-lora-grpo")
+    slider = schema.validate(schema.resize_model(base, size))  # pages/common.apply
+    from_url, _, warnings = _decode({"p": "pipeline-70b-lora-grpo", "model.params_b": _fmt(size)})
+    assert warnings == [] and from_url == slider
+    assert cli.apply_sets(base, [f"model.params_b={_fmt(size)}"]) == slider
+    assert costcore.estimate(from_url).total_usd == costcore.estimate(slider).total_usd
+
+
+def test_a_link_restating_the_size_keeps_the_stated_shape():
+    base = api.load_preset("pipeline-70b")
+    size = schema.effective_value(base, "model.params_b")
+    from_url, _, _ = _decode({"p": "pipeline-70b", "model.params_b": _fmt(size)})
+    assert from_url == base and base["model"]["ffn"] == 28672
+    # a model stating no shape takes a new size alone (the core derives its shape), in a link as in a file
+    shapeless = api.load_preset("llama2-7b-pretrain")
+    from_url, _, _ = _decode({"p": "llama2-7b-pretrain", "model.params_b": "13"})
+    assert from_url == schema.validate(schema.set_path(shapeless, "model.params_b", 13))
+
+
+def _fmt(v: float) -> str:
+    return str(int(v)) if v == int(v) else repr(v)

@@ -969,21 +969,23 @@ def _unpin_what_the_model_refuses(scn: dict) -> dict:
 
 
 def size_alone(raw: dict, params_b) -> dict:
-    """``raw`` with model.params_b set; if the stated shape cannot hold that size (_shape_rules), or a MoE's
-    active parameters would exceed it (_active_rule), the shape and the active share move with the size
-    instead, as the size slider does (resize_model). A dense model stated all active stays all active."""
-    cand = set_path(raw, "model.params_b", params_b)
+    """``raw`` with model.params_b set as the size slider sets it (pages/common.apply): a new size is a model of
+    that size, its shape from the family table (resize_model), whatever shape ``raw`` states. A link or
+    ``--set`` giving ``model.params_b=35`` on the 70B preset kept its 80 x 8,192 shape while the header said
+    "35B model" (a size within the stated shape's range was not refused), so the link cost $37.9M where the
+    slider's 35B cost $26.4M. The size ``raw`` already has keeps its stated shape; a model that states no shape
+    takes the size alone (the core derives its shape); what is not a number is set as given, for validate to
+    refuse in words."""
     model = raw.get("model") if isinstance(raw.get("model"), dict) else {}
-    active, size = model.get("active_params_b"), model.get("params_b")
-    if _is_real(active) and _is_real(size) and isinstance(params_b, (int, float)) and active == size:
-        cand = set_path(cand, "model.active_params_b", params_b)
-    try:
-        validate(cand)
-    except ScenarioError as err:
-        moves = (err.path == "model.params_b" and whole_shape(raw)) or err.path == "model.active_params_b"
-        if moves and isinstance(params_b, (int, float)):
+    if any(k in model for k in SHAPE_KEYS) and isinstance(params_b, (int, float)) and not isinstance(params_b, bool) \
+            and _is_real(params_b):
+        try:
+            now = float(effective_value(raw, "model.params_b"))
+        except (TypeError, ValueError):
+            now = math.nan
+        if params_b != now:
             return resize_model(raw, params_b)
-    return cand
+    return set_path(raw, "model.params_b", params_b)
 
 
 def set_value(raw: dict, path: str, value, size_moves_shape: bool = True) -> dict:

@@ -79,6 +79,12 @@ def encode(scn: dict, preset: str) -> dict[str, str]:
             # the preset sets it, the scenario went back to the default
             params[path] = _fmt_value(schema.effective_value({}, path)
                                       if not path.startswith("hardware.") else schema.effective_value(scn, path))
+    if "model.params_b" in params and not any(k in params for k in schema.SHAPE_LINK_KEYS):
+        # a size alone brings the shape of that size (schema.size_alone, as the slider): a scenario that keeps
+        # the preset's shape at another size (a YAML file can say so) states that shape, or the link moves it
+        for path in schema.SHAPE_LINK_KEYS:
+            if path in a:
+                params[path] = _fmt_value(a[path])
     return params
 
 
@@ -206,8 +212,10 @@ def decode(params: dict, default_preset: str) -> tuple[dict, str, list[str]]:
             continue
         raw = _all_or_none(raw, waiting, errors, refuse)  # no progress one by one: all of them at once
         break
-    other = [STAMP_WARNING] if stamp is not None and stamp != defaults_stamp() else []
-    return schema.validate(raw), preset, _summary(problems, len(items)) + other
+    warnings = _summary(problems, len(items))
+    if stamp is not None and stamp != defaults_stamp():  # still one warning for the whole link
+        warnings = [f"{warnings[0]} {STAMP_WARNING}"] if warnings else [STAMP_WARNING]
+    return schema.validate(raw), preset, warnings
 
 
 def _all_or_none(raw: dict, waiting: list, errors: dict, refuse) -> dict:
@@ -259,9 +267,8 @@ def _with_value(raw: dict, key: str, text: str, refuse, resize: bool = False) ->
     """A copy of ``raw`` with one link value set (not validated), or None after a refusal.
 
     ``resize``: the link gives the model's size but none of its shape (a link written by hand, or from
-    before the size slider re-derived the shape); on a scenario whose whole shape is stated, the size
-    then moves the shape with it as the slider does (schema.resize_model), instead of being refused for
-    a size the stated shape cannot hold.
+    before the size slider re-derived the shape); the size then brings the shape of that size, as the
+    slider does (schema.size_alone), so the link and the slider give one model and one cost.
     """
     if key == "name":
         if len(text) > MAX_NAME_CHARS:
