@@ -203,7 +203,7 @@ class Scenario:
         """A new Scenario with one dotted setting changed (validated); this one is unchanged."""
         if not isinstance(path, str):
             raise ScenarioError("path", "must be a dotted setting name")
-        # a size the stated shape cannot hold moves the shape with it, as the size slider does
+        # a new size brings the shape of that size, as the size slider does (schema.size_alone)
         cand = schema.validate(schema.set_value(self.data, path, value))
         return Scenario._from_valid(cand, origin, self)
 
