@@ -659,7 +659,8 @@ def frame(title: str, intro: str) -> api.Result:
                    "out-of-sample error on public runs (the Validation page has the record)"
                    + (f"; none on {fmt.words_list(by_hand)}, whose MFU or throughput you set" if by_hand else "")
                    + ". The Sensitivity page's Monte Carlo also varies prices, failures, tokens and the other "
-                     "uncertain inputs, so its range is wider.")
+                     "uncertain inputs, so its range differs: usually wider, and off this one's centre where "
+                     "those inputs lean one way (failures, tokens).")
     elif res.feasible and training and len(by_hand) == len(training):
         st.caption(f"No error band: the MFU or throughput of {fmt.words_list(by_hand)} is set by hand, so the "
                    "step model's record does not apply; the Sensitivity page's Monte Carlo varies it.")

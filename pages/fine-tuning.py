@@ -18,9 +18,13 @@ res = common.frame(
     "layout page shows its plan; the Glossary explains the terms).")
 
 ss = common.state()
-if "sft" not in ss.scenario.get("stages", {}):
-    st.info("Supervised fine-tuning is off in this scenario; it is switched on with default settings below.")
-    common.set_stage("sft", True)
+if "sft" not in ss.scenario.get("stages", {}):  # visiting a page never changes the plan: the user adds the stage
+    st.info("This scenario has no supervised fine-tuning stage, and the workbench compares the methods of that "
+            "stage. Add one to the plan to use it (its cost then counts in every total), or load a fine-tuning "
+            "preset in the sidebar.")
+    st.button("Add supervised fine-tuning to the plan (default settings)", key="ft:add_sft",
+              on_click=common.set_stage, args=("sft", True))
+    st.stop()
 scn = common.scenario()
 MODELS = hfconfig.shipped_configs()
 

@@ -11,32 +11,33 @@ from costcore.scenario.schema import ENCODERS, MM_STAGES, STAGE_LABELS
 from pages import common
 
 ss = common.state()
-_switched_on = not set(ss.scenario.get("stages", {})) & set(MM_STAGES)
-if _switched_on:  # before the frame draws the totals, so they include the phases switched on
+
+
+def _add_phases() -> None:
+    """Alignment and instruction tuning added to a text-only plan (the button below; visiting never adds them)."""
     # on one node of the sidebar's GPU (at most its count), as the LLaVA-style recipes run: a pre-training
     # preset's thousands of GPUs would finish an alignment in minutes, a plan nobody makes
-    _one_node = int(min(schema.effective_value(ss.scenario, "hardware.num_gpus"),
-                        schema.effective_value(ss.scenario, "hardware.gpus_per_node")))
+    one_node = int(min(schema.effective_value(ss.scenario, "hardware.num_gpus"),
+                       schema.effective_value(ss.scenario, "hardware.gpus_per_node")))
     common.apply_scenario(dict(ss.scenario, stages=dict(ss.scenario.get("stages", {}),
-                                                        mm_align={"num_gpus": _one_node},
-                                                        mm_tune={"num_gpus": _one_node})))
+                                                        mm_align={"num_gpus": one_node},
+                                                        mm_tune={"num_gpus": one_node})))
     # a phase that does not fit on one node (a large model tuned in full) gets the whole nodes that hold
     # its fewest GPUs, as the kernel finds them over every layout
-    _fewest = {s: common.result().fewest_gpus_any_layout(s) for s in ("mm_align", "mm_tune")}
-    _gpus = {s: int(-(-max(f, 1) // _one_node) * _one_node) if math.isfinite(f) else _one_node
-             for s, f in _fewest.items()}
-    if any(n != _one_node for n in _gpus.values()):
+    fewest = {s: common.result().fewest_gpus_any_layout(s) for s in ("mm_align", "mm_tune")}
+    gpus = {s: int(-(-max(f, 1) // one_node) * one_node) if math.isfinite(f) else one_node
+            for s, f in fewest.items()}
+    if any(n != one_node for n in gpus.values()):
         common.apply_scenario(dict(ss.scenario, stages={**ss.scenario["stages"],
-                                                        **{s: {"num_gpus": n} for s, n in _gpus.items()}}))
-    _words = (f"one node ({fmt.gpus(_one_node)})" if set(_gpus.values()) == {_one_node} else
-              " and ".join(f"{fmt.gpus(n)} for {STAGE_LABELS[s].lower()}" for s, n in _gpus.items())
-              + f" (whole nodes of {_one_node:,} holding the fewest GPUs on which each fits)")
-    # kept in the session, not shown from this run only: a rerun right after (the share link's sync, a deep
-    # link's hand-over to the navigation) would otherwise draw the page without it
-    ss["mm:switched_on"] = (_gpus, f"No multimodal phase was in this scenario; alignment and instruction tuning "
-                                   f"are switched on with their default settings below, on {_words}: change it in "
-                                   f"the phase's GPUs field. Switch them off again, or load a LLaVA-1.5 preset in "
-                                   f"the sidebar.")
+                                                        **{s: {"num_gpus": n} for s, n in gpus.items()}}))
+    words = (f"one node ({fmt.gpus(one_node)})" if set(gpus.values()) == {one_node} else
+             " and ".join(f"{fmt.gpus(n)} for {STAGE_LABELS[s].lower()}" for s, n in gpus.items())
+             + f" (whole nodes of {one_node:,} holding the fewest GPUs on which each fits)")
+    # kept in the session, not shown from one run only: a rerun right after (the share link's sync) would lose it
+    ss["mm:switched_on"] = (gpus, f"Alignment and instruction tuning were added with their default settings, on "
+                                  f"{words}: change it in the phase's GPUs field, or switch them off again.")
+
+
 res = common.frame(
     "Multimodal",
     "Teaching a language model to see or hear adds an **encoder** (a vision or audio transformer) that "
@@ -47,6 +48,13 @@ res = common.frame(
     "model's sequence, so media usually dominate its compute; decoding, resizing and storing the media "
     "are costs of their own. Load the *LLaVA-1.5* presets for the published recipe.")
 
+if not set(ss.scenario.get("stages", {})) & set(MM_STAGES):  # visiting a page never changes the plan
+    st.info("This scenario has no multimodal phase. Add alignment and instruction tuning to the plan to plan "
+            "them here (their cost then counts in every total), or load a LLaVA-1.5, Qwen-VL-style or "
+            "audio-language preset in the sidebar.")
+    st.button("Add alignment and instruction tuning to the plan (default settings)", key="mm:add_phases",
+              on_click=_add_phases)
+    st.stop()
 _note = ss.get("mm:switched_on")
 if _note and all(ss.scenario.get("stages", {}).get(s, {}).get("num_gpus") == n for s, n in _note[0].items()):
     st.info(_note[1])  # while the phases it switched on still run where it put them

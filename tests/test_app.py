@@ -618,7 +618,7 @@ def test_budget_fixed_share_reads_at_three_digits():
 def test_a_share_slider_shows_a_percent(page, label):
     """Sliders of a share (an input whose unit is "of" something, at most 1) show 80% on the thumb, not 0.8;
     the value they set stays the fraction."""
-    at = _app(page, p="pipeline-70b-lora-grpo")
+    at = _app(page, p="llava-1.5-7b" if page == "pages/multimodal.py" else "pipeline-70b-lora-grpo")
     shown = [s for s in at.slider if s.label.startswith(label)]
     assert shown and all(s.proto.format == "percent" and 0 < s.value <= 1 for s in shown)
     assert all(s.proto.format != "percent" for s in at.slider if not s.label.startswith(label)

@@ -576,3 +576,21 @@ def test_lora_on_a_mixture_of_experts_adapts_every_expert():
     assert res.stat("sft", "trainable_params_b") * 1e9 == 32 * (attention + 8 * 3 * 16 * (4096 + 14336)) == 240_123_904
     dense, _ = sft({"name": "llama-3.1-8b"}, "h100-80gb", 8, method="lora", lora_rank=16, lora_targets="all")
     assert dense.stat("sft", "trainable_params_b") * 1e9 == 41_943_040  # one MLP a layer, as before
+
+
+def test_visiting_the_workbench_never_changes_the_plan(warm_kernels):
+    """On a plan without SFT the workbench switched SFT on by itself (the 32B GRPO plan went from $245k to $397k,
+    $96.0k of it paid labels, from a visit) and drew its first view from the plan before ("0 layers, hidden 0");
+    it now says so and adds the stage on a click."""
+    from streamlit.testing.v1 import AppTest
+    from shared import APP
+    at = AppTest.from_file(str(APP), default_timeout=NEVER_S)
+    at.query_params["p"] = "reasoning-grpo-32b"
+    at.switch_page("pages/fine-tuning.py")
+    at.run()
+    assert not at.exception
+    assert at.session_state["scenario"] == costcore.load_preset("reasoning-grpo-32b")
+    assert any("no supervised fine-tuning stage" in i.value for i in at.info) and not at.dataframe
+    at.button(key="ft:add_sft").click().run()
+    assert not at.exception and "sft" in at.session_state["scenario"]["stages"]
+    assert not any("0 layers" in c.value for c in at.caption) and len(at.dataframe) == 1

@@ -413,14 +413,18 @@ def test_validate_change_agrees_with_validate(preset):
 
 
 def test_phases_switched_on_by_the_page_get_a_node_or_the_nodes_they_need():
-    """Opening the page on a text-only scenario switches alignment and tuning on. On the 70B pipeline's
-    8,192 GPUs that read an alignment finishing in two minutes; the phases now start on one node, and a
+    """Opening the page on a text-only scenario changes nothing; its button adds alignment and tuning. On the 70B
+    pipeline's 8,192 GPUs that read an alignment finishing in two minutes; the phases start on one node, and a
     phase that does not fit there (the 70B tuned in full) on the whole nodes holding its fewest GPUs."""
     from streamlit.testing.v1 import AppTest
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=NEVER_S)
     at.query_params["p"] = "pipeline-70b"
     at.switch_page("pages/multimodal.py")
     at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.session_state["scenario"] == costcore.load_preset("pipeline-70b")  # visiting changed nothing
+    assert any("no multimodal phase" in i.value for i in at.info) and not at.tabs
+    at.button(key="mm:add_phases").click().run()
     assert not at.exception, [e.message for e in at.exception]
     stages = at.session_state["scenario"]["stages"]
     assert stages["mm_align"]["num_gpus"] == 8
