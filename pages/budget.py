@@ -51,7 +51,8 @@ def budget_and_fixed() -> None:
         show["scope"] = show.scope.str.capitalize()
         # a resource's name ("compute") gets its capital; a stage's label keeps its own ("Preference alignment (DPO)")
         show["name"] = [n[:1].upper() + n[1:] for n in show.name]
-        show["status"] = show.status.map({"ok": "Within budget", "warning": "Past the warning line", "over": "Over budget"})
+        show["status"] = show.status.map({"ok": "Within budget", "warning": "Past the warning line", "over": "Over budget",
+                                          "unchecked": "Not checked: cannot run"})
         show["share_used"] = 100 * show.share_used  # percent, shown to 3 significant digits
         common.money_table(show[["scope", "name", "budget_usd", "warning_usd", "actual_usd", "share_used", "status"]],
                            ["budget_usd", "warning_usd", "actual_usd"],

@@ -671,7 +671,7 @@ def frame(title: str, intro: str) -> api.Result:
     return res
 
 
-STATUS_COLORS = {"ok": "green", "warning": "orange", "over": "red"}
+STATUS_COLORS = {"ok": "green", "unchecked": "gray", "warning": "orange", "over": "red"}
 
 
 def budget_header(res: api.Result) -> None:
@@ -680,10 +680,12 @@ def budget_header(res: api.Result) -> None:
     status = budget_status(res)
     if status is None:
         return
-    st.badge(f"Budget: {status['status'].upper()}", color=STATUS_COLORS[status["status"]],
+    st.badge(f"Budget: {'NOT CHECKED' if status['status'] == 'unchecked' else status['status'].upper()}",
+             color=STATUS_COLORS[status["status"]],
              icon=":material/account_balance_wallet:")
     for a in status["alerts"]:
-        (st.error if a["status"] == "over" else st.warning)(a["message"], icon="🚨" if a["status"] == "over" else "⚠️")
+        (st.error if a["status"] == "over" else st.warning)(a["message"], icon=":material/error:" if a["status"] ==
+                                                            "over" else ":material/warning:")
 
 
 def show_checks(res: api.Result, stages=None) -> None:

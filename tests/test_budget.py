@@ -235,3 +235,24 @@ def test_stage_budgets_adding_up_to_more_than_the_total_are_flagged():
     assert alert["message"].startswith("The stage budgets add up to $110M, more than the total budget of $100M")
     fine = bud.budget_status(costcore.estimate(schema.set_path(scn, "budget.rl_usd", 20e6)))
     assert not [a for a in fine["alerts"] if a["scope"] == "budgets"]
+
+
+def test_a_plan_that_cannot_run_is_not_checked_against_its_budget():
+    """On 3 GPUs the 70B pipeline cannot run ("No total" on every page), and the budget alert read "Total is over
+    budget: $31.8B against $35.0M (909 times the budget)" beside it: the total's line, and the line of a stage that
+    cannot run, are now "not checked"; a stage that runs keeps its check."""
+    scn = costcore.load_preset("pipeline-70b")
+    for path, usd in (("budget.total_usd", 35e6), ("budget.cpt_usd", 1.0), ("budget.pretrain_usd", 1.0)):
+        scn = schema.set_path(scn, path, usd)
+    res = costcore.estimate(schema.set_path(scn, "hardware.num_gpus", 3))
+    assert not res.feasible and res.stat("cpt", "fits") > 0.5 and res.stat("pretrain", "fits") < 0.5
+    lines = bud.budget_lines(res).set_index("name")
+    assert list(lines.loc[["total", "pretrain", "cpt"], "status"]) == ["unchecked", "unchecked", "over"]
+    status = bud.budget_status(res)
+    assert status["status"] == "over"  # the stage that runs is over its budget
+    total = next(a for a in status["alerts"] if a["scope"] == "total")
+    assert total["status"] == "unchecked" and "not checked against its $35.0M budget" in total["message"]
+    assert "times the budget" not in total["message"]
+    assert bud.budget_status(costcore.estimate(schema.set_path(schema.set_path(
+        scn, "budget.cpt_usd", 0), "hardware.num_gpus", 3)))["status"] == "unchecked"
+    assert bud.budget_lines(costcore.estimate(scn)).set_index("name").loc["total", "status"] == "over"

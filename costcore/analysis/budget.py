@@ -23,7 +23,7 @@ from costcore.engine.formulas import DAYS_PER_MONTH
 from costcore.engine.kernel import ITEM_PROFILE, ITEM_REUSED
 from costcore.scenario.schema import RESOURCES, STAGES, effective_value
 
-STATUS_ORDER = ("ok", "warning", "over")
+STATUS_ORDER = ("ok", "unchecked", "warning", "over")  # unchecked: the plan (or the stage) cannot run as laid out
 
 
 # ---------------------------------------------------------------------------
@@ -36,17 +36,20 @@ def budget_lines(res: api.Result) -> pd.DataFrame:
     m = res.resource_matrix()
     rows = []
 
-    def add(scope, name, budget, actual):
+    def add(scope, name, budget, actual, runs=res.feasible):
         if budget <= 0:
             return
         status = "over" if actual > budget else ("warning" if actual >= warn * budget else "ok")
+        if not runs:  # a plan that cannot run has no cost to hold against a budget ("No total" on every page)
+            status = "unchecked"
         rows.append({"scope": scope, "name": name, "budget_usd": budget, "warning_usd": warn * budget,
                      "actual_usd": actual, "status": status, "over_usd": max(0.0, actual - budget),
                      "share_used": actual / budget, "share_over": max(0.0, actual / budget - 1.0)})
 
     add("total", "total", float(effective_value(scn, "budget.total_usd")), res.total_usd)
     for i, s in enumerate(STAGES):
-        add("stage", s, float(effective_value(scn, f"budget.{s}_usd")), float(m[i].sum()))
+        add("stage", s, float(effective_value(scn, f"budget.{s}_usd")), float(m[i].sum()),
+            s not in res.stages or res.stat(s, "fits") > 0.5)
     for j, r in enumerate(RESOURCES):
         add("resource", r, float(effective_value(scn, f"budget.{r}_usd")), float(m[:, j].sum()))
     return pd.DataFrame(rows, columns=["scope", "name", "budget_usd", "warning_usd", "actual_usd", "status",
@@ -54,7 +57,8 @@ def budget_lines(res: api.Result) -> pd.DataFrame:
 
 
 def budget_status(res: api.Result) -> dict | None:
-    """{"status", "alerts": [...]} when any budget is set, else None. Alerts: lines at warning or over."""
+    """{"status", "alerts": [...]} when any budget is set, else None. Alerts: lines at warning or over, and
+    lines "unchecked" while the plan (for a stage budget, the stage) cannot run as laid out."""
     lines = budget_lines(res)
     if lines.empty:
         return None
@@ -81,6 +85,10 @@ def budget_status(res: api.Result) -> dict | None:
 def _alert_text(r) -> str:
     label = "Total" if r.scope == "total" else (schema.STAGE_LABELS.get(r.name, r.name) if r.scope == "stage"
                                                 else f"{r.name.capitalize()} (all stages)")
+    if r.status == "unchecked":  # not "$31.8B against $35.0M (909 times the budget)" beside "No total"
+        what = "the stage" if r.scope == "stage" else "the plan"
+        return (f"{label}: not checked against its {fmt.usd(r.budget_usd)} budget, since {what} cannot run as "
+                f"laid out (it does not fit in GPU memory on its GPUs).")
     # money as a person reads it (3 significant digits); the exact amounts are in the alert's fields
     if r.status == "over":  # past ten times the budget a percent reads as noise ("3966887207% over"): a multiple
         over = (f"{r.share_over:.0%} over" if r.share_used < 10.0 else
