@@ -65,10 +65,15 @@ def _value_words(path: str, v) -> str:
     if f.kind == "bool":
         return "yes" if v else "no"
     if isinstance(v, (int, float)):
-        if v == 0 and f.min_nonzero and f.default == 0:  # what 0 means, as the setting's doc says it when short
-            said = re.search(r"\b0 = ([^.;,(]+)", f.doc or "")
-            short = said.group(1).strip() if said and len(said.group(1).split()) <= 3 else "auto"
-            return f"0 ({short})"  # a budget of 0 is "none", an MFU of 0 asks the layout model: "auto"
+        if v in (0, -1):  # what 0 or -1 means, as the setting's doc says it ("0 = searched", "-1 = searched")
+            said = re.search(r"(?:^|[\s;(])" + ("-1" if v == -1 else "0") + r" = ([^.;,(]+)", f.doc or "")
+            if said or (v == 0 and f.min_nonzero and f.default == 0):
+                short = said.group(1).strip() if said and len(said.group(1).split()) <= 3 else "auto"
+                return f"{int(v)} ({short})"  # a budget of 0 is "none", an MFU of 0 asks the layout model: "auto"
+        if f.kind == "int":  # a count as typed: 6,144 GPUs, not 6.14k
+            return f"{int(v):,}"
+        if str(f.unit or "").startswith("$"):  # $2.99/GPU-hour, $35.0M
+            return fmt.usd(float(v)) + str(f.unit)[1:]
         return fmt.num(float(v))
     return str(v)
 

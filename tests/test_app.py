@@ -683,13 +683,18 @@ def test_compare_lists_the_inputs_that_differ_in_words():
     scn = dict(at.session_state["scenario"])
     scn["hardware"] = dict(scn["hardware"], usd_per_gpu_hour=1.9435)
     scn["budget"] = dict(scn.get("budget", {}), total_usd=45_000_000.0)
-    scn["stages"] = dict(scn["stages"], sft=dict(scn["stages"]["sft"], mfu=0.3254))
+    scn["hardware"]["num_gpus"] = 6144
+    scn["stages"] = dict(scn["stages"], sft=dict(scn["stages"]["sft"], mfu=0.3254, tp=0, zero_stage=-1))
     at.session_state["scenario"] = scn
     at.run()
     table = next(d.value for d in at.dataframe if "input" in d.value.columns)
     rows = {r.input: (r.A, r.B) for r in table.itertuples()}  # A: the plan as changed; B: its preset
-    assert rows["Price per GPU-hour"][0] == "1.94" and rows["Total budget"][0] == "45.0M"
+    assert rows["Price per GPU-hour"][0] == "$1.94/GPU-hour" and rows["Total budget"][0] == "$45.0M"
     assert rows["Supervised fine-tuning: Model FLOPs utilization (MFU)"] == ("0.325", "0 (auto)")
+    assert rows["GPUs"] == ("6,144", "8,192")  # a count as typed, not 6.14k
+    sft_tp = next(v for k, v in rows.items() if k.startswith("Supervised fine-tuning: Tensor"))
+    sft_zero = next(v for k, v in rows.items() if k.startswith("Supervised fine-tuning: ZeRO"))
+    assert sft_tp[0] == "0 (searched)" and sft_zero[0] == "-1 (searched)"
 
 
 def test_a_link_keeps_the_stage_and_the_methods_a_page_shows():
