@@ -317,3 +317,17 @@ def test_a_link_restating_the_size_keeps_the_stated_shape():
 
 def _fmt(v: float) -> str:
     return str(int(v)) if v == int(v) else repr(v)
+
+
+def test_refusals_give_ranges_a_person_reads():
+    """"from 0 to 10,000,000,000,000 $" and "from 0.01 to 1 of each budget" read as money and shares now; a whole
+    number is not offered "0.5" as an example of how to write it."""
+    assert schema.BY_PATH["budget.total_usd"].allowed() == "a number from $0 to $10 trillion"
+    assert schema.BY_PATH["hardware.usd_per_gpu_hour"].allowed() == "a number from $0 to $1,000/GPU-hour"
+    assert schema.BY_PATH["budget.warn_at"].allowed() == "a number from 0.01 to 1 (1% to 100% of each budget)"
+    with pytest.raises(ScenarioError) as err:
+        schema.parse_number_text("hardware.num_gpus", "eight")
+    assert "such as 7 or 1e3" in str(err.value) and "0.5" not in str(err.value)
+    with pytest.raises(ScenarioError) as err:
+        schema.parse_number_text("model.params_b", "seven")
+    assert "such as 7, 0.5 or 3e-5" in str(err.value)

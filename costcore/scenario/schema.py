@@ -111,10 +111,22 @@ class Field:
         if self.kind == "bool":
             return "true or false"
         kind = "a whole number" if self.kind == "int" else "a number"
-        return f"{kind} from {_fmt(self.lo)} to {_fmt(self.hi)}" + (f" {self.unit}" if self.unit else "")
+        unit = str(self.unit or "")
+        if unit.startswith("$"):  # from $0 to $10 trillion, from $0.01 to $1,000/GPU-hour
+            return f"{kind} from ${_fmt(self.lo)} to ${_fmt(self.hi)}{unit[1:]}"
+        if unit.startswith("of ") and 0 <= self.lo and self.hi <= 1:  # a share: 0.01 to 1 (1% to 100% of each budget)
+            return (f"{kind} from {_fmt(self.lo)} to {_fmt(self.hi)} ({_fmt(self.lo * 100)}% to "
+                    f"{_fmt(self.hi * 100)}% {unit})")
+        if unit == "fraction":
+            return f"{kind} from {_fmt(self.lo)} to {_fmt(self.hi)} (a fraction)"
+        return f"{kind} from {_fmt(self.lo)} to {_fmt(self.hi)}" + (f" {unit}" if unit else "")
 
 
 def _fmt(v: float) -> str:
+    """A range end in words: 1,000,000 as written, 10 trillion past a billion when round."""
+    for scale, word in ((1e12, "trillion"), (1e9, "billion")):
+        if abs(v) >= scale and v / scale == round(v / scale, 3):
+            return f"{v / scale:,g} {word}"
     if v == int(v) and abs(v) < 1e15:
         return f"{int(v):,}"
     return f"{v:g}"
@@ -1164,7 +1176,8 @@ def parse_number_text(path: str, text: str):
     s = text.strip(" \t\r\n") if isinstance(text, str) else text
     if not isinstance(s, str) or not NUMBER_TEXT.fullmatch(s):
         what = f.allowed() if f is not None and f.kind in ("float", "int") else "a number"
-        raise ScenarioError(path, f"must be {what}, written with the digits 0-9 such as 7, 0.5 or 3e-5 "
+        examples = "7 or 1e3" if f is not None and f.kind == "int" else "7, 0.5 or 3e-5"
+        raise ScenarioError(path, f"must be {what}, written with the digits 0-9 such as {examples} "
                                   f"(got {_show(text)})")
     v = float(s)
     if f is not None and f.kind == "int" and math.isfinite(v) and v == int(v):
