@@ -109,8 +109,15 @@ def test_sequence_and_overlap():
         assert s.loc[b, "start"] == s.loc[a, "end"]
     res2 = costcore.estimate(_with("pipeline-70b", schedule__sft_overlap=0.5))
     s2 = bud.timeline(res2).schedule.set_index("stage")
-    mid = s2.loc["cpt", "start"] + (s2.loc["cpt", "end"] - s2.loc["cpt", "start"]) / 2
+    # an overlap is a share of the previous stage's run (after its setup): SFT starts halfway through CPT's run
+    mid = s2.loc["cpt", "run_start"] + (s2.loc["cpt", "end"] - s2.loc["cpt", "run_start"]) / 2
     assert abs((s2.loc["sft", "start"] - mid).total_seconds()) < 1
+    # CPT overlapping half of pre-training starts within the pre-training run, never before it (it did: the span
+    # counted pre-training's setup months)
+    res3 = costcore.estimate(_with("pipeline-70b-lora-grpo", schedule__cpt_overlap=0.5))
+    s3 = bud.timeline(res3).schedule.set_index("stage")
+    assert s3.loc["cpt", "start"] > s3.loc["pretrain", "run_start"]
+    assert all(s3.loc[st, "start"] >= s3.loc["pretrain", "run_start"] for st in res3.stages if st != "pretrain")
     assert str(s2.loc["pretrain", "start"].date()) == schema.effective_value(res2.scenario, "schedule.start_date")
 
 
@@ -180,9 +187,10 @@ def test_planning_settings_round_trip_through_the_url():
 
 
 def test_the_gpus_chart_marks_the_peak_the_metric_says():
-    """DeepSeek-V3's one-hour SFT beside evaluation holds 2,112 GPUs for less than a pixel of a months-long calendar:
+    """DeepSeek-V3's one-hour SFT beside evaluation held 2,112 GPUs for less than a pixel of a months-long calendar:
     the area alone topped out at 2,048 under a "Peak GPUs 2,112" metric. A point marks the peak, at the metric's
-    number."""
+    number. (Evaluation now overlaps half of SFT's run, not of its setup, so its own setup ends after that hour:
+    2,048.)"""
     import json
 
     import costcore
@@ -191,7 +199,7 @@ def test_the_gpus_chart_marks_the_peak_the_metric_says():
     at = app_on("pages/budget.py", "GPUs and storage held", p="moe-deepseek-v3")
     tl = bud.timeline(costcore.estimate(at.session_state["scenario"]))
     metric = next(m.value for m in at.metric if m.label == "Peak GPUs")
-    assert metric == f"{tl.peak_gpus:,.0f}" == "2,112"
+    assert metric == f"{tl.peak_gpus:,.0f}" == "2,048"
     spec = next(json.loads(c.proto.spec) for c in at.get("vega_lite_chart") if "GPUs in use" in str(json.loads(c.proto.spec)["title"]))
     marks = [layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in spec["layer"]]
     assert marks == ["area", "point"]

@@ -119,20 +119,22 @@ class Timeline:
 def _stage_spans(res: api.Result, start: dt.date) -> list[dict]:
     scn = res.scenario
     spans = []
-    prev_start = prev_end = None
+    prev_run = prev_end = None
     for s in res.stages:
         months = res.stat(s, "months")
         setup_d = res.stat(s, "setup_months") * DAYS_PER_MONTH
         span_d = months * DAYS_PER_MONTH
         if prev_end is None:
             begin = 0.0
-        else:
+        else:  # an overlap is a share of the previous stage's run, after its setup: CPT at 0.5 starts halfway
+            # through the pre-training run, not halfway through a span whose first months are setup (it then
+            # started, with every stage after it, before the pre-training run had begun)
             overlap = float(effective_value(scn, f"schedule.{s}_overlap"))
-            begin = prev_end - overlap * (prev_end - prev_start)
+            begin = prev_end - overlap * (prev_end - prev_run)
         spans.append({"stage": s, "iteration": 1, "start_d": begin, "setup_end_d": begin + setup_d,
                       "end_d": begin + span_d, "gpus": res.stat(s, "num_gpus"),
                       "storage_gb": res.stat(s, "storage_peak_gb")})
-        prev_start, prev_end = begin, begin + span_d
+        prev_run, prev_end = begin + min(setup_d, span_d), begin + span_d
     return spans
 
 
