@@ -179,7 +179,11 @@ else:
     m[0].metric("Actual spend", fmt.usd(float(v["actual_usd"])), help=fmt.usd_exact(float(v["actual_usd"])))
     m[2].metric("Variance", fmt.usd(float(v["variance_usd"])),
                 help="Actual spend minus the plan " + (f"to {v['last_day']}" if to_date else "(its whole run)"))
-    m[3].metric("Anomalous days", f"{len(v['anomalies'])}")
+    found = v["anomalies"]  # one row per anomalous day of one project's resource type: days are the distinct dates
+    n_days = int(found["day"].nunique()) if len(found) else 0
+    m[3].metric("Anomalous days", f"{n_days:,}",
+                help=f"{len(found):,} anomalies (a project's spend on one resource type on one day) on {n_days:,} "
+                     "distinct days; the Anomalies tab lists each.")
     m[4].metric("Waste", fmt.usd(float(sum(w["usd"] for w in v["waste"]))))
 # The budget line is the review's own budget, else the scenario's total budget, else (none set) the plan's
 # billed total (report.burn): a line drawn from the plan is named as such, not called a budget.
