@@ -27,12 +27,15 @@ def budget_and_fixed() -> None:
         common.knob("budget.total_usd", "Total budget ($, 0 = none)", widget="number", step=100000.0, fmt_str="%.0f")
     with c2:
         common.knob("budget.warn_at", "Warning line (share of each budget)", 0.5, 1.0, 0.05)
-    # one block, not one per stage; boxes aligned at the bottom when a long stage name wraps its label
-    cols = [st.container(horizontal=True, gap="medium", vertical_alignment="bottom")] * len(res.stages)
-    for col, s in zip(cols, res.stages):
-        with col:
-            common.knob(f"budget.{s}_usd", f"{common.STAGE_LABELS[s]} budget ($)", widget="number", step=10000.0,
-                        fmt_str="%.0f")
+    # three boxes a row: six in one row left each ~100 px, which cut $30,000,000 to "300000(" (and "3000000" at
+    # 800 px, a tenth of it); boxes aligned at the bottom when a long stage name wraps its label
+    stages = list(res.stages)
+    for row in range(0, len(stages), 3):
+        cols = st.columns(3, vertical_alignment="bottom")
+        for col, s in zip(cols, stages[row:row + 3]):
+            with col:
+                common.knob(f"budget.{s}_usd", f"{common.STAGE_LABELS[s]} budget ($)", widget="number",
+                            step=10000.0, fmt_str="%.0f")
     per_resource = common.lazy_expander("Budgets per resource", "budget:per_resource")
     if per_resource.open:
         with per_resource:
