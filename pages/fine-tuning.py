@@ -130,14 +130,21 @@ LABELS_PX = 0 if len(chosen) <= 3 else 110  # the height slanted labels take, ad
 show_people = st.toggle("Show data and people costs", value=False, key="ft:people",
                         help="Off: only what the GPUs cost (productive and hidden time) is compared.")
 rows = pd.DataFrame(finetune.compare_methods(common.scenario(), chosen))
+NO_FIT = "–"  # a method that does not fit its GPUs has no speed, time or GPU bill (it showed 1,920 tokens/s, $16.1)
+
+
+def _if_fits(col, show):
+    return [show(v) if f else NO_FIT for v, f in zip(rows[col], rows.fits)]
+
+
 table = pd.DataFrame({
     "Method": rows.label,
     # second, not last: the "As pinned" column pushed a last "Trainable" past a 1280-pixel window
     "Trainable": rows.trainable_params_b.map(lambda b: f"{fmt.num(b)}B" if b >= 1 else f"{fmt.num(b * 1e3)}M"),
-    "Tokens/s/GPU": rows.tokens_per_s_per_gpu.map(fmt.num),
-    "Epoch": rows.epoch_hours.map(lambda h: fmt.duration_s(h * 3600.0)),
-    "GPU-hours": rows.gpu_hours.map(fmt.gpu_hours),
-    "GPU cost": rows.compute_usd.map(fmt.usd),
+    "Tokens/s/GPU": _if_fits("tokens_per_s_per_gpu", fmt.num),
+    "Epoch": _if_fits("epoch_hours", lambda h: fmt.duration_s(h * 3600.0)),
+    "GPU-hours": _if_fits("gpu_hours", fmt.gpu_hours),
+    "GPU cost": _if_fits("compute_usd", fmt.usd),
     "Memory/GPU": rows.memory_per_gpu_gb.map(fmt.gb),
     "Fits": rows.fits.map(lambda f: "yes" if f else "no"),
     "Fewest GPUs": rows.min_gpus_any_layout.map(lambda g: f"{g:,}" if g > 0 else "none"),
@@ -146,7 +153,7 @@ money = None
 if show_people:  # a table of its own: three more columns pushed the first one's past the page's edge
     money = pd.DataFrame({"Method": rows.label, "GPU cost": table.pop("GPU cost"),
                           "Data cost": rows.data_usd.map(fmt.usd), "People and platform": rows.people_usd.map(fmt.usd),
-                          "Total": rows.usd_total.map(fmt.usd)})
+                          "Total": _if_fits("usd_total", fmt.usd)})
 # the fewest GPUs over every layout (a 70B QLoRA: 1), and, when the stage pins part of its layout (the 70B
 # preset pins TP 8), the fewest on that layout too, side by side and said in words
 said = schema.pinned_layout_words(common.scenario(), "sft") if (rows.min_gpus != rows.min_gpus_any_layout).any() \
@@ -157,10 +164,12 @@ if said:
 # short headers with their words in the column helps: at 1280 px the last column ("Trainable") was cut
 # the short columns narrow: with "As pinned" the last column was cut at 1280 px
 st.dataframe(table, hide_index=True, width="stretch", column_config={
-    "Fewest GPUs": st.column_config.Column(help="the fewest GPUs that fit, over every layout the planner can search"),
+    "Fewest GPUs": st.column_config.Column(help="the fewest GPUs that fit, over every parallel layout the planner "
+                                                "can search (TP, PP, DP, micro-batch), with the stage's ZeRO stage and "
+                                                "techniques as set"),
+    "Tokens/s/GPU": st.column_config.Column(help="tokens trained per second per GPU; – where the method does not fit"),
     "As pinned": st.column_config.Column(help="the fewest GPUs with the stage's pinned layout", width="small"),
     "Trainable": st.column_config.Column(help="trainable parameters", width="small"),
-    "Tokens/s/GPU": st.column_config.Column(help="tokens trained per second per GPU"),
     "Epoch": st.column_config.Column(help="wall-clock time of one pass over the samples"),
     "Memory/GPU": st.column_config.Column(help="peak memory per GPU of the method's fastest layout that fits"),
     "Fits": st.column_config.Column(width="small")})
@@ -215,13 +224,17 @@ st.caption("Each method runs the fastest layout that fits on "
            + ". The fewest GPUs that fit show what each method's smaller footprint saves.")
 # one colour: the method is on the axis, and the memory chart above gives blue, light blue and red to weights,
 # gradients and optimizer states, which per-method colours here repeated with another meaning
-speed = alt.Chart(rows).mark_bar(color="#4C78A8").encode(
+speed = alt.Chart(rows[rows.fits]).mark_bar(color="#4C78A8").encode(
     x=alt.X("label:N", title="Method", sort=list(rows.label), axis=METHOD_AXIS),
     y=alt.Y("tokens_per_s_per_gpu:Q", title="Tokens/s per GPU"),  # a longer upright title pushed the chart's out
     tooltip=[alt.Tooltip("label:N", title="Method"),
              alt.Tooltip("tokens_per_s_per_gpu:Q", title="Tokens/s per GPU", format=",.0f")],
 )
-common.show_chart(speed, "Training speed: tokens per second per GPU", height=240 + LABELS_PX)
+if rows.fits.any():
+    common.show_chart(speed, "Training speed: tokens per second per GPU" + ("" if rows.fits.all() else
+                      " (the methods that fit)"), height=240 + LABELS_PX)
+else:
+    st.info("No method fits these GPUs, so none has a training speed: the warnings below say how many GPUs each needs.")
 
 for r in rows.itertuples():
     if not r.fits:

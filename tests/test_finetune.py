@@ -594,3 +594,28 @@ def test_visiting_the_workbench_never_changes_the_plan(warm_kernels):
     at.button(key="ft:add_sft").click().run()
     assert not at.exception and "sft" in at.session_state["scenario"]["stages"]
     assert not any("0 layers" in c.value for c in at.caption) and len(at.dataframe) == 1
+
+
+def test_a_lora_row_on_a_quantized_base_says_so():
+    """With the plan's LoRA on a 4-bit base the 'LoRA' row was QLoRA's (3,910 tokens/s, 23.7 GB) under LoRA's name and
+    its 'frozen 16-bit base' caveat."""
+    scn = costcore.load_preset("vertical-7b-lora")
+    scn = schema.validate(schema.set_path(schema.set_path(scn, "stages.sft.method", "lora"), "stages.sft.base_bits", 4))
+    rows = {r["name"]: r for r in finetune.compare_methods(scn, ["lora", "qlora"])}
+    assert rows["lora"]["label"] == "LoRA (4-bit base)" and rows["lora"]["base_bits"] == 4
+    assert "16-bit" not in rows["lora"]["caveat"] and "frozen 4-bit base" in rows["lora"]["caveat"]
+    plain = {r["name"]: r for r in finetune.compare_methods(costcore.load_preset("vertical-7b-lora"), ["lora"])}
+    assert plain["lora"]["label"] == "LoRA" and "frozen 16-bit base" in plain["lora"]["caveat"]
+
+
+def test_a_method_that_does_not_fit_shows_no_speed_or_bill(warm_kernels):
+    """An 8B full fine-tune on one A100 showed 1,920 tokens/s, 8.98 GPU-h and $16.1 beside 'Fits: no'."""
+    from shared import app_on
+    at = app_on("pages/fine-tuning.py", p="llama3-8b", **{"hardware.num_gpus": "1", "hardware.gpu": "a100-80gb",
+                                                         "stages.sft.num_gpus": "1"})
+    assert not at.exception
+    table = at.dataframe[0].value.set_index("Method")
+    assert table.loc["Full fine-tuning", "Fits"] == "no"
+    assert list(table.loc["Full fine-tuning", ["Tokens/s/GPU", "Epoch", "GPU-hours", "GPU cost"]]) == ["–"] * 4
+    fitting = table[table.Fits == "yes"]
+    assert len(fitting) and all(v != "–" for v in fitting["Tokens/s/GPU"])

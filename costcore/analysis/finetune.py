@@ -95,6 +95,12 @@ def compare_methods(scn: dict, names=DEFAULT_METHODS, stage: str = "sft") -> lis
         # the fewest GPUs over every layout: a pinned TP 8 would make a 70B QLoRA's minimum 8, not 1
         pins = schema.pinned_layout(method_scn, stage)
         row["min_gpus_any_layout"] = int(res.fewest_gpus_any_layout(stage))
-        rows.append(dict(name=name, label=known[name]["label"], caveat=known[name]["caveat"],
-                         source=known[name]["source"], pinned_layout=pins, **row))
+        label, caveat = known[name]["label"], known[name]["caveat"]
+        bits = int(schema.effective_value(method_scn, f"stages.{stage}.base_bits"))
+        if "16-bit base" in caveat and bits != 16:  # the plan's LoRA on a 4-bit base is QLoRA's row under LoRA's name
+            label = f"{label} ({bits}-bit base)"
+            caveat = caveat.replace("a frozen 16-bit base", f"a frozen {bits}-bit base (the plan's base precision, "
+                                                            f"with the quantized base's costs in quality and speed)")
+        rows.append(dict(name=name, label=label, caveat=caveat, source=known[name]["source"], pinned_layout=pins,
+                         base_bits=bits, **row))
     return rows
