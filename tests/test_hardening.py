@@ -999,3 +999,13 @@ def test_an_fp8_peak_above_twice_the_bf16_one_gets_one_sentence():
     assert costcore.estimate(scn).stat("pretrain", "mfu") < 2.0 * 0.9
     scn["hardware"].update(precision="bf16", fp8_peak_tflops=1979)
     assert costcore.estimate(scn).stat("pretrain", "mfu") < 1.0
+
+
+@pytest.mark.parametrize("key", ["0\n", "model\n", "pipeline-70b\n"])
+def test_a_key_ending_in_a_newline_is_quoted_on_one_line(key):
+    """A regex "$" matches before a final newline: "0\\n" passed as a plain key and split the message over two lines."""
+    with pytest.raises(ScenarioError) as err:
+        schema.validate({key: 1})
+    assert "\n" not in str(err.value) and repr(key)[1:-1] in str(err.value)
+    with pytest.raises(ScenarioError):
+        costcore.load_preset(key)

@@ -304,3 +304,19 @@ def test_the_job_layout_page_does_not_show_a_fallback_as_a_plan():
     assert "**No plan fits** on 2,048 GPUs as pinned" in text and "**Plan:**" not in text
     at = app_on("pages/job-layout.py", p="moe-deepseek-v3")
     assert "**Plan:** TP 1 × PP 16" in " ".join(m.value for m in at.markdown)
+
+
+def test_a_pinned_degree_past_the_stage_gpus_is_named_as_such():
+    """TP 64 on 8 GPUs was refused as a head-count problem, offering TP 16 and 32 (more GPUs than the stage has): the
+    GPU count is named first; a TP the heads refuse is offered divisors within the stage's GPUs only."""
+    import re
+    import costcore
+    from costcore.scenario import schema
+    base = schema.set_path(schema.pick_model(costcore.load_preset("vertical-7b-lora"), "qwen2.5-7b"),
+                           "stages.sft.num_gpus", 8)
+    said = " ".join(costcore.estimate(schema.validate(schema.set_path(base, "stages.sft.tp", 64))).infeasible)
+    assert "pinned tensor parallelism 64 needs 64 GPUs and it has 8" in said and "heads" not in said, said
+    said = " ".join(costcore.estimate(schema.validate(schema.set_path(base, "stages.sft.tp", 8))).infeasible)
+    assert "does not divide the model's 28 attention heads" in said
+    offered = [int(v) for v in re.findall(r"\b(\d+)\b", said.split("; pin ")[1].split(", or set")[0])]
+    assert offered == [1, 2, 4, 7]  # not 14 or 28: more than the stage's 8 GPUs

@@ -30,7 +30,7 @@ MAX_POOLS = 20
 MAX_DAYS = 3_660.0  # ten years
 MAX_RUNS = 1_000  # runs of one project's sweep
 MAX_TOTAL_RUNS = 20_000  # runs of all projects together (each run is a chain of up to 9 jobs)
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 TOP_KEYS = ("name", "description", "horizon_days", "start_date", "idle_rule", "burst", "storage", "pools", "teams",
             "projects")
 POOL_KEYS = ("gpu", "gpus", "nodes", "reserved_usd_per_gpu_hour", "burst")

@@ -81,7 +81,18 @@ def _impossible_pin(res, stage: str, name: str) -> str | None:
            if f"stages.{stage}.{k}" in BY_PATH}
     layers, heads = res.stat(stage, "model_layers"), _heads(res, stage)
     experts = float(effective_value(scn, "model.experts") or 0)
+    gpus = float(res.stat(stage, "num_gpus"))
+    need = max(pin.get("tp", 0), 1.0) * max(pin.get("pp", 0), 1.0)
     refused = refused_pins(pin, heads, layers, experts)
+    if need > gpus:  # TP 64 on 8 GPUs was blamed on the heads, offering TP 16 and 32 (more GPUs than it has): the
+        if not refused:  # GPU count is the first thing wrong; a pin the model takes has its own sentence (it sets
+            return None  # the GPU count, and the layout searched may need fewer)
+        named = [f"{words} {pin[k]:,.0f}" for k, words in (("tp", "tensor parallelism"), ("pp", "pipeline parallelism"))
+                 if pin.get(k, 0) > 1]
+        one = len(named) == 1
+        return (f"{name} cannot be laid out: its pinned {' x '.join(named)} needs {need:,.0f} GPUs and it has "
+                f"{gpus:,.0f}; pin {'a smaller degree' if one else 'smaller degrees'}, give the stage more GPUs, or "
+                f"set {'it' if one else 'them'} to 0 (searched).")
     if not refused:
         return None
     if refused[0] == "pp":
@@ -89,7 +100,7 @@ def _impossible_pin(res, stage: str, name: str) -> str | None:
                 f"least {pin['pp']:,.0f} layers and this model has {layers:,.0f}; pin fewer pipeline stages or set it "
                 "to 0 (searched).")
     if refused[0] == "tp":
-        fits = [str(d) for d in range(1, int(min(heads, 64)) + 1) if heads % d == 0]
+        fits = [str(d) for d in range(1, int(min(heads, 64, gpus)) + 1) if heads % d == 0]  # within its GPUs
         return (f"{name} cannot be laid out: its pinned tensor parallelism of {pin['tp']:,.0f} does not divide the "
                 f"model's {heads:,.0f} attention heads (a head is not split across GPUs); pin "
                 f"{', '.join(fits[:-1]) + ' or ' if len(fits) > 1 else ''}{fits[-1]}, or set it to 0 (searched).")

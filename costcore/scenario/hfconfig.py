@@ -741,7 +741,7 @@ def _shipped_name(source: str) -> str | None:
 
 
 _LINK = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 
 def _read_file(source: str, what: str) -> bytes | None:

@@ -22,7 +22,7 @@ from costcore.errors import ScenarioError
 from costcore.scenario.yamlio import parse_yaml, read_yaml_file
 
 PRESET_DIR = Path(__file__).resolve().parent.parent.parent / "presets"
-_PRESET_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9_-]|\.(?![.]|$)){0,63}$")  # dots inside (llava-1.5-7b), never ".."
+_PRESET_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9_-]|\.(?![.]|\Z)){0,63}\Z")  # dots inside (llava-1.5-7b), never ".."
 
 
 def load_scenario(source: str | Path | Mapping) -> dict:

@@ -544,7 +544,7 @@ def _check_value(f: Field, v):
     return fv
 
 
-_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,80}\Z")  # \Z: "$" also matches before a final newline
 
 
 def _key(k) -> str:
