@@ -672,6 +672,9 @@ def frame(title: str, intro: str) -> api.Result:
 
 
 STATUS_COLORS = {"ok": "green", "unchecked": "gray", "warning": "orange", "over": "red"}
+# memory per GPU by kind, in this order, one colour each on every page that draws it (the workbench drew optimizer
+# states red and the Job layout page activations)
+MEMORY_COLORS = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#9D755D"]  # weights, gradients, optimizer, activations, buffers
 
 
 def budget_header(res: api.Result) -> None:

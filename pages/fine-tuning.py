@@ -45,7 +45,8 @@ with left:
                  on_change=picked, format_func=lambda n: MODELS[n]["label"] if n else unnamed,
                  help="A shipped open model sets its exact shape from its config.json (python -m costcore models "
                       "lists them). 'Any size' derives a Llama-style shape from the size slider in the sidebar.")
-    with st.expander("Upload or paste a config.json"):
+    with st.expander("Upload or paste a config.json",  # stays open while it holds text: a refusal closed it
+                     expanded=bool(st.session_state.get(f"ft:cfgtext:{ss.rev}"))):
         st.file_uploader("config.json", type=["json"], key=f"ft:cfgfile:{ss.rev}",
                          max_upload_size=common.SMALL_UPLOAD_MB)
         st.text_area("or paste its text", key=f"ft:cfgtext:{ss.rev}", height=100)
@@ -199,7 +200,7 @@ MEM_SCALE = alt.Scale(domain=[0, top], clamp=True, nice=False) if len(cut) else 
 bars = alt.Chart(mem).mark_bar(clip=True).encode(
     x=alt.X("label:N", title="Method", sort=list(rows.label), axis=METHOD_AXIS),
     y=alt.Y("gb:Q", title=MEM_TITLE, stack="zero", scale=MEM_SCALE),
-    color=alt.Color("kind:N", title="Memory", sort=order, scale=alt.Scale(domain=order)),
+    color=alt.Color("kind:N", title="Memory", sort=order, scale=alt.Scale(domain=order, range=common.MEMORY_COLORS)),
     order=alt.Order("kind_order:Q"),
     tooltip=[alt.Tooltip("label:N", title="Method"), alt.Tooltip("kind:N", title="Memory"),
              alt.Tooltip("gb:Q", title="GB", format=",.2f")],

@@ -17,7 +17,7 @@ res = common.frame(
 
 MEMORY_KINDS = {"weights": "Weights", "grads": "Gradients", "optimizer": "Optimizer states",
                 "activations": "Activations", "buffers": "Buffers"}
-MEMORY_COLORS = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#9D755D"]
+MEMORY_COLORS = common.MEMORY_COLORS
 TIME_KINDS = {"compute": "Compute", "communication": "Communication", "bubble": "Pipeline bubble",
               "recompute": "Recompute", "optimizer": "Optimizer step"}
 TIME_COLORS = ["#4C78A8", "#72B7B2", "#EECA3B", "#B279A2", "#9D755D"]
@@ -174,10 +174,14 @@ scn = common.current()  # the pins above changed it (if they did) before this re
 i = STAGES.index(stage)
 plan = res.plan(stage)
 precision = str(schema.effective_value(res.scenario, "hardware.precision"))
+PRECISION_SHOWN = PRECISION_WORDS.get(precision, precision.upper())
+if precision == "fp8" and float(schema.effective_value(res.scenario, "hardware.fp8_peak_tflops")) <= \
+        float(schema.effective_value(res.scenario, "hardware.peak_tflops")):  # the plan line said "FP8" on an A100
+    PRECISION_SHOWN = "FP8 chosen, timed at BF16 speed (this GPU has no FP8 tensor cores)"
 
 st.subheader(STAGE_LABELS[stage])
 if plan["plans_fitting"] > 0:
-    st.markdown(f"**Plan:** {fmt.plan_words(plan, PRECISION_WORDS.get(precision, precision.upper()))}")
+    st.markdown(f"**Plan:** {fmt.plan_words(plan, PRECISION_SHOWN)}")
 else:  # the fallback the kernel prices is no plan: "DP 2 × CP 1 (EP 8)" read as one that ran
     st.markdown(f"**No plan fits** on {fmt.gpus(res.stat(stage, 'num_gpus'))} as pinned; the numbers below are "
                 f"those of the nearest layout ({fmt.plan_words(plan)}), which cannot run. The message above says why.")

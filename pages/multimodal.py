@@ -176,10 +176,10 @@ def media_costs() -> None:
     words = mm.MEDIA_WORDS[modality]
     for r in mm.loader_table(res).itertuples():
         stall = (f"the GPUs wait {fmt.gpu_hours(r.stall_gpu_hours)} ({common.md_escape(fmt.usd(r.stall_usd))}, "
-                 "under hidden costs)" if r.stall_gpu_hours > 0 else "the loader keeps up")
+                 "under hidden costs). Precomputed features, more loader cores or offline preprocessing remove the "
+                 "wait" if r.stall_gpu_hours > 0 else "the loader keeps up, so the GPUs do not wait for media")
         st.caption(f"{r.phase}: decoded online, the data loader delivers {fmt.num(r.delivered)} {words} per second "
-                   f"to a node and its GPUs take {fmt.num(r.taken)}: {stall}. Precomputed features, more loader "
-                   "cores or offline preprocessing remove the wait.")
+                   f"to a node and its GPUs take {fmt.num(r.taken)}: {stall}.")
 
 
 def media_sweeps() -> None:
@@ -217,7 +217,9 @@ def media_sweeps() -> None:
         res_sw = mm.sweep(res, "resolution_px", sizes)
         if not res_sw.empty:
             chart = alt.Chart(res_sw).mark_line(point=True).encode(
-                x=alt.X("value:Q", title="Input resolution (pixels a side)"),
+                # ticks at the resolutions swept: Vega put 25 ticks (every 10 px) under 5 points
+                x=alt.X("value:Q", title="Input resolution (pixels a side)",
+                        axis=alt.Axis(values=sorted(set(res_sw["value"].tolist())), format="d")),
                 y=alt.Y("gpu_hours_ratio:Q", title="GPU-hours against today's (x)", axis=alt.Axis(format=".2~f")),
                 color=alt.Color("phase:N", title="Phase", legend=alt.Legend(orient="bottom", labelLimit=400)),
                 shape=alt.Shape("phase:N", title="Phase", legend=alt.Legend(orient="bottom", labelLimit=400)),

@@ -11,8 +11,8 @@ res = common.frame(
     "Post-training turns a base model into a useful one. **SFT** trains on curated examples (full "
     "fine-tuning, LoRA or QLoRA); **DPO** trains on preference pairs against a frozen reference; **RL** "
     "(PPO or GRPO) generates answers, scores them and updates the policy. SFT and DPO are cheap in GPUs "
-    "but dear in labeled data; RL is dominated by generating rollouts, which is bound by memory "
-    "bandwidth rather than FLOPs.")
+    "but dear in labeled data; in RL, generating the rollouts is often the largest part, and it is bound by "
+    "memory bandwidth rather than FLOPs (the RL section below gives its share for this plan).")
 
 st.header(STAGE_LABELS["sft"])
 if common.stage_toggle("sft"):

@@ -771,3 +771,25 @@ def test_stage_share_donut_names_each_visible_share_on_the_ring():
         share_ = res.share_of_total(res.stat(s, "usd_total"))
         assert on_ring[s] == (fmt.share(share_) if share_ >= 0.04 else ""), s
     assert on_ring["pretrain"] and "" in on_ring.values()  # 82.9% named, the RL and evaluation slivers not
+
+
+def test_fp8_on_a_gpu_without_fp8_is_not_called_fp8_in_the_plan_line():
+    at = _app("pages/job-layout.py", p="vertical-7b-lora", **{"hardware.precision": "fp8"})
+    plan = next(m.value for m in at.markdown if m.value.startswith("**Plan:**"))
+    assert plan.endswith("FP8 chosen, timed at BF16 speed (this GPU has no FP8 tensor cores)"), plan
+    plan = next(m.value for m in _app("pages/job-layout.py", p="pipeline-70b", **{"hardware.precision": "fp8"}).markdown
+                if m.value.startswith("**Plan:**"))
+    assert plan.endswith(", FP8"), plan  # an H100 has them
+
+
+def test_memory_charts_give_each_kind_one_colour_on_every_page():
+    """The workbench drew optimizer states red and the Job layout page activations."""
+    ranges = []
+    for page in ("pages/job-layout.py", "pages/fine-tuning.py"):
+        at = _app(page, p="vertical-7b-lora")
+        spec = next(json.loads(c.proto.spec) for c in at.get("vega_lite_chart") if "Memory" in c.proto.spec)
+        scales = [v["encoding"]["color"]["scale"] for v in [spec, *spec.get("layer", [])]
+                  if "color" in v.get("encoding", {}) and "scale" in v["encoding"]["color"]]
+        ranges.append(dict(zip(scales[0]["domain"], scales[0]["range"])))
+    assert ranges[0]["Optimizer states"] == ranges[1]["Optimizer states"]
+    assert ranges[0]["Activations"] == ranges[1]["Activations"]

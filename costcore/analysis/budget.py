@@ -91,11 +91,11 @@ def _alert_text(r) -> str:
                 f"laid out (it does not fit in GPU memory on its GPUs).")
     # money as a person reads it (3 significant digits); the exact amounts are in the alert's fields
     if r.status == "over":  # past ten times the budget a percent reads as noise ("3966887207% over"): a multiple
-        over = (f"{r.share_over:.0%} over" if r.share_used < 10.0 else
+        over = (f"{fmt.share(r.share_over)} over" if r.share_used < 10.0 else  # 12.9%, as the table beside it
                 f"{fmt.num(r.share_used)} times the budget")
         return (f"{label} is over budget: {fmt.usd(r.actual_usd)} against {fmt.usd(r.budget_usd)} "
                 f"({fmt.usd(r.over_usd)}, {over}).")
-    return (f"{label} has passed its warning line: {fmt.usd(r.actual_usd)} is {r.share_used:.0%} "
+    return (f"{label} has passed its warning line: {fmt.usd(r.actual_usd)} is {fmt.share(r.share_used)} "
             f"of the {fmt.usd(r.budget_usd)} budget.")
 
 
