@@ -514,11 +514,14 @@ def log_ladder(lo: float, hi: float, cur: float, is_int: bool, pow2: bool = Fals
 
 
 def knob_columns(*columns) -> None:
-    """Knobs laid out in columns: each column is a list of knob() argument tuples."""
+    """Knobs laid out in columns: each column is a list of knob() argument tuples (a plain string: a caption)."""
     for col, specs in zip(st.columns(len(columns)), columns):
         with col:
             for spec in specs:
-                knob(*spec)
+                if isinstance(spec, str):
+                    st.caption(spec)
+                else:
+                    knob(*spec)
 
 
 def stage_results(stage: str, bar: bool = True, explain: bool = True) -> api.Result:

@@ -109,13 +109,19 @@ for stage in MM_STAGES:
     if not common.stage_toggle(stage, f"Include {STAGE_LABELS[stage].lower()}"):
         continue
     p = f"stages.{stage}."
+    # the most items a sample's sequence holds with its text: the slider went to 16 and refused all past 3 on LLaVA
+    _tok = common.result().stat(stage, "media_tokens_per_item") if stage in common.result().stages else 0.0
+    _room = float(ev(scn, p + "seq_len")) - float(ev(scn, p + "text_tokens_per_sample"))
+    _most = max(float(ev(scn, p + "items_per_sample")), min(16.0, math.floor(2.0 * _room / _tok) / 2.0)
+                if _tok > 0 else 16.0, 0.5)
     common.knob_columns(
         [(p + "samples", "Samples", 1000, 100_000_000, 1000, "log"),
-         (p + "items_per_sample", f"{mm.MEDIA_WORDS[modality].capitalize()} per sample", 0.0, 16.0, 0.5)],
+         (p + "items_per_sample", f"{mm.MEDIA_WORDS[modality].capitalize()} per sample", 0.0, _most, 0.5)],
         [(p + "text_tokens_per_sample", "Text tokens per sample", 0.0, 4096.0, 10.0),
-         (p + "media_share", "Share of samples with media", 0.0, 1.0, 0.01)],
-        [(p + "train_connector", "Train the connector"), (p + "train_llm", "Train the LLM"),
-         (p + "train_encoder", "Train the encoder")],
+         (p + "media_share", "Share of samples with media", 0.0, 1.0, 0.01),
+         (p + "seq_len", "Sequence length (tokens)", None, None, 256, "number")],
+        ["Trained in this phase:", (p + "train_connector", "Connector"), (p + "train_llm", "LLM"),
+         (p + "train_encoder", "Encoder")],  # "Train the ..." was cut to "Train th…" three times at 800 px
         [(p + "method", "Method for the language model"), (p + "epochs", "Epochs", 0.5, 10.0, 0.5),
          (p + "num_gpus", "GPUs (0 = the sidebar's count)", None, None, 1, "number")])
 

@@ -304,16 +304,17 @@ def test_a_refusal_in_the_app_names_its_settings_in_words():
     at.switch_page("pages/multimodal.py")
     at.run()
     before = at.session_state["scenario"]
-    at.session_state[f"k:stages.mm_align.items_per_sample:{at.session_state['rev']}"] = 8.0  # 8 x 576 tokens
+    # the images slider stops at what the sequence holds (3.5 x 576 tokens in 2,048 with the text): a sequence too
+    # short for one image is refused, named as the page's own box names it (the phase had no such box before)
+    assert [s.max for s in at.slider if s.label == "Images per sample"][0] == 3.5
+    at.session_state[f"k:stages.mm_align.seq_len:{at.session_state['rev']}"] = 512
     at.run()
     assert not at.exception
     said = [w.value for w in at.warning if "more than the sequence length" in w.value]
     assert len(said) == 1, [w.value for w in at.warning]
-    # named as the widget the user moved names it ("Images per sample" for an image model), its stage in front
-    assert any(s.label == "Images per sample" for s in at.slider), [s.label for s in at.slider]
-    assert said[0].startswith("Multimodal alignment: Images per sample: 8 images x 576 tokens"), said
-    # the sequence length as the overview's slider words it (the last form that showed it), in quotation marks
-    assert "“Multimodal alignment: sequence length”" in said[0], said
+    assert said[0].startswith("Sequence length (tokens) (512): Multimodal alignment: Images per sample: 1 image x 576 "
+                              "tokens + 20 text tokens = 596 tokens"), said
+    assert "“Multimodal alignment: Sequence length (tokens)”" in said[0], said
     assert not key_pattern.search(said[0]), said
     assert said[0].endswith("or a longer sequence; not applied, the last good value stays."), said
     assert at.session_state["scenario"] == before
@@ -322,12 +323,13 @@ def test_a_refusal_in_the_app_names_its_settings_in_words():
     assert at.session_state["scenario"] == before
     # the API keeps the keys: a program (and a link) names settings by them
     try:
-        schema.validate(schema.set_path(before, "stages.mm_align.items_per_sample", 8))
+        schema.validate(schema.set_path(before, "stages.mm_align.seq_len", 512))
     except schema.ScenarioError as err:
         assert str(err).startswith("stages.mm_align.items_per_sample: ") and "(stages.mm_align.seq_len)" in str(err)
         words = {"stages.mm_align.items_per_sample": "Images per sample",
-                 "stages.mm_align.seq_len": "Multimodal alignment: sequence length"}
-        assert schema.error_in_words(err, words) + "; not applied, the last good value stays." == said[0].replace("\\", "")
+                 "stages.mm_align.seq_len": "Multimodal alignment: Sequence length (tokens)"}
+        assert ("Sequence length (tokens) (512): " + schema.error_in_words(err, words)
+                + "; not applied, the last good value stays.") == said[0].replace("\\", "")
         plain = schema.error_in_words(err)  # no form's words: the schema's labels
         assert plain.startswith("Multimodal alignment: Media items per sample: ") and \
             "“Multimodal alignment: Sequence length”" in plain, plain
