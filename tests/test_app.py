@@ -793,3 +793,14 @@ def test_memory_charts_give_each_kind_one_colour_on_every_page():
         ranges.append(dict(zip(scales[0]["domain"], scales[0]["range"])))
     assert ranges[0]["Optimizer states"] == ranges[1]["Optimizer states"]
     assert ranges[0]["Activations"] == ranges[1]["Activations"]
+
+
+def test_a_stage_that_cannot_run_marks_its_figures():
+    """RL on 4 GPUs read "$17.9M, 3,060 days, 300 GB per GPU" as plain figures beside a banner saying it cannot run."""
+    at = _app("pages/post-training.py", p="reasoning-grpo-32b", **{"stages.rl.num_gpus": "4"})
+    assert not at.exception
+    rl = {m.label: m for m in at.metric if m.label in ("Reinforcement learning cost", "Memory per GPU")}
+    assert rl["Reinforcement learning cost"].proto.delta == "cannot run as laid out"
+    assert any(m.proto.delta == "does not fit" for m in at.metric if m.label == "Memory per GPU")
+    fine = _app("pages/post-training.py", p="reasoning-grpo-32b")
+    assert all(not m.proto.delta for m in fine.metric if m.label == "Reinforcement learning cost")
