@@ -74,8 +74,11 @@ def _source(ss) -> results.ClusterModel:
                 _model("upload:" + key, text.decode("utf-8", "replace"))
                 ss.cluster_upload, ss.cluster_knobs = key, {}
                 ss.cluster_rev = ss.get("cluster_rev", 0) + 1
-            except ScenarioError as err:
-                st.error(f"The upload was not used: {common.md_escape(fmt.one_line(str(err), 400))}")
+            except ScenarioError as err:  # named by its file, as the uploader shows it (it said "upload: ...")
+                said = str(err)
+                named = fmt.one_line(up.name or "the upload", 80)
+                said = named + said[len("upload"):] if said.startswith("upload:") else said
+                st.error(f"The upload was not used: {common.md_escape(fmt.one_line(said, 400))}")
         if ss.cluster_upload == key:
             return _model("upload:" + key, text.decode("utf-8", "replace"))
     return _model(ss.cluster_name, None)

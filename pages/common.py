@@ -56,14 +56,18 @@ def _warm_up() -> bool:
     return True
 
 
-_MD_SPECIAL = set("\\`*[]!|~$#")  # links, images, code, emphasis, tables, math; HTML goes through html.escape
+_MD_SPECIAL = set("\\`*[]!|~$#")
+_MD_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")  # links, images, code, emphasis, tables, math; HTML goes through html.escape
 
 
 def md_escape(text: str) -> str:
     """Text from users (names, URL values, messages quoting them) made inert for st.markdown:
     HTML is escaped and every markdown control character is backslash-escaped."""
     text = html.escape(str(text), quote=False)
-    return "".join("\\" + c if c in _MD_SPECIAL else c for c in text)
+    text = "".join("\\" + c if c in _MD_SPECIAL else c for c in text)
+    # an underscore that can open or close emphasis ("__main__" read as bold "main"); one inside a word (params_b)
+    # cannot, and stays as it is so messages keep the settings' names
+    return _MD_UNDERSCORE.sub(r"\\_", text)
 
 
 def _default_preset() -> str:

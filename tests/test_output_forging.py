@@ -169,3 +169,16 @@ def test_every_download_button_neutralises_formulas(downloads, name):
             if isinstance(data, dict) and "name" in data:
                 assert data["name"] == name, f"{fn}: the name did not round-trip"
         assert "\x1b" not in text
+
+
+def test_a_python_tag_is_refused_in_words_and_its_name_is_not_markdown():
+    """'!!python/object:__main__.Foo' was refused in PyYAML's words ("could not determine a constructor for the
+    tag 'tag:yaml.org,2002:...'") and drew "main" in bold on the page."""
+    from costcore.errors import ScenarioError
+    from pages.common import md_escape
+    with pytest.raises(ScenarioError) as err:
+        costcore.load_yaml_text(b"name: x\nmodel: !!python/object:__main__.Foo {}\n", what="bad.yaml")
+    said = str(err.value)
+    assert said.startswith("bad.yaml: uses the tag !!python/object:__main__.Foo (line 2), which a scenario file may "
+                           "not use") and "constructor" not in said
+    assert "\\_\\_main\\_\\_" in md_escape(said) and "params_b" in md_escape("model.params_b")

@@ -172,6 +172,11 @@ def parse_yaml(text: str | bytes, what: str = "file"):
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         problem = getattr(err, "problem", None) or "could not be parsed"
+        tag = re.search(r"constructor for the tag '(?:tag:yaml\.org,2002:)?([^']{0,80})", problem)
+        if tag:  # safe_load refuses Python tags: say so in words, not in PyYAML's ("could not determine a constructor")
+            name = tag.group(1) if tag.group(1).startswith("!") else "!!" + tag.group(1)
+            raise ScenarioError(what, f"uses the tag {name}{where}, which a scenario file may not use: "
+                                      "only plain YAML (mappings, lists, text, numbers, true/false)") from None
         raise ScenarioError(what, f"is not valid YAML{where}: {problem}") from None
     except RecursionError:
         raise ScenarioError(what, "is nested too deeply") from None
