@@ -80,6 +80,11 @@ def preset_titles() -> dict:
     return api.preset_titles()
 
 
+def preset_named(name, current: str) -> str:
+    """The preset whose title is ``name`` (a scenario file saved from it keeps the title), else ``current``."""
+    return next((p for p, t in preset_titles().items() if t == name), current)
+
+
 _CLI_PRESETS = re.compile(r"python -m costcore presets lists all (\d+)")
 
 
@@ -601,6 +606,9 @@ def sidebar() -> None:
                 return
             try:
                 ss.scenario = api.load_yaml_text(data, what=named)
+                # a file saved from a preset names it: the sidebar's preset, its Reset and the share link follow it
+                # (they stayed on the preset before, and the link listed every default the file wrote out)
+                ss.preset = preset_named(ss.scenario.get("name"), ss.preset)
                 ss.rev += 1
             except ScenarioError as err:
                 ss.messages.append(f"{err}. The previous scenario is kept.")

@@ -106,8 +106,9 @@ def _back_to_previous() -> None:
 
 
 c2.button("Load the sample data", icon=":material/science:", key="review_sample", on_click=_use_sample)
-c2.caption(f"Sample: four projects over {sample.DAYS} days, with known anomalies; its plan is the "
-           f"`{sample.PLAN_PRESET}` preset.")
+c2.caption(f"Sample: four projects of a shared cluster over {sample.DAYS} days, with known anomalies, reviewed "
+           f"against the `{sample.PLAN_PRESET}` preset's one plan: their repeated runs bill far more than one pass "
+           "of it, so its large variances are the sample's, not the planner's error. Filter a project to review it.")
 
 data, key, notes, budget = None, None, [], 0.0
 try:

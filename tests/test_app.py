@@ -804,3 +804,13 @@ def test_a_stage_that_cannot_run_marks_its_figures():
     assert any(m.proto.delta == "does not fit" for m in at.metric if m.label == "Memory per GPU")
     fine = _app("pages/post-training.py", p="reasoning-grpo-32b")
     assert all(not m.proto.delta for m in fine.metric if m.label == "Reinforcement learning cost")
+
+
+def test_an_uploaded_file_saved_from_a_preset_takes_that_preset_in_the_sidebar():
+    """A YAML saved from the 70B LoRA + GRPO preset, uploaded on the 70B preset, left the sidebar on the 70B preset:
+    its Reset went to $39.6M and the share link listed every default the file wrote out."""
+    from pages.common import preset_named
+    title = costcore.load_preset("pipeline-70b-lora-grpo")["name"]
+    assert preset_named(title, "pipeline-70b") == "pipeline-70b-lora-grpo"
+    assert preset_named("My own plan", "pipeline-70b") == "pipeline-70b"
+    assert preset_named(None, "scratch-7b") == "scratch-7b"
