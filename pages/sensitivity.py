@@ -76,8 +76,18 @@ def tornado_section():
     c1, c2 = st.columns(2)
     rel = c1.slider("Move each input by ±", 0.05, 0.5, 0.2, 0.05, format="%.2f", key="tor_rel")
     top = c2.slider("Inputs shown", 5, 60, 25, 1, key="tor_top")
+    # off by default: TP halved and doubled ($42M to $149M on the 70B plan: TP 16 spans two 8-GPU nodes) led the
+    # chart above the uncertain inputs (MFU, prices, tokens) a budget asks about
+    choices = st.toggle("Include layout and shape choices (parallel degrees, GPUs per node, the model's widths and "
+                        "layers)", value=False, key="tor_choices")
     tor = _tornado(SCN_JSON, rel, scn)
-    t = tor.table[tor.table.abs_swing > 0].head(top).copy()
+    moved = tor.table[tor.table.abs_swing > 0]
+    left_out = moved[moved.choice] if not choices else moved.iloc[0:0]
+    t = (moved if choices else moved[~moved.choice]).head(top).copy()
+    if t.empty:
+        st.info("No input moves the total." if moved.empty else "Only layout and shape choices move the total here: "
+                "switch them on above.")
+        return
     t["label"] = [label(p) for p in t.input]
     t["lo_usd"] = np.minimum(t.total_low, t.total_high)
     t["hi_usd"] = np.maximum(t.total_low, t.total_high)
@@ -99,9 +109,14 @@ def tornado_section():
     base_rule = alt.Chart(pd.DataFrame({"x": [tor.base_total]})).mark_rule(color="black").encode(
         x=alt.X("x:Q", title="Total cost ($)"))
     common.show_chart(common.layer(bars, base_rule),
-                      f"Total cost with each input {rel:.0%} lower and higher, parallel degrees halved and doubled "
-                      "(black: today's total)",
+                      f"Total cost with each input {rel:.0%} lower and higher"
+                      + (", parallel degrees halved and doubled" if choices else "") + " (black: today's total)",
                       height=max(200, 26 * len(t) + 40))
+    if len(left_out):
+        big = left_out.iloc[0]
+        st.caption(f"{len(left_out)} layout and shape choices are left out; the largest, {label(big.input).lower()}, "
+                   f"swings the total from {fmt.usd(min(big.total_low, big.total_high))} to "
+                   f"{fmt.usd(max(big.total_low, big.total_high))} (the toggle above shows them).")
     st.caption(f"{len(tor.table)} numeric inputs moved; the black line is the current total "
                f"{fmt.usd(tor.base_total)}. \"auto\" MFU and checkpoint intervals are moved around the value the core "
                "resolved. Parallel degrees (tensor, pipeline, context, expert parallelism, micro-batch), GPUs per "

@@ -582,3 +582,21 @@ def test_a_dense_model_offers_no_mixture_of_experts_inputs():
     assert not set(dense) & set(S._MOE_ONLY)
     assert {"model.active_params_b", "model.experts_active"} <= set(moe)
     assert "model.params_b" in dense and "hardware.num_gpus" in dense
+
+
+def test_tornado_marks_layout_and_shape_choices_and_the_page_leaves_them_out_by_default():
+    """On the 70B LoRA + GRPO plan, pre-training's TP halved and doubled ($42M to $149M: TP 16 spans two 8-GPU nodes)
+    and the GPUs per node led the chart, above the uncertain inputs a budget asks about."""
+    t = S.tornado("pipeline-70b-lora-grpo").table
+    kinds = dict(zip(t.input, t.choice))
+    assert kinds["stages.pretrain.tp"] and kinds["hardware.gpus_per_node"] and kinds["model.hidden"]
+    assert not kinds["hardware.usd_per_gpu_hour"] and not kinds["stages.pretrain.tokens_b"]
+    assert not kinds["model.params_b"]  # the size is what the plan buys, not how it is laid out
+    assert t.iloc[0].input == "stages.pretrain.tp"
+    from shared import app_on
+    at = app_on("pages/sensitivity.py", p="pipeline-70b-lora-grpo")
+    assert not at.exception
+    said = [c.value for c in at.caption if "layout and shape choices are left out" in c.value]
+    assert said and "pre-training: tensor parallelism" in said[0]
+    at.toggle(key="tor_choices").set_value(True).run()
+    assert not at.exception and not [c.value for c in at.caption if "are left out" in c.value]

@@ -106,6 +106,13 @@ WIDTH_KEYS = ("model.hidden", "model.ffn", "model.moe_ffn", "model.vocab", "mult
 WIDTH_MULTIPLE = 128
 
 
+def is_layout_choice(path: str) -> bool:
+    """True for a layout or shape choice (parallel degrees, micro-batch, GPUs per node, the model's layers, widths,
+    heads and experts): a design the plan picks, not an uncertain quantity, price or efficiency. Halved and
+    doubled, such a choice can swing the total far (TP 16 across two 8-GPU nodes), so the tornado marks it."""
+    return is_doubling(path) or path in SHAPE_INPUTS or path in WIDTH_KEYS
+
+
 def is_doubling(path: str) -> bool:
     """True for a setting the tornado halves and doubles instead of moving by ±rel."""
     return (path == "hardware.gpus_per_node" or path in DOUBLING_MODEL
@@ -289,6 +296,7 @@ def tornado(scenario, inputs: Sequence[str] | None = None, rel: float = 0.2,
         if s in res.stages:
             df[f"swing_{s}"] = out[1::2, si] - out[0::2, si]
     df["unit"] = [BY_PATH[p].unit for p in paths]
+    df["choice"] = [is_layout_choice(p) for p in paths]  # a layout or shape choice (is_layout_choice)
     df = df.sort_values("abs_swing", ascending=False, kind="stable").reset_index(drop=True)
     return Tornado(table=df, base_total=res.total_usd)
 
