@@ -141,7 +141,7 @@ def _if_fits(col, show):
 table = pd.DataFrame({
     "Method": rows.label,
     # second, not last: the "As pinned" column pushed a last "Trainable" past a 1280-pixel window
-    "Trainable": rows.trainable_params_b.map(lambda b: f"{fmt.num(b)}B" if b >= 1 else f"{fmt.num(b * 1e3)}M"),
+    "Trainable": rows.trainable_params_b.map(lambda b: f"{fmt.sig3(b)}B" if b >= 1 else f"{fmt.sig3(b * 1e3)}M"),
     "Tokens/s/GPU": _if_fits("tokens_per_s_per_gpu", fmt.num),
     "Epoch": _if_fits("epoch_hours", lambda h: fmt.duration_s(h * 3600.0)),
     "GPU-hours": _if_fits("gpu_hours", fmt.gpu_hours),

@@ -177,7 +177,7 @@ def phase_costs() -> None:
 def media_costs() -> None:
     """Decoding, features, storage and rights of the media."""
     lines = mm.media_table(res)
-    common.number_table(lines, {"amount": fmt.num, "usd": fmt.usd},
+    common.number_table(lines, {"amount": fmt.sig3, "usd": fmt.usd},  # measured amounts: 3.10 CPU-hours, not 3.1
                         {"phase": "Phase", "line": "Line item", "amount": "Amount", "unit": "Unit", "usd": "Cost"})
     words = mm.MEDIA_WORDS[modality]
     for r in mm.loader_table(res).itertuples():

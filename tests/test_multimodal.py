@@ -451,3 +451,16 @@ def test_the_phase_table_gpu_cost_is_the_billed_gpu_hours_times_the_price():
     for phase, row in table.iterrows():
         assert row.compute_usd == pytest.approx(row.gpu_hours * price, rel=1e-12), phase
     assert table.compute_usd.max() > 140
+
+
+def test_a_phase_without_media_says_so():
+    """0 images per sample was accepted without a word while the phase 'trained the connector' on nothing."""
+    from costcore.analysis import explain
+    from costcore.scenario import schema
+    assert not [w for w in explain.checks(costcore.estimate("llava-1.5-7b")) if "hold no media" in w]
+    for key, value in (("items_per_sample", 0), ("media_share", 0.0)):
+        scn = schema.validate(schema.set_path(costcore.load_preset("llava-1.5-7b"), f"stages.mm_tune.{key}", value))
+        said = [w for w in explain.checks(costcore.estimate(scn)) if "hold no media" in w]
+        assert said == ["Multimodal instruction tuning: its samples hold no media (0 items per sample, or no sample "
+                        "with media), so the connector or encoder it trains sees none; it is costed as text-only "
+                        "training."], key

@@ -281,4 +281,10 @@ def checks(res: Result) -> list[str]:
         if g > 32768:
             w.append(f"{STAGE_LABELS[s]}: {g:,.0f} GPUs is beyond the largest published run (16,384) the model was "
                      "checked on.")
+        if s.startswith("mm_") and res.stat(s, "media_items") <= 0 and (
+                effective_value(scn, f"stages.{s}.train_connector") or effective_value(scn, f"stages.{s}.train_encoder")):
+            # 0 items per sample (or no sample with media) was accepted without a word while the phase "trained the
+            # connector" on nothing
+            w.append(f"{STAGE_LABELS[s]}: its samples hold no media (0 items per sample, or no sample with media), so "
+                     "the connector or encoder it trains sees none; it is costed as text-only training.")
     return w
