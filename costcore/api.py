@@ -15,7 +15,7 @@ from costcore.engine import kernel
 from costcore.scenario import schema
 from costcore.scenario.loaders import Scenario
 from costcore.engine import layout
-from costcore.engine.kernel import (ITEM_FIXED, K_CKPT_GB, K_DEC_B, K_DEC_TP, K_ROLLOUT_H, K_ENABLED, K_FITS, K_GPU_H, K_GPUS, K_MEM_GB,
+from costcore.engine.kernel import (K_CKPT_GB, K_DEC_B, K_DEC_TP, K_ROLLOUT_H, K_ENABLED, K_FITS, K_GPU_H, K_GPUS, K_MEM_GB,
                      K_MIN_GPUS, K_PROD_H, K_USD, K_WALL_D, LINE_ITEMS, STATS)
 from costcore.scenario.schema import BY_PATH, CATALOG, CATALOG_KEYS, IX, MM_STAGES, RESOURCES, STAGES, ScenarioError
 from costcore.scenario.loaders import (PRESET_DIR, load_preset, load_scenario, load_yaml_text, preset_names,  # noqa: F401
@@ -99,8 +99,14 @@ class Result:
         return float(self.stats[:, K_USD].sum())
 
     @property
+    def fixed_items(self) -> np.ndarray:
+        """(items,) 1.0 for the line items that are fixed cost: kernel.item_fixed (GPU time too on reserved GPUs)."""
+        from costcore.engine.kernel import item_fixed
+        return item_fixed(bool(self.vector[schema.IX["hardware.reserved"]] > 0.5))
+
+    @property
     def fixed_usd(self) -> float:
-        return float((self.items * ITEM_FIXED).sum())
+        return float((self.items * self.fixed_items).sum())
 
     @property
     def elastic_usd(self) -> float:
@@ -263,7 +269,7 @@ class Result:
                 "num_gpus": int(st[K_GPUS]),
                 "usd": {r: float(m[i, j]) for j, r in enumerate(RESOURCES)},
                 "usd_total": float(st[K_USD]),
-                "fixed_usd": float((self.items[i] * ITEM_FIXED).sum()),
+                "fixed_usd": float((self.items[i] * self.fixed_items).sum()),
                 "memory_per_gpu_gb": float(st[K_MEM_GB]),
                 "fits": bool(st[K_FITS] > 0.5),
                 "min_gpus": int(st[K_MIN_GPUS]),
@@ -318,10 +324,11 @@ class Result:
         rows = []
         for s in self.stages:
             i = STAGES.index(s)
-            for j, (key, res, fixed, label) in enumerate(LINE_ITEMS):
+            fixed_items = self.fixed_items
+            for j, (key, res, _, label) in enumerate(LINE_ITEMS):
                 rows.append({"stage": s, "resource": res, "item": key, "stage_name": schema.STAGE_LABELS[s],
                              "resource_name": schema.RESOURCE_LABELS[res], "label": label,
-                             "kind": "fixed" if fixed else "elastic", "usd": float(self.items[i, j])})
+                             "kind": "fixed" if fixed_items[j] > 0.5 else "elastic", "usd": float(self.items[i, j])})
         return pd.DataFrame(rows, columns=["stage", "resource", "item", "stage_name", "resource_name", "label", "kind",
                                            "usd"])
 

@@ -65,12 +65,16 @@ def budget_and_fixed() -> None:
                                "Share of the budget used", format="%.3g%%", min_value=0, max_value=150)})
 
     st.subheader("Fixed and elastic cost")
+    common.knob("hardware.reserved", "GPUs on a reserved commitment (their time is then fixed cost)")
+    res = common.result()  # the toggle above may have changed it
     li = res.line_items()
     if not li.empty:
         fe = li.groupby(["stage", "kind"], as_index=False).usd.sum()
         fe["stage_short"] = fe.stage.map(common.STAGE_SHORT)
         m = common.metric_row(3)
-        m[0].metric("Fixed", fmt.usd(res.fixed_usd), help="committed: team, platform, bought data, datasets kept")
+        m[0].metric("Fixed", fmt.usd(res.fixed_usd), help="committed: team, platform, bought data, datasets kept"
+                    + (", and the reserved GPUs' time" if costcore_schema.effective_value(res.scenario, "hardware.reserved")
+                       else ""))
         m[1].metric("Elastic", fmt.usd(res.elastic_usd), help="scales with GPU time, tokens and samples")
         m[2].metric("Fixed share", fmt.share(res.fixed_share))  # 20.2%, three digits as elsewhere
         fe["stage_name"] = fe.stage.map(STAGE_LABELS)

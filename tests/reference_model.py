@@ -1151,7 +1151,9 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             "rollout_gpu_hours": rollout_h,
             "trainable_params_b": saved_params / 1e9,
             "usd_total": sum(items.values()),
-            "fixed_usd": sum(items[k] for k in FIXED_ITEM_KEYS),
+            # on reserved GPUs their time (productive and hidden) is a commitment: fixed cost
+            "fixed_usd": sum(items[k] for k in items if k in FIXED_ITEM_KEYS or (
+                v("hardware.reserved") and (k == "compute.gpu" or k.startswith("hidden.")))),
             "recompute_mode": float(RECOMPUTE_NAMES.index(mode)),
             "decode_replica_gpus": float(replica_gpus),
             "decode_batch_used": float(decoding_at_once),

@@ -264,3 +264,37 @@ def test_a_plan_that_cannot_run_is_not_checked_against_its_budget():
     assert bud.budget_status(costcore.estimate(schema.set_path(schema.set_path(
         scn, "budget.cpt_usd", 0), "hardware.num_gpus", 3)))["status"] == "unchecked"
     assert bud.budget_lines(costcore.estimate(scn)).set_index("name").loc["total", "status"] == "over"
+
+
+def test_reserved_gpus_make_their_time_fixed_cost():
+    """The Reserved capacity lever saved $5.03M, all off elastic cost, and left fixed at $8.03M: a 1-3 year
+    commitment is billed whether used or not. GPU time (productive and hidden) is now fixed on reserved GPUs."""
+    from costcore.analysis import levers
+    from costcore.engine import kernel
+    scn = costcore.load_preset("pipeline-70b")
+    on_demand = costcore.estimate(scn)
+    reserved = costcore.estimate(schema.set_path(scn, "hardware.reserved", True))
+    assert reserved.total_usd == on_demand.total_usd  # the price is what changes the total, not the flag
+    li = reserved.line_items()
+    gpu_time = li[(li.item == "compute.gpu") | li.item.str.startswith("hidden.")].usd.sum()
+    assert reserved.fixed_usd == pytest.approx(on_demand.fixed_usd + gpu_time, rel=1e-12)
+    assert li[li.kind == "fixed"].usd.sum() == pytest.approx(reserved.fixed_usd, rel=1e-12)
+    assert sum(reserved.stat(s, "fixed_usd") for s in reserved.stages) == pytest.approx(reserved.fixed_usd, rel=1e-12)
+    assert set(li[li.kind == "fixed"].item) >= {"compute.gpu", "hidden.failures", "labor.team"}
+    lever = {x.key: x for x in levers.levers(scn)}["reserved"]
+    assert lever.changes["hardware.reserved"] is True
+    assert {x.key: x for x in levers.levers(scn)}["spot"].changes["hardware.reserved"] is False
+    assert list(kernel.item_fixed(False)) == list(kernel.ITEM_FIXED)
+
+
+def test_budget_page_switches_reserved_gpus_and_fixed_cost_follows():
+    from costcore import fmt
+    from shared import app_on
+    at = app_on("pages/budget.py", p="pipeline-70b")
+    before = next(m.value for m in at.metric if m.label == "Fixed")
+    box = next(c for c in at.checkbox if c.label.startswith("GPUs on a reserved commitment"))
+    box.check().run()
+    assert not at.exception and at.session_state["scenario"]["hardware"]["reserved"] is True
+    after = next(m.value for m in at.metric if m.label == "Fixed")
+    res = costcore.estimate(at.session_state["scenario"])
+    assert after == fmt.usd(res.fixed_usd) != before

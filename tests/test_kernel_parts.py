@@ -373,7 +373,7 @@ def test_storage_network_data_labor_usd():
     st[SFT, K.STATS.index("human_eval_samples")] = 10.0
     K._data_usd(x, STAGE_BASE[SFT], 2e9, st, SFT, items)
     K._labor_ops_usd(x, 50000.0, 2.0, SFT, items)
-    K._totals(st, SFT, items)
+    K._totals(st, SFT, items, False)
     row = dict(zip((k for k, *_ in K.LINE_ITEMS), items[SFT]))
     assert row["storage.ckpt_hot"] == pytest.approx(0.1 * (50 + 60 * 1))
     assert row["storage.ckpt_cold"] == pytest.approx(0.004 * 60 * 11)
@@ -388,6 +388,9 @@ def test_storage_network_data_labor_usd():
     assert stat(st, SFT, "usd_total") == pytest.approx(sum(row.values()))
     fixed = sum(v for (k, _, f, _), v in zip(K.LINE_ITEMS, items[SFT]) if f)
     assert stat(st, SFT, "fixed_usd") == pytest.approx(fixed)
+    items[SFT, [k for k, *_ in K.LINE_ITEMS].index("compute.gpu")] = 500.0  # reserved GPUs: their time is fixed
+    K._totals(st, SFT, items, True)
+    assert stat(st, SFT, "fixed_usd") == pytest.approx(fixed + 500.0)
 
 
 def test_eval_exports_nothing():

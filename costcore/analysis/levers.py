@@ -96,15 +96,15 @@ def _candidates(res: api.Result) -> list[Lever]:
     # pricing: the discounts are off the GPU's on-demand price (its catalog price; a custom GPU's own), so a
     # lever applied is not offered again: each Apply of "reserved" cut the price that it had already cut
     price = float(schema.CATALOG.get(ev("hardware.gpu"), {}).get("usd_per_gpu_hour") or ev("hardware.usd_per_gpu_hour"))
-    out.append(Lever("reserved", f"Reserved capacity ({P['reserved_discount']:.0%} below on-demand)",
-                     "A 1-3 year commitment: you pay for idle time and are tied to one provider.",
-                     {"hardware.usd_per_gpu_hour": round(price * (1 - P["reserved_discount"]), 4)},
-                     sources=["reserved_discount"]))
+    out.append(Lever("reserved", f"Reserved capacity ({P['reserved_discount']:.0%} below on-demand)",  # fixed cost
+                     "A 1-3 year commitment: you pay for idle time, are tied to one provider, and the GPU time "
+                     "becomes fixed cost.", {"hardware.usd_per_gpu_hour": round(price * (1 - P["reserved_discount"]), 4),
+                                             "hardware.reserved": True}, sources=["reserved_discount"]))
     rate = float(ev("reliability.failures_per_gpu_hour"))
     out.append(Lever("spot", f"Spot capacity ({P['spot_discount']:.0%} below on-demand, "
                              f"{P['spot_interruption_multiplier']}x interruptions)",
                      "Preemptions: more lost work and restarts, and capacity may vanish for days.",
-                     {"hardware.usd_per_gpu_hour": round(price * (1 - P["spot_discount"]), 4),
+                     {"hardware.usd_per_gpu_hour": round(price * (1 - P["spot_discount"]), 4), "hardware.reserved": False,
                       "reliability.failures_per_gpu_hour": min(0.01, rate * P["spot_interruption_multiplier"])},
                      sources=["spot_discount", "spot_interruption_multiplier"]))
     # a mixture of experts: let the plan search run DualPipe where it is faster than 1F1B

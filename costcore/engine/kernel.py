@@ -44,7 +44,7 @@ from costcore.scenario.schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_
                      E_INFER_MFU, E_USABLE_MEM, EV_BENCH_M, EV_CONTEXT, EV_DECODE_BATCH, EV_DECODE_EFF, EV_DECODE_TP,
                      EV_GEN_M, EV_HUMAN, EV_MEDIA_K, EV_RUNS, EV_USD_HUMAN, H_ATTN_EFF, H_BW_TBS, H_MEM_GB, H_FP8_TFLOPS,
                      H_GEMM_EFF, H_INTRA_GBS, H_INTER_GBS, H_GPUS_PER_NODE, H_PRECISION, PRECISION_FP8,
-                     H_NUM_GPUS, H_PEAK_TFLOPS, H_USD_GPU_H, L_ROLES, M_ACTIVE_B, M_FFN, M_HEADS,
+                     H_NUM_GPUS, H_PEAK_TFLOPS, H_USD_GPU_H, H_RESERVED, L_ROLES, M_ACTIVE_B, M_FFN, M_HEADS,
                      M_GATED, M_EXPERTS, M_EXPERTS_ACTIVE, M_SHARED_EXPERTS, M_MOE_FFN, M_NODE_LIMIT, M_WINDOW, M_WINDOW_SHARE,
                      M_HIDDEN, M_KV_HEADS, M_LAYERS, M_PARAMS_B, M_VOCAB, N_CKPT_REPLICAS,
                      N_DATASET_MOVES, N_EXPORTS, N_USD_PER_GB, NS, O_USD_PER_MONTH, PT_EPOCHS,
@@ -118,6 +118,14 @@ ITEM_REUSED = np.array([1.0 if row[5] else 0.0 for row in LINE_ITEM_TABLE])
 NI = len(LINE_ITEMS)
 ITEM_RESOURCE = np.array([RESOURCES.index(r) for _, r, _, _ in LINE_ITEMS], dtype=np.int64)
 ITEM_FIXED = np.array([1.0 if f else 0.0 for _, _, f, _ in LINE_ITEMS])
+# GPU time, productive and hidden: fixed cost when the GPUs are reserved (hardware.reserved, a commitment billed
+# whether used or not), elastic on demand
+ITEM_GPU_TIME = np.array([1.0 if k == "compute.gpu" or k.startswith("hidden.") else 0.0 for k, _, _, _ in LINE_ITEMS])
+
+
+def item_fixed(reserved: bool) -> np.ndarray:
+    """Which line items are fixed cost (1.0): ITEM_FIXED, and the GPU time too on reserved GPUs."""
+    return np.maximum(ITEM_FIXED, ITEM_GPU_TIME) if reserved else ITEM_FIXED
 NR = len(RESOURCES)
 (I_COMPUTE, I_VERIFIER, I_ST_DATA, I_ST_HOT, I_ST_COLD, I_NET_DATA, I_NET_REPL, I_NET_EXPORT,
  I_DATA_ACQ, I_DATA_CLEAN, I_DATA_LABEL, I_DATA_SYNTH, I_DATA_HEVAL, I_LABOR, I_OPS,
@@ -1095,13 +1103,13 @@ def _labor_ops_usd(x, team_usd_month, months, s, it):
 
 
 @njit(cache=True)
-def _totals(st, s, it):
-    """Stage total and its fixed part, $."""
+def _totals(st, s, it, reserved):
+    """Stage total and its fixed part, $ (on reserved GPUs their time is fixed: item_fixed)."""
     tot = 0.0
     fixed = 0.0
     for i in range(NI):
         tot += it[s, i]
-        fixed += it[s, i] * ITEM_FIXED[i]
+        fixed += it[s, i] * (max(ITEM_FIXED[i], ITEM_GPU_TIME[i]) if reserved else ITEM_FIXED[i])
     st[s, K_USD] = tot
     st[s, K_FIXED] = fixed
 
@@ -1175,7 +1183,7 @@ def _eval_one(x, items, stats, sc, plans, reuse):
         _labor_ops_usd(x, team_usd_month, months, s, it)
         if mm:
             _media_usd(x, b, months, st, s, it)
-        _totals(st, s, it)
+        _totals(st, s, it, x[H_RESERVED] > 0.5)
 
 
 @njit(cache=True)
@@ -1414,7 +1422,7 @@ def _plan_free_mask() -> np.ndarray:
             "algorithm", "reward", "reward_params_b", "critic_params_b"}
     for f in _sc.FIELDS:
         sec, _, key = f.path.partition(".")
-        if sec in ("model", "multimodal") or (sec == "hardware" and key != "usd_per_gpu_hour") or \
+        if sec in ("model", "multimodal") or (sec == "hardware" and key not in ("usd_per_gpu_hour", "reserved")) or \
                 (sec == "efficiency" and key != "inference_mfu"):
             continue
         if sec == "stages" and key.split(".", 1)[1] in read:
