@@ -13,7 +13,7 @@ res = common.frame(
     "Budget and timeline",
     "Teams do not only ask *how much* but *when, against which budget, and what recurs*. Set budget and "
     "warning lines per stage, per resource and in total; see which part of the cost is fixed (people, "
-    "platform, bought data) and which elastic (GPU time, tokens, samples); lay the stages on a calendar; "
+    "platform, datasets bought outright) and which elastic (GPU time, tokens, samples, labels bought per sample); lay the stages on a calendar; "
     "and repeat post-training as a lifecycle of iterations.")
 scn = common.scenario()
 
@@ -72,7 +72,7 @@ def budget_and_fixed() -> None:
         fe = li.groupby(["stage", "kind"], as_index=False).usd.sum()
         fe["stage_short"] = fe.stage.map(common.STAGE_SHORT)
         m = common.metric_row(3)
-        m[0].metric("Fixed", fmt.usd(res.fixed_usd), help="committed: team, platform, bought data, datasets kept"
+        m[0].metric("Fixed", fmt.usd(res.fixed_usd), help="committed: team, platform, datasets bought outright and kept (labels bought per sample are elastic)"
                     + (", and the reserved GPUs' time" if costcore_schema.effective_value(res.scenario, "hardware.reserved")
                        else ""))
         m[1].metric("Elastic", fmt.usd(res.elastic_usd), help="scales with GPU time, tokens and samples")
@@ -237,7 +237,12 @@ def lifecycle() -> None:
     m = common.metric_row(3)
     m[0].metric("First pass (the plan)", fmt.usd(life.first_pass_usd))
     m[1].metric("Each further iteration", fmt.usd(life.per_iteration_usd))
-    span = f"{life.horizon_months:g} month" + ("" if life.horizon_months == 1 else "s")
+    span = f"{fmt.num(life.horizon_months)} month" + ("" if life.horizon_months == 1 else "s")
+    asked = float(costcore_schema.effective_value(res.scenario, "lifecycle.every_months"))
+    if life.iterations > 1 and life.every_months > asked:  # the lifecycle ran iterations on top of each other
+        st.caption(f"Every {fmt.num(asked)} months is shorter than one iteration ({fmt.num(life.every_months)} "
+                   "months from the first repeated stage's start to the last one's end): the iterations run back to "
+                   "back, one after the other.")
     m[2].metric("Lifecycle total" if life.iterations == 1 else f"Lifecycle total ({life.iterations} iterations over {span})",
                 fmt.usd(life.total_usd))
     if life.iterations > 1 and not life.table.empty:

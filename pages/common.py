@@ -662,7 +662,7 @@ def frame(title: str, intro: str) -> api.Result:
         cols[0].metric("Total cost", fmt.usd(res.total_usd), help=fmt.usd_exact(res.total_usd))
         cols[1].metric("GPU-hours (billed)", fmt.gpu_hours(res.gpu_hours).replace(" GPU-h", ""),
                        help=f"{res.gpu_hours:,.0f} GPU-hours")
-        cols[2].metric("Fixed cost", fmt.usd(res.fixed_usd), help="people, platform, bought data, datasets kept: "
+        cols[2].metric("Fixed cost", fmt.usd(res.fixed_usd), help="people, platform, datasets bought outright and kept: "
                        + fmt.usd_exact(res.fixed_usd))
         cols[3].metric("Elastic cost", fmt.usd(res.elastic_usd), help="scales with GPU time, tokens and samples: "
                        + fmt.usd_exact(res.elastic_usd))

@@ -298,3 +298,22 @@ def test_budget_page_switches_reserved_gpus_and_fixed_cost_follows():
     after = next(m.value for m in at.metric if m.label == "Fixed")
     res = costcore.estimate(at.session_state["scenario"])
     assert after == fmt.usd(res.fixed_usd) != before
+
+
+def test_lifecycle_iterations_never_overlap_the_one_before():
+    """Every 0.25 months, a 1.5-month iteration started while the one before it (and the first pass) still ran:
+    "4 iterations over 1 month". An interval shorter than one iteration runs them back to back."""
+    scn = costcore.load_preset("pipeline-70b")
+    scn = schema.validate(schema.set_path(schema.set_path(scn, "lifecycle.iterations", 4), "lifecycle.every_months",
+                                          0.25))
+    res = costcore.estimate(scn)
+    life = bud.lifecycle(res)
+    sched = bud.timeline(res).schedule
+    loop = set(life.stages)
+    for k in range(2, 5):
+        prev = sched[(sched.iteration == k - 1) & sched.stage.isin(loop)]
+        this = sched[(sched.iteration == k) & sched.stage.isin(loop)]
+        assert this.start.min() >= prev.end.max() - pd.Timedelta(seconds=1), k
+    assert life.every_months > 0.25 and life.horizon_months == pytest.approx(4 * life.every_months)
+    slow = bud.lifecycle(costcore.estimate(schema.set_path(scn, "lifecycle.every_months", 3.0)))
+    assert slow.every_months == 3.0 and slow.horizon_months == 12.0
