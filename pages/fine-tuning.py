@@ -92,7 +92,9 @@ with right:
 
 st.subheader("Optimizer and memory techniques")
 common.knob_columns(
+    # the ZeRO stage beside the offload that needs it (ZeRO-2 or 3): the refusal sent the user to the Job layout page
     [("stages.sft.optimizer", "Optimizer"), ("stages.sft.offload", "CPU offload (ZeRO-Offload)"),
+     ("stages.sft.zero_stage", "ZeRO stage", None, None, None, "slider", None, None, [-1, 0, 1, 2, 3]),
      ("efficiency.logit_bytes", "Bytes per logit held for the loss (4 fused, about 11 Hugging Face)", 2, 32, 1,
       "number")],
     # QLoRA's base is 4-bit whatever base_bits says, and a full fine-tune trains 16-bit weights (the scenario refuses

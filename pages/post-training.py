@@ -46,6 +46,12 @@ if common.stage_toggle("rl"):
          (p + "rollout_efficiency", "Rollout efficiency (of roofline)", 0.05, 1.0, 0.05),
          (p + "rollout_tp", "GPUs per rollout replica (0 = searched)", None, None, 1, "number"),
          (p + "rollout_batch", "Rollout batch (sequences at once per replica)", None, None, 1, "number")])
+    # the models beside the policy: a GRPO user could not drop the KL reference or size the reward model and critic
+    common.knob_columns([(p + "reference", "Reference model (KL term)")],
+                        [(p + "reward_params_b", "Reward model size (billion parameters; 0 = the policy's)", None, None,
+                          0.5, "number")],
+                        [(p + "critic_params_b", "Critic size, PPO (billion parameters; 0 = the policy's)", None, None,
+                          0.5, "number")])
     res = common.result()
     roll = res.stat("rl", "rollout_gpu_hours")
     prod = max(res.stat("rl", "productive_gpu_hours"), 1e-9)

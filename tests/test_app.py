@@ -814,3 +814,21 @@ def test_an_uploaded_file_saved_from_a_preset_takes_that_preset_in_the_sidebar()
     assert preset_named(title, "pipeline-70b") == "pipeline-70b-lora-grpo"
     assert preset_named("My own plan", "pipeline-70b") == "pipeline-70b"
     assert preset_named(None, "scratch-7b") == "scratch-7b"
+
+
+def test_workbench_offers_the_zero_stage_offload_needs_and_post_training_the_rl_models():
+    """CPU offload needs ZeRO-2 or 3 and its refusal sent the user to another page; the RL section had no control
+    for the KL reference, the reward model or the critic."""
+    at = _app("pages/fine-tuning.py", p="qlora-single-gpu")
+    zero = next(s for s in at.selectbox if s.label == "ZeRO stage")
+    assert zero.options == ["Searched", "Off", "ZeRO-1", "ZeRO-2", "ZeRO-3 (FSDP)"]
+    zero.set_value(2).run()
+    assert not at.exception and at.session_state["scenario"]["stages"]["sft"]["zero_stage"] == 2
+    next(s for s in at.selectbox if s.label == "CPU offload (ZeRO-Offload)").set_value("optimizer").run()
+    assert not at.exception and at.session_state["scenario"]["stages"]["sft"]["offload"] == "optimizer"
+    pt = _app("pages/post-training.py", p="reasoning-grpo-32b")
+    ref = next(s for s in pt.selectbox if s.label == "Reference model (KL term)")
+    before = _total(pt)
+    ref.set_value("live").run()
+    assert not pt.exception and pt.session_state["scenario"]["stages"]["rl"]["reference"] == "live"
+    assert _total(pt) > before  # a live reference adds its forward passes
