@@ -101,8 +101,7 @@ class Result:
     @property
     def fixed_items(self) -> np.ndarray:
         """(items,) 1.0 for the line items that are fixed cost: kernel.item_fixed (GPU time too on reserved GPUs)."""
-        from costcore.engine.kernel import item_fixed
-        return item_fixed(bool(self.vector[schema.IX["hardware.reserved"]] > 0.5))
+        return kernel.item_fixed(bool(self.vector[IX["hardware.reserved"]] > 0.5))
 
     @property
     def fixed_usd(self) -> float:
@@ -322,9 +321,9 @@ class Result:
         """One row per (enabled stage, line item): stage, resource, item (keys, for joins), stage_name,
         resource_name, label (the same in words, as the app shows them), kind, usd."""
         rows = []
+        fixed_items = self.fixed_items
         for s in self.stages:
             i = STAGES.index(s)
-            fixed_items = self.fixed_items
             for j, (key, res, _, label) in enumerate(LINE_ITEMS):
                 rows.append({"stage": s, "resource": res, "item": key, "stage_name": schema.STAGE_LABELS[s],
                              "resource_name": schema.RESOURCE_LABELS[res], "label": label,

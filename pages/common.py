@@ -56,8 +56,8 @@ def _warm_up() -> bool:
     return True
 
 
-_MD_SPECIAL = set("\\`*[]!|~$#")
-_MD_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")  # links, images, code, emphasis, tables, math; HTML goes through html.escape
+_MD_SPECIAL = set("\\`*[]!|~$#")  # links, images, code, emphasis, tables, math; HTML goes through html.escape
+_MD_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")  # an underscore that can open or close emphasis
 
 
 def md_escape(text: str) -> str:

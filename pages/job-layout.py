@@ -5,6 +5,7 @@ import streamlit as st
 
 from costcore import api, fmt
 from costcore.scenario import schema
+from costcore.engine.feasibility import fp8_timed_as_bf16
 from costcore.scenario.schema import STAGE_LABELS, STAGES, ScenarioError
 from costcore.scenario.yamlio import dump_yaml
 from pages import common
@@ -22,7 +23,7 @@ TIME_KINDS = {"compute": "Compute", "communication": "Communication", "bubble": 
               "recompute": "Recompute", "optimizer": "Optimizer step"}
 TIME_COLORS = ["#4C78A8", "#72B7B2", "#EECA3B", "#B279A2", "#9D755D"]
 RECOMPUTE_WORDS = common.CHOICE_WORDS["recompute"]
-ZERO_WORDS = {-1: "Searched", 0: "Off", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3 (FSDP)"}
+ZERO_WORDS = common.CHOICE_WORDS["zero_stage"]
 PRECISION_WORDS = common.CHOICE_WORDS["precision"]
 POWERS = [1, 2, 4, 8, 16, 32, 64]
 
@@ -175,8 +176,7 @@ i = STAGES.index(stage)
 plan = res.plan(stage)
 precision = str(schema.effective_value(res.scenario, "hardware.precision"))
 PRECISION_SHOWN = PRECISION_WORDS.get(precision, precision.upper())
-if precision == "fp8" and float(schema.effective_value(res.scenario, "hardware.fp8_peak_tflops")) <= \
-        float(schema.effective_value(res.scenario, "hardware.peak_tflops")):  # the plan line said "FP8" on an A100
+if fp8_timed_as_bf16(res.scenario):  # the plan line said "FP8" on an A100
     PRECISION_SHOWN = "FP8 chosen, timed at BF16 speed (this GPU has no FP8 tensor cores)"
 
 st.subheader(STAGE_LABELS[stage])

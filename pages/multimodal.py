@@ -110,7 +110,8 @@ for stage in MM_STAGES:
         continue
     p = f"stages.{stage}."
     # the most items a sample's sequence holds with its text: the slider went to 16 and refused all past 3 on LLaVA
-    _tok = common.result().stat(stage, "media_tokens_per_item") if stage in common.result().stages else 0.0
+    _now = common.result()
+    _tok = _now.stat(stage, "media_tokens_per_item") if stage in _now.stages else 0.0
     _room = float(ev(scn, p + "seq_len")) - float(ev(scn, p + "text_tokens_per_sample"))
     _most = max(float(ev(scn, p + "items_per_sample")), min(16.0, math.floor(2.0 * _room / _tok) / 2.0)
                 if _tok > 0 else 16.0, 0.5)

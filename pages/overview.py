@@ -82,12 +82,12 @@ def top_drivers() -> None:
 def stage_shares() -> None:
     shares = pd.DataFrame([{"stage": STAGE_LABELS[s], "key": s, "usd": res.stat(s, "usd_total"),
                             "cost": fmt.usd(res.stat(s, "usd_total")),
-                            "share": fmt.share(res.share_of_total(res.stat(s, "usd_total"))),
-                            "big": res.share_of_total(res.stat(s, "usd_total")) >= 0.04} for s in res.stages])
+                            "of_total": res.share_of_total(res.stat(s, "usd_total"))} for s in res.stages])
     if shares.empty:
         st.info("No stage is switched on.")
         return
-    shares["on_arc"] = shares.share.where(shares.big, "")  # slivers under 4% are named in the tooltip only
+    shares["share"] = shares.of_total.map(fmt.share)
+    shares["on_arc"] = shares.share.where(shares.of_total >= 0.04, "")  # slivers under 4%: in the tooltip only
     base = alt.Chart(shares).encode(theta=alt.Theta("usd:Q", stack=True), order=alt.Order("key:N"))
     donut = base.mark_arc(innerRadius=55, outerRadius=105).encode(
         color=alt.Color("stage:N", title="Stage", scale=common.stage_color_scale(shares.stage),

@@ -169,18 +169,15 @@ def _all_spans(res: api.Result, start: dt.date) -> tuple[list[dict], list]:
     scn = res.scenario
     spans = _stage_spans(res, start)
     n_iter = int(effective_value(scn, "lifecycle.iterations"))
-    every_d = float(effective_value(scn, "lifecycle.every_months")) * DAYS_PER_MONTH
     loop = _lifecycle_stages(scn, res)
+    # every ``every`` months, but at least one iteration apart (_iteration_days)
+    every_d = max(float(effective_value(scn, "lifecycle.every_months")) * DAYS_PER_MONTH, _iteration_days(spans, loop))
     first = {sp["stage"]: sp for sp in spans}
     item_sets = [(sp, res.items[STAGES.index(sp["stage"])]) for sp in spans]
     if n_iter > 1 and loop:
         it_items = iteration_items(res)
-        loop_d = _loop_days(spans, loop)
-        shift = 0.0
         for k in range(2, n_iter + 1):
-            # every ``every`` months, but never before the previous iteration ends: at every 0.25 months a 1-month
-            # iteration started while the one before it (and the first pass) still ran
-            shift = max((k - 1) * every_d, shift + loop_d)
+            shift = (k - 1) * every_d
             for s in loop:
                 sp = dict(first[s], iteration=k)
                 for key in ("start_d", "setup_end_d", "end_d"):
@@ -307,8 +304,9 @@ class Lifecycle:
     table: pd.DataFrame  # iteration, stage, usd
 
 
-def _loop_days(spans: list[dict], loop: list[str]) -> float:
-    """Days from the first repeated stage's start to the last one's end in the first pass (one iteration)."""
+def _iteration_days(spans: list[dict], loop: list[str]) -> float:
+    """Days one repeated iteration takes: the first pass's repeated stages, first start to last end. Iterations are
+    at least this far apart: at every 0.25 months a 1-month iteration started while the one before it still ran."""
     mine = [sp for sp in spans if sp["stage"] in loop]
     return max(sp["end_d"] for sp in mine) - min(sp["start_d"] for sp in mine) if mine else 0.0
 
@@ -318,10 +316,10 @@ def lifecycle(res: api.Result) -> Lifecycle:
     iteration runs them back to back (``every_months`` is then the iteration's own length)."""
     scn = res.scenario
     n = int(effective_value(scn, "lifecycle.iterations"))
-    every = float(effective_value(scn, "lifecycle.every_months"))
     loop = _lifecycle_stages(scn, res)
+    every = float(effective_value(scn, "lifecycle.every_months"))
     if n > 1 and loop:
-        every = max(every, _loop_days(_stage_spans(res, dt.date(2000, 1, 1)), loop) / DAYS_PER_MONTH)
+        every = max(every, _iteration_days(_stage_spans(res, dt.date(2000, 1, 1)), loop) / DAYS_PER_MONTH)
     it = iteration_items(res)
     per_iter = float(it.sum()) if loop else 0.0
     rows = []

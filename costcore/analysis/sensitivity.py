@@ -653,7 +653,10 @@ SOLVER_AMOUNTS = {"pretrain": "tokens_b", "cpt": "tokens_b", "mm_align": "sample
 def solver_amounts(scenario) -> list[str]:
     """The settings :func:`solve_budget` can buy in mode ``"amount"``: the main quantity of each stage switched
     on (pre-training tokens, SFT samples, DPO pairs, RL steps, evaluation runs ...), in stage order."""
-    _, _, res = _base(scenario)
+    return _amounts_of(_base(scenario)[2])
+
+
+def _amounts_of(res: api.Result) -> list[str]:
     return [f"stages.{s}.{SOLVER_AMOUNTS[s]}" for s in STAGES if s in res.stages and s in SOLVER_AMOUNTS]
 
 
@@ -714,7 +717,7 @@ def solve_budget(scenario, budget_usd: float, mode: str = "compute_optimal",
     tokens_per_param = checks.number("tokens_per_param", tokens_per_param, 0.0, 1e6, lo_open=True)
     scn, x, res = _base(scenario)
     if mode == "amount":
-        amounts = solver_amounts(scn)
+        amounts = _amounts_of(res)  # the estimate in hand, not a second one
         if not isinstance(key, str) or key not in amounts:
             raise ScenarioError("key", "must name the amount to buy, one of " + ", ".join(amounts)
                                 if amounts else "has nothing to buy: no stage is switched on")
@@ -789,14 +792,14 @@ def _solve_amount(scn: dict, x: np.ndarray, budget_usd: float, key: str) -> Solu
             b = float(cand[cand > a].min())
         v, v_next = a, b
     v = float(rounded(v))
-    final_res = api.estimate(sized(v))
+    final = sized(v)
+    final_res = api.estimate(final)
     limit, next_usd, step = "range", math.inf, 0.0
     if c_next is not None and v_next is not None:
         v_next = float(v_next)
         nxt_res = api.estimate(sized(v_next))
         limit = "budget" if nxt_res.feasible else "memory"
         next_usd, step = nxt_res.total_usd, v_next / v - 1.0
-    final = sized(v)
     return Solution(params_b=float(schema.effective_value(final, "model.params_b")),
                     tokens_b=float(schema.effective_value(final, "stages.pretrain.tokens_b")),
                     total_usd=final_res.total_usd, next_total_usd=next_usd, step=step, result=final_res,

@@ -167,6 +167,13 @@ def _batch_over_data(res, stage: str) -> list[str]:
             f"rata); set the Global batch to at most {n:,.0f}."]
 
 
+def fp8_timed_as_bf16(scn: dict) -> bool:
+    """FP8 chosen on a GPU without FP8 tensor cores (its FP8 peak no higher than its BF16 one): the step is timed
+    at BF16 speed."""
+    return effective_value(scn, "hardware.precision") == "fp8" and \
+        float(effective_value(scn, "hardware.fp8_peak_tflops")) <= float(effective_value(scn, "hardware.peak_tflops"))
+
+
 def batch_warnings(res) -> list[str]:
     """Stages whose best plan leaves GPUs idle (the global batch or the layout cannot use them all),
     and FP8 asked of a GPU without FP8 tensor cores (a batch too thin for busy GPUs: analysis.warnings)."""
@@ -183,8 +190,7 @@ def batch_warnings(res) -> list[str]:
                        "idle); they are billed all the same.")
         out += _batch_over_data(res, s)
     gpu = effective_value(scn, "hardware.gpu")
-    if effective_value(scn, "hardware.precision") == "fp8" and \
-            float(effective_value(scn, "hardware.fp8_peak_tflops")) <= float(effective_value(scn, "hardware.peak_tflops")):
+    if fp8_timed_as_bf16(scn):
         out.append(f"FP8 was chosen, but the {CATALOG[gpu].get('label', gpu)} has no FP8 tensor cores: "
                    "step times are the BF16 ones.")
     return out

@@ -121,11 +121,14 @@ ITEM_FIXED = np.array([1.0 if f else 0.0 for _, _, f, _ in LINE_ITEMS])
 # GPU time, productive and hidden: fixed cost when the GPUs are reserved (hardware.reserved, a commitment billed
 # whether used or not), elastic on demand
 ITEM_GPU_TIME = np.array([1.0 if k == "compute.gpu" or k.startswith("hidden.") else 0.0 for k, _, _, _ in LINE_ITEMS])
+ITEM_FIXED_RESERVED = np.maximum(ITEM_FIXED, ITEM_GPU_TIME)
 
 
 def item_fixed(reserved: bool) -> np.ndarray:
     """Which line items are fixed cost (1.0): ITEM_FIXED, and the GPU time too on reserved GPUs."""
-    return np.maximum(ITEM_FIXED, ITEM_GPU_TIME) if reserved else ITEM_FIXED
+    return ITEM_FIXED_RESERVED if reserved else ITEM_FIXED
+
+
 NR = len(RESOURCES)
 (I_COMPUTE, I_VERIFIER, I_ST_DATA, I_ST_HOT, I_ST_COLD, I_NET_DATA, I_NET_REPL, I_NET_EXPORT,
  I_DATA_ACQ, I_DATA_CLEAN, I_DATA_LABEL, I_DATA_SYNTH, I_DATA_HEVAL, I_LABOR, I_OPS,
@@ -1109,7 +1112,7 @@ def _totals(st, s, it, reserved):
     fixed = 0.0
     for i in range(NI):
         tot += it[s, i]
-        fixed += it[s, i] * (max(ITEM_FIXED[i], ITEM_GPU_TIME[i]) if reserved else ITEM_FIXED[i])
+        fixed += it[s, i] * (ITEM_FIXED_RESERVED[i] if reserved else ITEM_FIXED[i])
     st[s, K_USD] = tot
     st[s, K_FIXED] = fixed
 
