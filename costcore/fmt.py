@@ -14,7 +14,8 @@ def _sig3(x: float) -> str | None:
 
 def usd(v: float) -> str:
     """Money at three significant digits: $950, $28.3, $4.56, $12.3k, $1.90M, $31.8M, $1.20B (SI prefixes; k for
-    thousands). Below a dollar, cents ($0.42), and "<$0.01" for less than a cent that is not zero."""
+    thousands). Below a dollar too ($0.162, $0.0420: a price per token or per sample), and "<$0.001" for less
+    than a tenth of a cent that is not zero."""
     if v is None or not math.isfinite(v):
         return "n/a"
     a = abs(v)
@@ -29,7 +30,9 @@ def usd(v: float) -> str:
         return "$0"
     if a >= 0.9995:
         return f"{sign}${_sig3(a)}"  # $612, $28.3, $4.57: three digits ($28, not $28.29 nor $28)
-    return f"{sign}${a:.2f}" if a >= 0.005 else f"{sign}<$0.01"  # cents below a dollar, never "$0.00"
+    if a >= 0.0009995:  # 0.162, 0.0420, 0.00100: three digits, never "$0.00" nor "$0.16"
+        return f"{sign}${a:#.3g}"
+    return f"{sign}<$0.001"
 
 
 def usd_exact(v: float) -> str:

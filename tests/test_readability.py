@@ -382,7 +382,8 @@ def test_readme_tornado_count_is_the_benchmarks():
     (1_643.187, "$1.64k", "1.64k GPU-h"), (612.4, "$612", "612 GPU-h"), (4.567, "$4.57", "4.57 GPU-h"),
     (999.7, "$1.00k", "1.00k GPU-h"), (999_960.0, "$1.00M", "1.00M GPU-h"), (30e6, "$30.0M", "30.0M GPU-h"),
     (-2.5e6, "-$2.50M", "-2.50M GPU-h"), (15_969_781.06, "$16.0M", "16.0M GPU-h"), (0.0, "$0", "0 GPU-h"),
-    (28.29, "$28.3", "28.3 GPU-h"), (10.57, "$10.6", "10.6 GPU-h"), (99.96, "$100", "100 GPU-h")])
+    (28.29, "$28.3", "28.3 GPU-h"), (10.57, "$10.6", "10.6 GPU-h"), (99.96, "$100", "100 GPU-h"),
+    (0.1623, "$0.162", "0.162 GPU-h"), (0.042, "$0.0420", "0.042 GPU-h"), (0.99996, "$1.00", "1.00 GPU-h")])
 def test_money_and_gpu_hours_read_at_three_significant_digits(value, money, hours):
     # $28.3, not $28 (two digits): the small items of a plan (a network line, an evaluation's storage) too
     """The card's rule ($31.8M, 1.64k GPU-h): three significant digits, trailing zeros kept ($1.90M says
