@@ -572,6 +572,17 @@ def step_micro_batches(job: dict, dp: float, micro_batch: float) -> float:
     return float(math.ceil(job["global_batch"] / (dp * micro_batch)))
 
 
+def attention_splits(tp: float, heads: float, kv_heads: float) -> bool:
+    """A tensor-parallel degree this attention takes: it divides the query heads, and the key/value heads
+    divide among the GPUs or are copied evenly onto them (vLLM's LlamaAttention asserts; Megatron-LM's head
+    check). An unknown count (0) refuses nothing."""
+    if heads > 0 and heads % tp != 0:
+        return False
+    if kv_heads <= 0 or (heads > 0 and heads % kv_heads != 0):  # no GQA grouping: a KV cache's stand-in (MLA)
+        return True
+    return kv_heads % tp == 0 if kv_heads >= tp else tp % kv_heads == 0
+
+
 def plan_runs(model: dict, job: dict, plan: dict) -> bool:
     """A plan a job can run (layout.search's docstring): no more GPUs than the job has (tp x pp x cp x dp
     <= G), no more tensor-parallel ranks than heads nor pipeline stages than layers, and an
@@ -579,6 +590,8 @@ def plan_runs(model: dict, job: dict, plan: dict) -> bool:
     if plan["tp"] * plan["pp"] * plan["cp"] * plan["dp"] > job["gpus"]:
         return False
     if plan["tp"] > model["heads"] or plan["pp"] > model["L"]:
+        return False
+    if not attention_splits(plan["tp"], model["heads"], model["kv_heads"]):
         return False
     ep = plan["ep"]
     experts = max(1.0, model["experts"])
@@ -638,20 +651,30 @@ def _decode_on(replica, n_total, n_active, kv_per_token, ctx_avg, ctx_max, batch
     return step_seconds * replica / sequences, sequences
 
 
-def fewest_replica_gpus(n_total, mem_gb, gpus_per_node=8) -> float:
+def fewest_replica_gpus(n_total, mem_gb, gpus_per_node=8, heads=0.0, kv_heads=0.0) -> float:
     """The fewest GPUs a replica takes, laid out as vLLM does: weights in half of each GPU's memory, tensor parallel
-    a power of two within a node, pipeline stages across nodes."""
+    a power of two within a node that splits the heads (the smallest holding the weights, else the largest),
+    pipeline stages across nodes."""
     weight_bytes = 2.0 * n_total
     needed = 1
     while weight_bytes > needed * 0.5 * mem_gb * 1e9:  # fewest GPUs holding weights in half their HBM
         needed += 1
-    largest_tp = max(t for t in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if t <= max(gpus_per_node, 1))
-    tp = min(t for t in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, largest_tp) if t >= min(needed, largest_tp))
+    powers = [t for t in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+              if t <= max(gpus_per_node, 1) and attention_splits(t, heads, kv_heads)]
+    holding = [t for t in powers if t >= needed]
+    tp = holding[0] if holding else powers[-1]
     return float(tp * -(-needed // tp))
 
 
+def replica_tensor_part(replica: float, gpus_per_node: float) -> float:
+    """A replica's tensor-parallel GPUs: all within a node, else the largest divisor of its GPUs a node holds."""
+    if replica <= gpus_per_node:
+        return replica
+    return float(max(d for d in range(1, int(gpus_per_node) + 1) if replica % d == 0))
+
+
 def decode(n_total, n_active, kv_per_token, ctx_avg, ctx_max, batch, peak_tflops, bandwidth_tbs, mem_gb,
-           efficiency, pinned_replica=0, gpus_per_node=8, max_gpus=0):
+           efficiency, pinned_replica=0, gpus_per_node=8, max_gpus=0, heads=0.0, kv_heads=0.0):
     """Return (GPU-seconds per generated token, GPUs per replica, sequences decoded at once): on the pinned replica,
     else on the fewest GPUs or, inside one node, a power of two above it up to the node and the stage's GPUs
     (``max_gpus``; 0: no cap), each larger one taken when it saves 5% of the GPU-seconds per token on the best so far."""
@@ -659,10 +682,11 @@ def decode(n_total, n_active, kv_per_token, ctx_avg, ctx_max, batch, peak_tflops
     if pinned_replica > 0:  # the user's tensor-parallel size for the inference engine
         cost, seqs = _decode_on(float(pinned_replica), *args)
         return cost, float(pinned_replica), seqs
-    fewest = fewest_replica_gpus(n_total, mem_gb, gpus_per_node)
+    fewest = fewest_replica_gpus(n_total, mem_gb, gpus_per_node, heads, kv_heads)
     node = max(t for t in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if t <= max(gpus_per_node, 1))
     sizes = [fewest] + [float(t) for t in (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-                        if fewest < t <= node and (max_gpus <= 0 or t <= max_gpus)]
+                        if fewest < t <= node and (max_gpus <= 0 or t <= max_gpus)
+                        and attention_splits(t, heads, kv_heads)]
     best = None
     for replica in sizes:
         cost, seqs = _decode_on(replica, *args)
@@ -823,6 +847,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
         fewest = 0.0
         rollout_h = 0.0
         replica_gpus = 0.0  # GPUs of one inference replica (RL rollouts, eval decoding)
+        pinned_replica = 0.0  # its GPUs when the user pinned them
         decoding_at_once = 0.0  # the sequences that replica decodes at once
 
         layout = {}  # the plan's step terms and memory (training stages)
@@ -911,7 +936,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
                                                   kv_tokens_held(shape, ctx),
                                                   sf("rollout_batch"), peak, f("hardware.mem_bandwidth_tbs"),
                                                   hbm_gb, sf("rollout_efficiency"), sf("rollout_tp"),
-                                                  f("hardware.gpus_per_node"), gpus)
+                                                  f("hardware.gpus_per_node"), gpus, shape["heads"], shape["kv_heads"])
             prefill_flops = completions * p_tok * forward_flops_per_token(n_act, shape, p_tok)
             rollout_h = completions * r_tok * gpu_s_per_tok / SECONDS_PER_HOUR + hours_at(prefill_flops, peak,
                                                                                            infer_mfu)
@@ -954,7 +979,9 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             replica_gpus, decoding_at_once = replica, seqs
             if fewest > 0:  # the fewest GPUs a replica takes, not the larger one the stage's GPUs make cheaper
                 fewest = max(fewest, sf("rollout_tp") if sf("rollout_tp") > 0
-                             else fewest_replica_gpus(n_total, hbm_gb, f("hardware.gpus_per_node")))
+                             else fewest_replica_gpus(n_total, hbm_gb, f("hardware.gpus_per_node"), shape["heads"],
+                                                      shape["kv_heads"]))
+            pinned_replica = sf("rollout_tp")
 
         elif stage in MM_STAGES:
             media = media_figures(v, stage, shape["d"])
@@ -1002,7 +1029,7 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
                                                   kv_tokens_held(shape, ctx), sf("decode_batch"), peak,
                                                   f("hardware.mem_bandwidth_tbs"), hbm_gb,
                                                   sf("decode_efficiency"), sf("decode_tp"),
-                                                  f("hardware.gpus_per_node"), gpus)
+                                                  f("hardware.gpus_per_node"), gpus, shape["heads"], shape["kv_heads"])
             prefill_flops = runs * prompt_tok * forward_flops_per_token(n_act, shape, ctx)
             media_items = runs * sf("media_items_k") * 1e3  # a multimodal benchmark's images, clips or recordings
             if media_items > 0:
@@ -1025,7 +1052,9 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             mfu = infer_mfu
             mem = (2.0 * n_total + seqs * kv_tok * kv_tokens_held(shape, ctx)) / replica
             fewest = (sf("decode_tp") if sf("decode_tp") > 0
-                      else fewest_replica_gpus(n_total, hbm_gb, f("hardware.gpus_per_node")))
+                      else fewest_replica_gpus(n_total, hbm_gb, f("hardware.gpus_per_node"), shape["heads"],
+                                               shape["kv_heads"]))
+            pinned_replica = sf("decode_tp")
             replica_gpus, decoding_at_once = replica, seqs
             items["data.human_eval"] = runs * sf("human_samples") * sf("usd_per_human_sample")
 
@@ -1146,7 +1175,10 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             "dataset_gb": dataset_gb,
             "storage_peak_gb": final_kept * ckpt_gb + dataset_gb,
             "memory_per_gpu_gb": mem / 1e9,
-            "fits": 1.0 if (mem <= usable and replica_gpus <= gpus and layout.get("runs", True)) else 0.0,
+            "fits": 1.0 if (mem <= usable and replica_gpus <= gpus and layout.get("runs", True)
+                            and not (pinned_replica > 0 and not attention_splits(
+                                replica_tensor_part(pinned_replica, f("hardware.gpus_per_node")), shape["heads"],
+                                shape["kv_heads"]))) else 0.0,
             "min_gpus": float(fewest),
             "rollout_gpu_hours": rollout_h,
             "trainable_params_b": saved_params / 1e9,
@@ -1335,7 +1367,7 @@ def candidate_plans(model: dict, job: dict, pins: dict, choices) -> list[dict]:
     def options(name, default):
         return [pins[name]] if name in pins else list(default)
     out = []
-    tps = options("tp", [t for t in choices.TP_CHOICES if model["heads"] % t == 0])
+    tps = options("tp", [t for t in choices.TP_CHOICES if attention_splits(t, model["heads"], model["kv_heads"])])
     pps = options("pp", [p for p in range(1, choices.PP_MAX + 1) if p <= L and (L % p == 0 or (p & (p - 1)) == 0)])
     # the schedules tried: auto 1F1B, dualpipe DualPipe, search both unless an interleave above 1 is
     # pinned; DualPipe on an even pipeline of 2 or more stages only

@@ -319,4 +319,31 @@ def test_a_pinned_degree_past_the_stage_gpus_is_named_as_such():
     said = " ".join(costcore.estimate(schema.validate(schema.set_path(base, "stages.sft.tp", 8))).infeasible)
     assert "does not divide the model's 28 attention heads" in said
     offered = [int(v) for v in re.findall(r"\b(\d+)\b", said.split("; pin ")[1].split(", or set")[0])]
-    assert offered == [1, 2, 4, 7]  # not 14 or 28: more than the stage's 8 GPUs
+    assert offered == [1, 2, 4]  # not 14 or 28: more than the stage's 8 GPUs; not 7: 4 key/value heads
+
+
+def test_tensor_parallelism_that_splits_the_key_value_heads_is_refused():
+    """Qwen2.5-7B has 28 query heads and 4 key/value heads: TP 7 divides the first but cannot split or copy the
+    second evenly (Megatron-LM divides the query groups by TP; vLLM asserts the same), and it was costed as a
+    plan that runs. Pinned, the stage is refused in words naming the key/value heads; searched, no plan uses it;
+    a pinned rollout replica of 3 GPUs on the 32B GRPO preset (40 heads) cannot decode either."""
+    import costcore
+    from costcore.scenario import schema
+    from reference_model import attention_splits
+    base = schema.set_path(schema.pick_model(costcore.load_preset("vertical-7b-lora"), "qwen2.5-7b"),
+                           "stages.sft.num_gpus", 8)
+    res = costcore.estimate(schema.validate(schema.set_path(base, "stages.sft.tp", 7)))
+    said = " ".join(res.infeasible)
+    assert res.stat("sft", "fits") == 0.0
+    assert "tensor parallelism of 7 neither divides the model's 4 key/value heads" in said, said
+    assert "pin 1, 2 or 4, or set it to 0" in said, said
+    assert not attention_splits(7, 28, 4) and attention_splits(4, 28, 4) and attention_splits(8, 64, 4)
+    assert attention_splits(2, 128, 5)  # 5 does not divide 128: a KV cache's stand-in (MLA), not GQA groups
+    rl = costcore.load_preset("reasoning-grpo-32b")
+    ok = costcore.estimate(schema.validate(schema.set_path(rl, "stages.rl.rollout_tp", 4)))
+    assert ok.stat("rl", "fits") == 1.0 and not ok.infeasible
+    bad = costcore.estimate(schema.validate(schema.set_path(rl, "stages.rl.rollout_tp", 3)))
+    assert bad.stat("rl", "fits") == 0.0
+    said = " ".join(bad.infeasible)
+    assert "cannot decode on its pinned replica of 3 GPUs: tensor parallelism of 3 does not divide the model's 40 " \
+           "attention heads" in said, said

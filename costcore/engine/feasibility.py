@@ -32,7 +32,7 @@ def infeasible(res, fewest_any_layout=None) -> list[str]:
         mem = res.stat(s, "memory_per_gpu_gb")
         name = STAGE_LABELS[s]
         searched = _any_layout(res, s, need, fewest_any_layout) if 0 < need and need > have else None
-        impossible = _impossible_pin(res, s, name)
+        impossible = _impossible_pin(res, s, name) or _replica_splits_heads(res, s)
         if impossible:
             out.append(impossible)
         elif searched:
@@ -79,11 +79,11 @@ def _impossible_pin(res, stage: str, name: str) -> str | None:
     scn = res.scenario
     pin = {k: float(effective_value(scn, f"stages.{stage}.{k}") or 0) for k in ("pp", "tp", "ep")
            if f"stages.{stage}.{k}" in BY_PATH}
-    layers, heads = res.stat(stage, "model_layers"), _heads(res, stage)
+    layers, (heads, kv) = res.stat(stage, "model_layers"), _heads(res, stage)
     experts = float(effective_value(scn, "model.experts") or 0)
     gpus = float(res.stat(stage, "num_gpus"))
     need = max(pin.get("tp", 0), 1.0) * max(pin.get("pp", 0), 1.0)
-    refused = refused_pins(pin, heads, layers, experts)
+    refused = refused_pins(pin, heads, layers, experts, kv)
     if need > gpus:  # TP 64 on 8 GPUs was blamed on the heads, offering TP 16 and 32 (more GPUs than it has): the
         if not refused:  # GPU count is the first thing wrong; a pin the model takes has its own sentence (it sets
             return None  # the GPU count, and the layout searched may need fewer)
@@ -100,21 +100,51 @@ def _impossible_pin(res, stage: str, name: str) -> str | None:
                 f"least {pin['pp']:,.0f} layers and this model has {layers:,.0f}; pin fewer pipeline stages or set it "
                 "to 0 (searched).")
     if refused[0] == "tp":
-        fits = [str(d) for d in range(1, int(min(heads, 64, gpus)) + 1) if heads % d == 0]  # within its GPUs
-        return (f"{name} cannot be laid out: its pinned tensor parallelism of {pin['tp']:,.0f} does not divide the "
-                f"model's {heads:,.0f} attention heads (a head is not split across GPUs); pin "
-                f"{', '.join(fits[:-1]) + ' or ' if len(fits) > 1 else ''}{fits[-1]}, or set it to 0 (searched).")
+        return (f"{name} cannot be laid out: its pinned tensor parallelism of {pin['tp']:,.0f} "
+                f"{_split_words(pin['tp'], heads, kv)}; pin {_tp_choices(heads, kv, gpus)}, or set it to 0 (searched).")
     return (f"{name} cannot be laid out: its pinned expert parallelism of {pin['ep']:,.0f} does not divide the "
             f"model's {experts:,.0f} experts evenly; pin a divisor of {experts:,.0f}, or set it to 0 (searched).")
 
 
-def _heads(res, stage: str) -> float:
-    """The attention heads the stage's model has: as stated, else as formulas.model_shape derives them."""
+def _heads(res, stage: str) -> tuple[float, float]:
+    """(attention heads, key/value heads) of the stage's model: as stated, else as formulas.model_shape derives
+    them."""
     from costcore.engine.formulas import model_shape
-    stated = float(effective_value(res.scenario, "model.heads") or 0)
-    if stated > 0:
-        return stated
-    return float(model_shape(0.0, res.stat(stage, "model_layers"), res.stat(stage, "model_hidden"), 0.0, 0.0, 0.0)[2])
+    heads, kv = (float(effective_value(res.scenario, f"model.{k}") or 0) for k in ("heads", "kv_heads"))
+    shape = model_shape(0.0, res.stat(stage, "model_layers"), res.stat(stage, "model_hidden"), heads, kv, 0.0)
+    return float(shape[2]), float(shape[3])
+
+
+def _split_words(tp: float, heads: float, kv: float) -> str:
+    """Why a tensor-parallel degree cannot split this attention (formulas.tp_splits_heads), in words."""
+    if heads % tp:
+        return f"does not divide the model's {heads:,.0f} attention heads (a head is not split across GPUs)"
+    return (f"neither divides the model's {kv:,.0f} key/value heads nor is a multiple of them (grouped-query "
+            "attention splits or copies whole key/value heads)")
+
+
+def _tp_choices(heads: float, kv: float, gpus: float) -> str:
+    """The tensor-parallel degrees up to 64 and the GPUs that split this attention, as "1, 2 or 4"."""
+    from costcore.engine.formulas import tp_splits_heads
+    fits = [f"{d}" for d in range(1, int(min(heads, 64, max(gpus, 1))) + 1) if not tp_splits_heads(d, heads, kv)]
+    return f"{', '.join(fits[:-1])} or {fits[-1]}" if len(fits) > 1 else fits[0]
+
+
+def _replica_splits_heads(res, stage: str) -> str | None:
+    """The sentence of a pinned decoding replica (RL rollouts, evaluation) whose tensor-parallel part splits the
+    attention heads (formulas.replica_tp, tp_splits_heads): the kernel marks the stage as not runnable."""
+    from costcore.engine.formulas import replica_tp, tp_splits_heads
+    pin = _pinned_replica(res.scenario, stage)
+    if pin <= 0:
+        return None
+    heads, kv = _heads(res, stage)
+    tp = float(replica_tp(pin, float(effective_value(res.scenario, "hardware.gpus_per_node"))))
+    if not tp_splits_heads(tp, heads, kv):
+        return None
+    setting = BY_PATH[PIN_KEYS[stage]].label.split(": ", 1)[-1]
+    return (f"{STAGE_LABELS[stage]} cannot decode on its pinned replica of {pin:,.0f} GPUs: tensor parallelism of "
+            f"{tp:,.0f} {_split_words(tp, heads, kv)}; set “{setting}” to "
+            f"{_tp_choices(heads, kv, res.stat(stage, 'num_gpus'))}, or to 0 for the fewest that hold the weights.")
 
 
 def _cannot_lay_out(res, stage: str, name: str, mem: float) -> str:

@@ -322,15 +322,53 @@ def kv_cache_bytes_per_token(L, kv_heads, head_dim):
 
 
 @njit(cache=True)
-def inference_tp(weights_bytes, mem_gb, gpus_per_node=8.0):
+def tp_splits_heads(tp, heads, kv_heads):
+    """True when a tensor-parallel degree ``tp`` cannot split this attention: it does not divide the query
+    heads, or the key/value heads (GQA) neither divide evenly among the ``tp`` GPUs nor are replicated evenly
+    (kv_heads % tp and tp % kv_heads both nonzero). A count of 0 is unknown and refuses nothing; so does a
+    key/value count that does not divide the query heads, which is no GQA grouping but a stand-in for a KV
+    cache's size (the DeepSeek-V3 preset's 5 for multi-head latent attention, whose one latent is copied to
+    every tensor-parallel GPU).
+
+    Sources: Megatron-LM asserts num_attention_heads % tensor_model_parallel_size == 0 (megatron/training/
+    arguments.py) and splits the query groups with core.utils.divide; vLLM's Attention layers assert
+    total_num_heads % tp_size == 0 and, for key/value heads, total_num_kv_heads % tp_size == 0 when there are
+    at least as many as GPUs, else tp_size % total_num_kv_heads == 0 (vllm/model_executor/models/llama.py,
+    LlamaAttention). So TP 7 on Qwen2.5-7B (28 heads, 4 key/value heads) and TP 8 on its 28 heads are refused.
+    """
+    if tp <= 0.0:
+        return True
+    if heads > 0.0 and heads % tp != 0.0:
+        return True
+    grouped = kv_heads > 0.0 and (heads <= 0.0 or heads % kv_heads == 0.0)
+    return grouped and kv_heads % tp != 0.0 and tp % kv_heads != 0.0
+
+
+@njit(cache=True)
+def replica_tp(t, gpus_per_node):
+    """The tensor-parallel part of an inference replica of ``t`` GPUs: all of it within a node, else the largest
+    divisor of ``t`` that fits a node (the rest is pipeline parallel across nodes; vLLM documentation,
+    "Distributed inference and serving"). 16 GPUs on nodes of 8: 8; a pinned 12 on nodes of 8: 6."""
+    if t <= gpus_per_node:
+        return t
+    d = math.floor(gpus_per_node)
+    while d > 1.0 and t % d != 0.0:
+        d -= 1.0
+    return max(d, 1.0)
+
+
+@njit(cache=True)
+def inference_tp(weights_bytes, mem_gb, gpus_per_node=8.0, heads=0.0, kv_heads=0.0):
     """GPUs per inference replica, as a serving engine lays one out: tensor parallel inside a node, pipeline
     parallel across nodes.
 
     n = ceil(weights / (half a GPU's memory)) GPUs hold the weights in half their memory (the other half for
-    the KV cache). The tensor-parallel size is a power of two (it divides the attention heads): the smallest
-    one >= n, at most the largest power of two <= gpus_per_node; the pipeline-parallel size is then
-    ceil(n / tp), and the replica is tp x pp GPUs. So 3 GPUs' worth becomes 4 and 34 (a 671B model's BF16
-    weights on 80 GB GPUs) becomes 5 nodes of 8 = 40, not 34 GPUs no engine would run.
+    the KV cache). The tensor-parallel size is a power of two that splits the attention heads
+    (:func:`tp_splits_heads`; 0 heads = unknown): the smallest one >= n, at most the largest power of two
+    <= gpus_per_node, else the largest that splits them; the pipeline-parallel size is then ceil(n / tp), and
+    the replica is tp x pp GPUs. So 3 GPUs' worth becomes 4 and 34 (a 671B model's BF16 weights on 80 GB
+    GPUs) becomes 5 nodes of 8 = 40, not 34 GPUs no engine would run; 3 GPUs' worth of a model with 28 heads
+    and 4 key/value heads is TP 4, and 5 GPUs' worth is TP 4 x PP 2 = 8 (TP 8 would split its heads).
     Source: vLLM documentation, "Distributed inference and serving" (tensor_parallel_size = GPUs per node,
     pipeline_parallel_size = nodes; the tensor-parallel size must divide the attention heads).
     """
@@ -338,9 +376,13 @@ def inference_tp(weights_bytes, mem_gb, gpus_per_node=8.0):
     node_tp = 1.0
     while node_tp * 2.0 <= max(gpus_per_node, 1.0):
         node_tp *= 2.0
-    tp = 1.0
-    while tp < n and tp < node_tp:
-        tp *= 2.0
+    tp, c = 1.0, 1.0
+    while c <= node_tp:
+        if not tp_splits_heads(c, heads, kv_heads):
+            tp = c
+            if c >= n:
+                break
+        c *= 2.0
     return tp * math.ceil(n / tp)
 
 
@@ -368,7 +410,7 @@ def _decode_at(n_total, n_active, kv_bytes_per_tok, ctx_avg, ctx_max, batch, pea
 @njit(cache=True)
 def decode_gpu_seconds_per_token(n_total, n_active, kv_bytes_per_tok, ctx_avg, ctx_max,
                                  batch, peak_tflops, bw_tbs, mem_gb, efficiency, tp_pinned=0.0,
-                                 gpus_per_node=8.0, max_gpus=0.0):
+                                 gpus_per_node=8.0, max_gpus=0.0, heads=0.0, kv_heads=0.0):
     """GPU-seconds per generated token of batched decoding (roofline).
 
     Per replica of t GPUs decoding B sequences at once, one step takes
@@ -381,8 +423,9 @@ def decode_gpu_seconds_per_token(n_total, n_active, kv_bytes_per_tok, ctx_avg, c
 
     t is ``tp_pinned`` when > 0; else the cheapest per token of :func:`inference_tp`'s fewest GPUs
     (``gpus_per_node`` a node) and, for a replica inside one node, its tensor-parallel doublings up to
-    the node and to ``max_gpus`` (the stage's GPUs; 0 = no cap), each taken only if it saves at least
-    ``DECODE_TP_MIN_SAVING`` on the one before. A larger replica
+    the node and to ``max_gpus`` (the stage's GPUs; 0 = no cap) that split the ``heads`` and ``kv_heads``
+    (:func:`tp_splits_heads`), each taken only if it saves at least ``DECODE_TP_MIN_SAVING`` on the one
+    before. A larger replica
     holds more sequences' KV cache, so each step's read of the weights serves more tokens: the 32B GRPO
     preset's rollouts decode 35 sequences at once on the 2 H100s that hold its weights and 230 on a node of
     8, and its RL stage costs $212k instead of $282k (serving engines raise tensor_parallel_size for this;
@@ -396,7 +439,7 @@ def decode_gpu_seconds_per_token(n_total, n_active, kv_bytes_per_tok, ctx_avg, c
         dps, b = _decode_at(n_total, n_active, kv_bytes_per_tok, ctx_avg, ctx_max, batch, peak_tflops, bw_tbs,
                             mem_gb, efficiency, tp_pinned)
         return dps, tp_pinned, b
-    t = inference_tp(weights, mem_gb, gpus_per_node)
+    t = inference_tp(weights, mem_gb, gpus_per_node, heads, kv_heads)
     best, best_b = _decode_at(n_total, n_active, kv_bytes_per_tok, ctx_avg, ctx_max, batch, peak_tflops, bw_tbs,
                               mem_gb, efficiency, t)
     best_t = t
@@ -405,6 +448,8 @@ def decode_gpu_seconds_per_token(n_total, n_active, kv_bytes_per_tok, ctx_avg, c
         node_tp *= 2.0
     while t * 2.0 <= node_tp and (max_gpus <= 0.0 or t * 2.0 <= max_gpus):
         t *= 2.0
+        if tp_splits_heads(t, heads, kv_heads):
+            continue
         dps, b = _decode_at(n_total, n_active, kv_bytes_per_tok, ctx_avg, ctx_max, batch, peak_tflops, bw_tbs,
                             mem_gb, efficiency, t)
         if dps < best * (1.0 - DECODE_TP_MIN_SAVING):

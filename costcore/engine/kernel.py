@@ -31,7 +31,7 @@ from costcore.engine.formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, METHOD_FU
                        frozen_base_bytes, data_stall_gpu_hours,
                        MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE, RECOMPUTE_MODE_FULL,
                        checkpoint_storage_usd, dataset_storage_usd,
-                       attention_context, decode_gpu_seconds_per_token, inference_tp, kv_context, forward_flops_per_token, gpu_hours_for_flops,
+                       attention_context, decode_gpu_seconds_per_token, inference_tp, replica_tp, tp_splits_heads, kv_context, forward_flops_per_token, gpu_hours_for_flops,
                        gpu_time_usd, held_checkpoint_sum, held_checkpoints, kv_cache_bytes_per_token, labeling_usd,
                        lora_trainable_params, model_shape, dense_ffn, moe_expert_ffn, monthly_usd, per_sample_usd,
                        per_token_usd, staff_usd_per_month, synthetic_usd, train_flops_per_token, transfer_usd,
@@ -685,10 +685,18 @@ def _rl_colocated_params(x, shape):
 
 
 @njit(cache=True)
-def _fewest_replica(x, pinned, n_total):
+def _fewest_replica(x, pinned, shape):
     """GPUs an inference replica needs at the least (what must fit): the pinned count, else
     formulas.inference_tp's fewest; not the larger replica decode_gpu_seconds_per_token may find cheaper."""
-    return pinned if pinned > 0.0 else inference_tp(2.0 * n_total, x[H_MEM_GB], x[H_GPUS_PER_NODE])
+    return pinned if pinned > 0.0 else inference_tp(2.0 * shape[0], x[H_MEM_GB], x[H_GPUS_PER_NODE], shape[5], shape[6])
+
+
+@njit(cache=True, inline='always')
+def _replica_refused(x, pinned, shape):
+    """A pinned decoding replica whose tensor-parallel part splits the attention heads (formulas.replica_tp,
+    formulas.tp_splits_heads): no serving engine runs it, so the stage cannot run as planned (a pinned replica
+    of 3 GPUs on 64 heads was costed)."""
+    return pinned > 0.0 and tp_splits_heads(replica_tp(pinned, x[H_GPUS_PER_NODE]), shape[5], shape[6])
 
 
 @njit(cache=True, inline='always')
@@ -705,8 +713,8 @@ def _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     kv_ctx = _kvctx(x, ctx)
     dps, tp_inf, b_used = decode_gpu_seconds_per_token(
         n_total, n_act, kv_tok, _kvctx(x, lp + 0.5 * lr), kv_ctx, x[RL_ROLLOUT_BATCH], peak,
-        x[H_BW_TBS], x[H_MEM_GB], x[RL_ROLLOUT_EFF], x[RL_ROLLOUT_TP], x[H_GPUS_PER_NODE], G)
-    tp_need = _fewest_replica(x, x[RL_ROLLOUT_TP], n_total)
+        x[H_BW_TBS], x[H_MEM_GB], x[RL_ROLLOUT_EFF], x[RL_ROLLOUT_TP], x[H_GPUS_PER_NODE], G, shape[5], shape[6])
+    tp_need = _fewest_replica(x, x[RL_ROLLOUT_TP], shape)
     prefill_h = gpu_hours_for_flops(forward_flops_per_token(n_act, L, d, _actx(x, lp)) * steps * q * lp, peak, x[E_INFER_MFU])
     rollout_h = steps * q * lr * dps / 3600.0 + prefill_h
     if x[RL_REWARD] != RL_REWARD_MODEL:
@@ -727,7 +735,8 @@ def _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     mem = max(mem, (2.0 * n_total + b_used * kv_tok * kv_ctx) / tp_inf)
     if min_g > 0.0 and tp_need > min_g:
         min_g = tp_need
-    return _write_work(x, st, s, tokens, steps * x[RL_PROMPTS] * lp, ctx, train_flops + infer_flops, prod_h, rollout_h, mem, min_g, tp_inf > G)
+    return _write_work(x, st, s, tokens, steps * x[RL_PROMPTS] * lp, ctx, train_flops + infer_flops, prod_h, rollout_h, mem, min_g,
+                       tp_inf > G or _replica_refused(x, x[RL_ROLLOUT_TP], shape))
 
 
 @njit(cache=True, inline='always')
@@ -746,7 +755,7 @@ def _eval_work(x, G, shape, st, s):
     kv_ctx = _kvctx(x, ctx)
     dps, tp_inf, b_used = decode_gpu_seconds_per_token(
         n_total, n_act, kv_tok, kv_ctx, kv_ctx, x[EV_DECODE_BATCH], x[H_PEAK_TFLOPS], x[H_BW_TBS], x[H_MEM_GB],
-        x[EV_DECODE_EFF], x[EV_DECODE_TP], x[H_GPUS_PER_NODE], G)
+        x[EV_DECODE_EFF], x[EV_DECODE_TP], x[H_GPUS_PER_NODE], G, shape[5], shape[6])
     fwd_tok = forward_flops_per_token(n_act, L, d, _actx(x, ctx))
     media_items = runs * x[EV_MEDIA_K] * 1e3
     media_tok, side = 0.0, 0.0
@@ -771,9 +780,9 @@ def _eval_work(x, G, shape, st, s):
     st[s, K_DEC_TP] = tp_inf
     st[s, K_DEC_B] = b_used
     mem = (2.0 * n_total + b_used * kv_tok * kv_ctx) / tp_inf
-    tp_need = _fewest_replica(x, x[EV_DECODE_TP], n_total)
+    tp_need = _fewest_replica(x, x[EV_DECODE_TP], shape)
     return _write_work(x, st, s, runs * (bench + gen) + media_tok, bench + gen, ctx, flops, prod_h, rollout_h, mem,
-                       tp_need, tp_inf > G)
+                       tp_need, tp_inf > G or _replica_refused(x, x[EV_DECODE_TP], shape))
 
 
 # ---------------------------------------------------------------------------

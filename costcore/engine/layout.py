@@ -36,7 +36,7 @@ from numba import njit
 from costcore.engine.formulas import (CPU_ADAM_BYTES_PER_PARAM, MASTER_BYTES_PER_PARAM, METHOD_FULL,
                                       OFFLOAD_OPTIMIZER, OFFLOAD_OPTIMIZER_AND_PARAMS, OPT_PAGED_ADAMW_8BIT,
                                       RECOMPUTE_MODE_FULL, RECOMPUTE_MODE_NONE, RECOMPUTE_MODE_SELECTIVE,
-                                      dequant_seconds, optimizer_state_bytes)
+                                      dequant_seconds, optimizer_state_bytes, tp_splits_heads)
 
 MODEL_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "gated", "experts",
                 "experts_active", "shared_experts", "moe_ffn", "n_total", "n_active", "n_expert_params",
@@ -763,10 +763,11 @@ def _cand(choices, i, pin):
 
 @njit(cache=True)
 def _tp_ok(tp, model, pins):
-    """A tensor degree tried: one dividing the attention heads, pinned or not (Megatron-LM asserts
-    num_attention_heads % tensor_model_parallel_size == 0: a head is not split; a pinned TP 3 on 64 heads was
-    costed as if it ran)."""
-    return tp > 0.0 and tp <= model[M_A] and model[M_A] % tp == 0.0
+    """A tensor degree tried: one that splits the attention heads and the key/value heads, pinned or not
+    (formulas.tp_splits_heads: Megatron-LM asserts num_attention_heads % tensor_model_parallel_size == 0, a head
+    is not split; a pinned TP 3 on 64 heads, and TP 7 on 28 heads with 4 key/value heads, were costed as if
+    they ran)."""
+    return tp > 0.0 and tp <= model[M_A] and not tp_splits_heads(tp, model[M_A], model[M_KV])
 
 
 @njit(cache=True)

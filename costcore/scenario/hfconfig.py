@@ -860,9 +860,14 @@ def _round_heads(x: float) -> int:
 
 
 def _kv_for(heads: int, most: int) -> int:
-    """The largest divisor of ``heads`` that is at most ``most`` and at most half the heads."""
+    """The largest divisor of ``heads`` that is at most ``most`` and at most half the heads, a power of two when
+    one above 1 divides them: tensor parallelism (a power of two) then splits or copies the key/value heads
+    evenly (formulas.tp_splits_heads). 20 heads take 4, not 5, which TP 2 and 4 could not split, so a 2.4B
+    lost its tensor-parallel layouts and cost more than a 2.7B."""
     cap = max(1, min(most, heads // 2))
-    return max(d for d in range(1, cap + 1) if heads % d == 0)
+    divisors = [d for d in range(1, cap + 1) if heads % d == 0]
+    powers = [d for d in divisors if d > 1 and d & (d - 1) == 0]
+    return max(powers or divisors)
 
 
 def _interpolated(target_b: float, fam: dict) -> dict:

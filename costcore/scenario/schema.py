@@ -950,15 +950,18 @@ def resize_model(scn: dict, params_b) -> dict:
     return _unpin_what_the_model_refuses(dict(scn, model=_family_shape(model)))
 
 
-def refused_pins(pins: dict, heads: float, layers: float, experts: float) -> list[str]:
+def refused_pins(pins: dict, heads: float, layers: float, experts: float, kv_heads: float = 0.0) -> list[str]:
     """The pinned degrees (``pins``: pp, tp, ep; 0 or absent = searched) a model of these heads, layers and experts
-    cannot take, in that order: more pipeline stages than layers, a tensor degree that does not divide the
-    attention heads (a head is not split), an expert degree that does not divide the experts. Megatron-LM's
-    argument checks refuse each. A count of 0 is unknown: nothing is refused for it. The one rule behind the
-    feasibility sentence (engine/feasibility.py) and the unpinning of a new size (:func:`resize_model`)."""
-    limits = {"pp": (layers, lambda v, n: v > n), "tp": (heads, lambda v, n: n % v != 0),
+    cannot take, in that order: more pipeline stages than layers, a tensor degree that splits the attention
+    heads or the key/value heads (engine.formulas.tp_splits_heads), an expert degree that does not divide the
+    experts. Megatron-LM's argument checks refuse each. A count of 0 is unknown: nothing is refused for it. The
+    one rule behind the feasibility sentence (engine/feasibility.py) and the unpinning of a new size
+    (:func:`resize_model`)."""
+    from costcore.engine.formulas import tp_splits_heads  # deferred: loads numba (tests/test_imports.py)
+    limits = {"pp": (layers, lambda v, n: v > n), "tp": (heads, lambda v, n: tp_splits_heads(v, n, kv_heads)),
               "ep": (experts, lambda v, n: n % v != 0)}
-    return [k for k, (n, bad) in limits.items() if _is_real(pins.get(k)) and pins[k] > 0 and n > 0 and bad(pins[k], n)]
+    return [k for k, (n, bad) in limits.items()
+            if _is_real(pins.get(k)) and pins[k] > 0 and n > 0 and bad(float(pins[k]), float(n))]
 
 
 def _unpin_what_the_model_refuses(scn: dict) -> dict:
@@ -970,12 +973,13 @@ def _unpin_what_the_model_refuses(scn: dict) -> dict:
         valid = validate(scn)
     except ScenarioError:  # validate says what is wrong where the scenario is used
         return scn
-    heads, layers, experts = (float(effective_value(valid, f"model.{k}") or 0) for k in ("heads", "layers", "experts"))
+    heads, layers, experts, kv = (float(effective_value(valid, f"model.{k}") or 0)
+                                  for k in ("heads", "layers", "experts", "kv_heads"))
     stages = dict(scn.get("stages") or {})
     for name, st in stages.items():
         if not isinstance(st, dict):
             continue
-        drop = refused_pins({k: st.get(k) for k in ("pp", "tp", "ep")}, heads, layers, experts)
+        drop = refused_pins({k: st.get(k) for k in ("pp", "tp", "ep")}, heads, layers, experts, kv)
         if drop:  # 0 = searched, stated (a link then says so, and reads back the same scenario)
             stages[name] = {k: (0 if k in drop else v) for k, v in st.items()}
     return dict(scn, stages=stages)
