@@ -333,6 +333,7 @@ CHOICE_WORDS = {
                   "adafactor": "Adafactor", "sgd": "SGD with momentum"},
     "offload": {"none": "None", "optimizer": "Optimizer states", "optimizer_and_params": "Optimizer states and weights"},
     "base_bits": {16: "16-bit (BF16)", 8: "8-bit (LLM.int8)", 4: "4-bit (NF4)"},
+    "weight_bits": {16: "16-bit (BF16)", 8: "8-bit", 4: "4-bit (AWQ, GPTQ or NF4)"},
     "zero_stage": {-1: "Searched", 0: "Off", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3 (FSDP)"},
     "modality": {"image": "Images", "video": "Video clips", "audio": "Audio recordings"},
     "preprocessing": {"offline": "Offline, once before training", "online": "Online, by the data loader each epoch"},

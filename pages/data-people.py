@@ -44,7 +44,9 @@ if common.stage_toggle("eval"):
                         [("stages.eval.usd_per_human_sample", "$ per human rating", 0.0, 50.0, 0.5),
                          ("stages.eval.context_tokens", "Context while decoding (tokens)", 512, 131072, 512, "pow2"),
                          ("stages.eval.media_items_k", "Media items scored per run (thousands; 0 = text only)", None,
-                          None, 1.0, "number")])
+                          None, 1.0, "number"),
+                         ("stages.eval.weight_bits", "Weights while decoding", None, None, None, "slider", None, None,
+                          [16, 8, 4])])
     common.stage_results("eval", bar=False)
 
 st.header("People and platform")

@@ -639,9 +639,9 @@ def kv_bytes_per_token(shape: dict) -> float:
 
 
 def _decode_on(replica, n_total, n_active, kv_per_token, ctx_avg, ctx_max, batch, peak_tflops, bandwidth_tbs, mem_gb,
-               efficiency):
+               efficiency, bytes_per_weight=2.0):
     """(GPU-seconds per generated token, sequences at once) on replicas of ``replica`` GPUs."""
-    weight_bytes = 2.0 * n_total
+    weight_bytes = bytes_per_weight * n_total
     kv_room = 0.9 * replica * mem_gb * 1e9 - weight_bytes
     fit = math.floor(kv_room / max(kv_per_token * ctx_max, 1.0))
     sequences = max(1.0, min(float(batch), max(1.0, fit)))
@@ -651,11 +651,11 @@ def _decode_on(replica, n_total, n_active, kv_per_token, ctx_avg, ctx_max, batch
     return step_seconds * replica / sequences, sequences
 
 
-def fewest_replica_gpus(n_total, mem_gb, gpus_per_node=8, heads=0.0, kv_heads=0.0) -> float:
+def fewest_replica_gpus(n_total, mem_gb, gpus_per_node=8, heads=0.0, kv_heads=0.0, bytes_per_weight=2.0) -> float:
     """The fewest GPUs a replica takes, laid out as vLLM does: weights in half of each GPU's memory, tensor parallel
     a power of two within a node that splits the heads (the smallest holding the weights, else the largest),
     pipeline stages across nodes."""
-    weight_bytes = 2.0 * n_total
+    weight_bytes = bytes_per_weight * n_total
     needed = 1
     while weight_bytes > needed * 0.5 * mem_gb * 1e9:  # fewest GPUs holding weights in half their HBM
         needed += 1
@@ -674,15 +674,16 @@ def replica_tensor_part(replica: float, gpus_per_node: float) -> float:
 
 
 def decode(n_total, n_active, kv_per_token, ctx_avg, ctx_max, batch, peak_tflops, bandwidth_tbs, mem_gb,
-           efficiency, pinned_replica=0, gpus_per_node=8, max_gpus=0, heads=0.0, kv_heads=0.0):
+           efficiency, pinned_replica=0, gpus_per_node=8, max_gpus=0, heads=0.0, kv_heads=0.0, bytes_per_weight=2.0):
     """Return (GPU-seconds per generated token, GPUs per replica, sequences decoded at once): on the pinned replica,
     else on the fewest GPUs or, inside one node, a power of two above it up to the node and the stage's GPUs
     (``max_gpus``; 0: no cap), each larger one taken when it saves 5% of the GPU-seconds per token on the best so far."""
-    args = (n_total, n_active, kv_per_token, ctx_avg, ctx_max, batch, peak_tflops, bandwidth_tbs, mem_gb, efficiency)
+    args = (n_total, n_active, kv_per_token, ctx_avg, ctx_max, batch, peak_tflops, bandwidth_tbs, mem_gb, efficiency,
+            bytes_per_weight)
     if pinned_replica > 0:  # the user's tensor-parallel size for the inference engine
         cost, seqs = _decode_on(float(pinned_replica), *args)
         return cost, float(pinned_replica), seqs
-    fewest = fewest_replica_gpus(n_total, mem_gb, gpus_per_node, heads, kv_heads)
+    fewest = fewest_replica_gpus(n_total, mem_gb, gpus_per_node, heads, kv_heads, bytes_per_weight)
     node = max(t for t in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if t <= max(gpus_per_node, 1))
     sizes = [fewest] + [float(t) for t in (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
                         if fewest < t <= node and (max_gpus <= 0 or t <= max_gpus)
@@ -1029,7 +1030,8 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
                                                   kv_tokens_held(shape, ctx), sf("decode_batch"), peak,
                                                   f("hardware.mem_bandwidth_tbs"), hbm_gb,
                                                   sf("decode_efficiency"), sf("decode_tp"),
-                                                  f("hardware.gpus_per_node"), gpus, shape["heads"], shape["kv_heads"])
+                                                  f("hardware.gpus_per_node"), gpus, shape["heads"], shape["kv_heads"],
+                                                  sf("weight_bits") / 8.0)
             prefill_flops = runs * prompt_tok * forward_flops_per_token(n_act, shape, ctx)
             media_items = runs * sf("media_items_k") * 1e3  # a multimodal benchmark's images, clips or recordings
             if media_items > 0:
@@ -1050,10 +1052,10 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             rollout_h = runs * gen_tok * gpu_s_per_tok / SECONDS_PER_HOUR
             productive_h = rollout_h + hours_at(prefill_flops, peak, infer_mfu)
             mfu = infer_mfu
-            mem = (2.0 * n_total + seqs * kv_tok * kv_tokens_held(shape, ctx)) / replica
+            mem = (sf("weight_bits") / 8.0 * n_total + seqs * kv_tok * kv_tokens_held(shape, ctx)) / replica
             fewest = (sf("decode_tp") if sf("decode_tp") > 0
                       else fewest_replica_gpus(n_total, hbm_gb, f("hardware.gpus_per_node"), shape["heads"],
-                                               shape["kv_heads"]))
+                                               shape["kv_heads"], sf("weight_bits") / 8.0))
             pinned_replica = sf("decode_tp")
             replica_gpus, decoding_at_once = replica, seqs
             items["data.human_eval"] = runs * sf("human_samples") * sf("usd_per_human_sample")

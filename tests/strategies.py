@@ -73,7 +73,7 @@ def _put(d: dict, dotted: str, value) -> None:
 
 def consistent_stage(sdata: dict) -> dict:
     """A stage's drawn settings made to obey schema._stage_rules: base bits 16, 8 or 4 (16 for a full
-    fine-tune, not 8 for QLoRA), CPU offload only with a ZeRO stage that allows it, and DualPipe only on
+    fine-tune, not 8 for QLoRA), an evaluation's weight bits 16, 8 or 4, CPU offload only with a ZeRO stage that allows it, and DualPipe only on
     an even (or searched) pipeline without interleaving."""
     if "base_bits" in sdata:
         bits = min((16, 8, 4), key=lambda b: abs(b - sdata["base_bits"]))
@@ -81,6 +81,8 @@ def consistent_stage(sdata: dict) -> dict:
         if method == "full" or (method == "qlora" and bits == 8):
             bits = 16
         sdata["base_bits"] = bits
+    if "weight_bits" in sdata:  # an evaluation's decoding weights: the same three widths
+        sdata["weight_bits"] = min((16, 8, 4), key=lambda b: abs(b - sdata["weight_bits"]))
     need = {"none": 0, "optimizer": 2, "optimizer_and_params": 3}[sdata.get("offload", "none")]
     if 0 <= sdata.get("zero_stage", -1) < need:
         sdata["offload"] = "none"

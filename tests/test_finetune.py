@@ -619,3 +619,27 @@ def test_a_method_that_does_not_fit_shows_no_speed_or_bill(warm_kernels):
     assert list(table.loc["Full fine-tuning", ["Tokens/s/GPU", "Epoch", "GPU-hours", "GPU cost"]]) == ["–"] * 4
     fitting = table[table.Fits == "yes"]
     assert len(fitting) and all(v != "–" for v in fitting["Tokens/s/GPU"])
+
+
+def test_a_qlora_model_is_evaluated_from_its_four_bit_weights_on_its_one_gpu():
+    """The QLoRA preset at 70B trains on one A100 80GB, but its evaluation held BF16 weights (141 GB: 4 GPUs at
+    half their memory each) and the plan could not run, with no way out but more GPUs. stages.eval.weight_bits
+    holds the weights at 8 or 4 bits (vLLM's AWQ/GPTQ/bitsandbytes weights): the replica shrinks, each decoding
+    step reads fewer bytes, and the refusal names the setting."""
+    import costcore
+    from costcore.scenario import schema
+    big = schema.resize_model(costcore.load_preset("qlora-single-gpu"), 70)
+    at = {b: costcore.estimate(schema.validate(schema.set_path(big, "stages.eval.weight_bits", b))) for b in (16, 8, 4)}
+    assert [at[b].stat("eval", "min_gpus") for b in (16, 8, 4)] == [4.0, 2.0, 1.0]
+    assert at[16].stat("eval", "fits") == 0.0 and at[4].stat("eval", "fits") == 1.0
+    said = " ".join(at[16].infeasible)
+    assert "needs at least 4 GPUs" in said and "Weights of 8 or 4 bits" in said, said
+    assert "Weights of 4 bits" in " ".join(at[8].infeasible)
+    # the 4-bit replica holds half a byte per weight: at least 35 GB of a 70B's weights on the one GPU
+    assert at[4].stat("eval", "memory_per_gpu_gb") >= 0.5 * 70
+    # a memory-bound decode reads a quarter of the bytes: fewer GPU-hours than the same evaluation in BF16 on 4 GPUs
+    wide = schema.set_path(big, "stages.eval.num_gpus", 4)
+    bf16 = costcore.estimate(schema.validate(wide)).stat("eval", "productive_gpu_hours")
+    four = costcore.estimate(schema.validate(schema.set_path(wide, "stages.eval.weight_bits", 4))).stat(
+        "eval", "productive_gpu_hours")
+    assert four < bf16

@@ -188,9 +188,11 @@ def stage_explanation(res: Result, stage: str) -> list[tuple[str, str, str]]:
         out.extend(_media_rows(res, stage, st))
     if stage == "eval":
         eta = float(effective_value(res.scenario, "stages.eval.decode_efficiency"))
+        bits = float(effective_value(res.scenario, "stages.eval.weight_bits"))
         out.append(("Evaluation inference",
                     _lines(rf"\text{{runs}}\cdot(2N\cdot\text{{prompt tokens}}/\text{{(peak·util)}} + \text{{decode roofline}}) = {_gpu_h(st['productive_gpu_hours'])}",
-                           rf"t = {_t(fmt.gpus(st['decode_replica_gpus']))},\ B = {st['decode_batch_used']:,.0f}\ \text{{sequences}},\ \eta = {eta:g}"),
+                           rf"t = {_t(fmt.gpus(st['decode_replica_gpus']))},\ B = {st['decode_batch_used']:,.0f}\ \text{{sequences}},\ \eta = {eta:g},"
+                           rf"\ W = N \times {bits:g}\ \text{{bits}}"),
                     "prefill compute bound; decode bandwidth bound (LLM-Viewer); checked on public batch latencies "
                     "(docs/validation.md, section 6)"))
         items = res.stat(stage, "media_items")

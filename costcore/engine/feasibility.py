@@ -43,7 +43,7 @@ def infeasible(res, fewest_any_layout=None) -> list[str]:
                        f"searched, {enough} enough.")
         elif need > 0 and need > have:
             out.append(f"{name} does not fit: needs at least {need:,.0f} GPUs of this type ({gpu_label}); "
-                       f"the plan gives it {have:,.0f}.")
+                       f"the plan gives it {have:,.0f}.{_fewer_bits(scn, s)}")
         elif need > 0:
             pin = _pinned_replica(scn, s)
             setting = BY_PATH[PIN_KEYS[s]].label.split(": ", 1)[-1] if pin else ""  # without the stage's name
@@ -57,6 +57,19 @@ def infeasible(res, fewest_any_layout=None) -> list[str]:
             out.append(f"{name} does not fit at any GPU count with this parallelism: as planned it needs "
                        f"{mem:,.1f} GB on each {gpu_label}; {_memory_fix(res, s)}.")
     return out
+
+
+def _fewer_bits(scn, stage: str) -> str:
+    """For an evaluation whose replica needs more GPUs than it has: the weight bits that would shrink it (a QLoRA
+    run's 70B on one GPU was told only that evaluation needs 4)."""
+    if stage != "eval":
+        return ""
+    bits = float(effective_value(scn, "stages.eval.weight_bits"))
+    fewer = [f"{b}" for b in (8, 4) if b < bits]
+    if not fewer:
+        return ""
+    label = BY_PATH["stages.eval.weight_bits"].label.split(": ", 1)[-1].lower()
+    return f" Weights of {' or '.join(fewer)} bits ({label}: {bits:g} now) would need fewer GPUs."
 
 
 def _memory_fix(res, stage: str) -> str:

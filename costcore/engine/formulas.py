@@ -394,10 +394,10 @@ DECODE_TP_MIN_SAVING = 0.05
 
 @njit(cache=True)
 def _decode_at(n_total, n_active, kv_bytes_per_tok, ctx_avg, ctx_max, batch, peak_tflops, bw_tbs, mem_gb,
-               efficiency, t):
+               efficiency, t, bytes_per_param=2.0):
     """(GPU-seconds per generated token, sequences decoded at once) on replicas of ``t`` GPUs: the roofline of
     :func:`decode_gpu_seconds_per_token`."""
-    weights = 2.0 * n_total
+    weights = bytes_per_param * n_total
     free = 0.9 * t * mem_gb * 1e9 - weights
     b_max = max(1.0, math.floor(free / max(kv_bytes_per_tok * ctx_max, 1.0)))
     b = max(1.0, min(batch, b_max))
@@ -410,7 +410,7 @@ def _decode_at(n_total, n_active, kv_bytes_per_tok, ctx_avg, ctx_max, batch, pea
 @njit(cache=True)
 def decode_gpu_seconds_per_token(n_total, n_active, kv_bytes_per_tok, ctx_avg, ctx_max,
                                  batch, peak_tflops, bw_tbs, mem_gb, efficiency, tp_pinned=0.0,
-                                 gpus_per_node=8.0, max_gpus=0.0, heads=0.0, kv_heads=0.0):
+                                 gpus_per_node=8.0, max_gpus=0.0, heads=0.0, kv_heads=0.0, bytes_per_param=2.0):
     """GPU-seconds per generated token of batched decoding (roofline).
 
     Per replica of t GPUs decoding B sequences at once, one step takes
@@ -419,7 +419,8 @@ def decode_gpu_seconds_per_token(n_total, n_active, kv_bytes_per_tok, ctx_avg, c
     and yields B tokens, so GPU-seconds per token = step * t / B.
     B is capped by the KV cache that fits in 90% of the replica's memory
     after the weights. Sources: cost-model-notes Sec. 1 (gpu_poor, LLM-Viewer
-    roofline); weights read are all parameters (MoE experts included) at bf16.
+    roofline); weights read are all parameters (MoE experts included) at ``bytes_per_param`` (2: BF16; 0.5: a
+    4-bit weight-only checkpoint).
 
     t is ``tp_pinned`` when > 0; else the cheapest per token of :func:`inference_tp`'s fewest GPUs
     (``gpus_per_node`` a node) and, for a replica inside one node, its tensor-parallel doublings up to
@@ -434,14 +435,14 @@ def decode_gpu_seconds_per_token(n_total, n_active, kv_bytes_per_tok, ctx_avg, c
 
     Returns (gpu_seconds_per_token, t, batch_used).
     """
-    weights = 2.0 * n_total
+    weights = bytes_per_param * n_total
     if tp_pinned > 0.0:
         dps, b = _decode_at(n_total, n_active, kv_bytes_per_tok, ctx_avg, ctx_max, batch, peak_tflops, bw_tbs,
-                            mem_gb, efficiency, tp_pinned)
+                            mem_gb, efficiency, tp_pinned, bytes_per_param)
         return dps, tp_pinned, b
     t = inference_tp(weights, mem_gb, gpus_per_node, heads, kv_heads)
     best, best_b = _decode_at(n_total, n_active, kv_bytes_per_tok, ctx_avg, ctx_max, batch, peak_tflops, bw_tbs,
-                              mem_gb, efficiency, t)
+                              mem_gb, efficiency, t, bytes_per_param)
     best_t = t
     node_tp = 1.0
     while node_tp * 2.0 <= max(gpus_per_node, 1.0):
@@ -451,7 +452,7 @@ def decode_gpu_seconds_per_token(n_total, n_active, kv_bytes_per_tok, ctx_avg, c
         if tp_splits_heads(t, heads, kv_heads):
             continue
         dps, b = _decode_at(n_total, n_active, kv_bytes_per_tok, ctx_avg, ctx_max, batch, peak_tflops, bw_tbs,
-                            mem_gb, efficiency, t)
+                            mem_gb, efficiency, t, bytes_per_param)
         if dps < best * (1.0 - DECODE_TP_MIN_SAVING):
             best, best_b, best_t = dps, b, t
     return best, best_t, best_b

@@ -41,7 +41,7 @@ from costcore.engine.formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, METHOD_FU
 from costcore.scenario.schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_REVIEW, D_SYNTH_USD_PER_M, DPO_CHOSEN,
                      DPO_EPOCHS, DPO_PAIRS, DPO_REF_PRECOMPUTED, DPO_REFERENCE, DPO_REJECTED,
                      E_BUFFER_GB, E_LOGIT_BYTES, E_COLL_EFF, E_CONTENTION, E_TP_OVERLAP, E_DUAL_SMS, E_SUSTAINED, E_DP_OVERLAP, E_FP8_EFF, E_GEMM_HALF, E_GRAD_BYTES, E_TRAFFIC,
-                     E_INFER_MFU, E_USABLE_MEM, EV_BENCH_M, EV_CONTEXT, EV_DECODE_BATCH, EV_DECODE_EFF, EV_DECODE_TP,
+                     E_INFER_MFU, E_USABLE_MEM, EV_BENCH_M, EV_CONTEXT, EV_DECODE_BATCH, EV_DECODE_EFF, EV_DECODE_TP, EV_WEIGHT_BITS,
                      EV_GEN_M, EV_HUMAN, EV_MEDIA_K, EV_RUNS, EV_USD_HUMAN, H_ATTN_EFF, H_BW_TBS, H_MEM_GB, H_FP8_TFLOPS,
                      H_GEMM_EFF, H_INTRA_GBS, H_INTER_GBS, H_GPUS_PER_NODE, H_PRECISION, PRECISION_FP8,
                      H_NUM_GPUS, H_PEAK_TFLOPS, H_USD_GPU_H, H_RESERVED, L_ROLES, M_ACTIVE_B, M_FFN, M_HEADS,
@@ -685,10 +685,12 @@ def _rl_colocated_params(x, shape):
 
 
 @njit(cache=True)
-def _fewest_replica(x, pinned, shape):
+def _fewest_replica(x, pinned, shape, bytes_per_param=2.0):
     """GPUs an inference replica needs at the least (what must fit): the pinned count, else
-    formulas.inference_tp's fewest; not the larger replica decode_gpu_seconds_per_token may find cheaper."""
-    return pinned if pinned > 0.0 else inference_tp(2.0 * shape[0], x[H_MEM_GB], x[H_GPUS_PER_NODE], shape[5], shape[6])
+    formulas.inference_tp's fewest for weights of ``bytes_per_param``; not the larger replica
+    decode_gpu_seconds_per_token may find cheaper."""
+    return pinned if pinned > 0.0 else inference_tp(bytes_per_param * shape[0], x[H_MEM_GB], x[H_GPUS_PER_NODE],
+                                                    shape[5], shape[6])
 
 
 @njit(cache=True, inline='always')
@@ -741,7 +743,8 @@ def _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
 
 @njit(cache=True, inline='always')
 def _eval_work(x, G, shape, st, s):
-    """Evaluation: benchmark prompts (prefill, compute bound) and generated tokens (decode roofline) per run.
+    """Evaluation: benchmark prompts (prefill, compute bound) and generated tokens (decode roofline) per run,
+    the replicas holding the weights at stages.eval.weight_bits (a QLoRA model evaluated in 4 bits on its one GPU).
 
     A multimodal benchmark's items (stages.eval.media_items_k) each run the encoder's forward and the
     connector over their encoder tokens, and add their media tokens to the prefill; all at the
@@ -753,9 +756,10 @@ def _eval_work(x, G, shape, st, s):
     bench = x[EV_BENCH_M] * 1e6
     gen = x[EV_GEN_M] * 1e6
     kv_ctx = _kvctx(x, ctx)
+    wb = x[EV_WEIGHT_BITS] / 8.0  # bytes per weight
     dps, tp_inf, b_used = decode_gpu_seconds_per_token(
         n_total, n_act, kv_tok, kv_ctx, kv_ctx, x[EV_DECODE_BATCH], x[H_PEAK_TFLOPS], x[H_BW_TBS], x[H_MEM_GB],
-        x[EV_DECODE_EFF], x[EV_DECODE_TP], x[H_GPUS_PER_NODE], G, shape[5], shape[6])
+        x[EV_DECODE_EFF], x[EV_DECODE_TP], x[H_GPUS_PER_NODE], G, shape[5], shape[6], wb)
     fwd_tok = forward_flops_per_token(n_act, L, d, _actx(x, ctx))
     media_items = runs * x[EV_MEDIA_K] * 1e3
     media_tok, side = 0.0, 0.0
@@ -779,8 +783,8 @@ def _eval_work(x, G, shape, st, s):
     st[s, K_HUMAN_SAMPLES] = runs * x[EV_HUMAN]
     st[s, K_DEC_TP] = tp_inf
     st[s, K_DEC_B] = b_used
-    mem = (2.0 * n_total + b_used * kv_tok * kv_ctx) / tp_inf
-    tp_need = _fewest_replica(x, x[EV_DECODE_TP], shape)
+    mem = (wb * n_total + b_used * kv_tok * kv_ctx) / tp_inf
+    tp_need = _fewest_replica(x, x[EV_DECODE_TP], shape, wb)
     return _write_work(x, st, s, runs * (bench + gen) + media_tok, bench + gen, ctx, flops, prod_h, rollout_h, mem,
                        tp_need, tp_inf > G or _replica_refused(x, x[EV_DECODE_TP], shape))
 

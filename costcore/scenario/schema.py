@@ -396,6 +396,7 @@ EV_CONTEXT = IX["stages.eval.context_tokens"]
 EV_DECODE_BATCH = IX["stages.eval.decode_batch"]
 EV_DECODE_EFF = IX["stages.eval.decode_efficiency"]
 EV_DECODE_TP = IX["stages.eval.decode_tp"]
+EV_WEIGHT_BITS = IX["stages.eval.weight_bits"]
 EV_HUMAN = IX["stages.eval.human_samples"]
 EV_USD_HUMAN = IX["stages.eval.usd_per_human_sample"]
 EV_MEDIA_K = IX["stages.eval.media_items_k"]
@@ -760,6 +761,9 @@ def _stage_rules(sname: str, clean: dict) -> None:
     where = f"stages.{sname}.base_bits"
     if bits not in BASE_BITS:
         raise ScenarioError(where, f"must be 16, 8 or 4 bits (got {bits})", value=bits, allowed="16, 8 or 4")
+    if clean.get("weight_bits", 16) not in BASE_BITS:  # an evaluation's decoding weights: the same three widths
+        raise ScenarioError(f"stages.{sname}.weight_bits", f"must be 16, 8 or 4 bits (got {clean['weight_bits']})",
+                            value=clean["weight_bits"], allowed="16, 8 or 4")
     if method == "full" and bits != 16:
         raise ScenarioError(where, "full fine-tuning trains 16-bit weights; a 8- or 4-bit base needs method "
                             "lora or qlora", value=bits, allowed="16 with method full")
