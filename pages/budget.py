@@ -66,16 +66,26 @@ def budget_and_fixed() -> None:
 
     st.subheader("Fixed and elastic cost")
     common.knob("hardware.reserved", "GPUs on a reserved commitment (their time is then fixed cost)")
+    if costcore_schema.effective_value(common.scenario(), "hardware.reserved"):
+        common.knob_columns([("hardware.reserved_months", "Reservation term (months)", 1, 60, 1)],
+                            [("hardware.reserved_gpus", "Reserved GPUs (0 = the plan's GPU count)", None, None, 8,
+                              "number")])
     res = common.result()  # the toggle above may have changed it
     li = res.line_items()
+    idle = li.loc[li.item == "hidden.reserved_idle", "usd"].sum() if not li.empty else 0.0
+    if costcore_schema.effective_value(res.scenario, "hardware.reserved"):
+        st.caption(f"The reservation is billed for its whole term: the hours the plan leaves unused cost "
+                   f"{common.md_escape(fmt.usd(idle))} (Idle reserved capacity, a hidden cost shared among the stages "
+                   "by their GPU-hours). A reservation pays off only when the plan keeps its GPUs busy.")
     if not li.empty:
         fe = li.groupby(["stage", "kind"], as_index=False).usd.sum()
         fe["stage_short"] = fe.stage.map(common.STAGE_SHORT)
         m = common.metric_row(3)
-        m[0].metric("Fixed", fmt.usd(res.fixed_usd), help="committed: team, platform, datasets bought outright and kept (labels bought per sample are elastic)"
+        m[0].metric("Fixed", fmt.usd(res.fixed_usd), help="committed: team, platform, datasets and media licences bought outright and kept (labels and captions bought per sample are elastic)"
                     + (", and the reserved GPUs' time" if costcore_schema.effective_value(res.scenario, "hardware.reserved")
                        else ""))
-        m[1].metric("Elastic", fmt.usd(res.elastic_usd), help="scales with GPU time, tokens and samples")
+        m[1].metric("Elastic", fmt.usd(res.elastic_usd), help="scales with GPU time, tokens and samples: GPU time on "
+                    "demand, labels and captions bought per sample, transfers, storage")
         m[2].metric("Fixed share", fmt.share(res.fixed_share))  # 20.2%, three digits as elsewhere
         fe["stage_name"] = fe.stage.map(STAGE_LABELS)
         fe["kind"] = fe.kind.str.capitalize()  # the legend in words: Fixed, Elastic

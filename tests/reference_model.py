@@ -1200,6 +1200,15 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
                                        + row["media_features_gb"])
         row.update(eval_media)
         out[stage] = row
+    if v("hardware.reserved"):  # the reservation's unused hours, shared by billed GPU-hours
+        used = sum(row["gpu_hours"] for row in out.values())
+        gpus = f("hardware.reserved_gpus") or f("hardware.num_gpus")
+        idle = max(0.0, gpus * f("hardware.reserved_months") * 730.0 - used)
+        for row in out.values():
+            usd = idle * row["gpu_hours"] / used * f("hardware.usd_per_gpu_hour") if used > 0 else 0.0
+            row["hidden.reserved_idle"] = usd
+            row["usd_total"] += usd
+            row["fixed_usd"] += usd
     return out
 
 

@@ -175,7 +175,7 @@ def test_cli_json_governance_fields_and_levers_command():
     assert j["levers"] and all(x["saving_usd"] > 0 for x in j["levers"])
     txt = subprocess.run([sys.executable, "-m", "costcore", "levers", "pipeline-70b"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
-    assert "risk:" in txt and "Reserved" in txt
+    assert "risk:" in txt and "Spot capacity" in txt  # reserved GPUs idle most of a 12-month term here: no saving
 
 
 def test_planning_settings_round_trip_through_the_url():
@@ -211,7 +211,8 @@ def test_a_pricing_lever_applied_is_not_offered_again():
     import costcore
     from costcore.analysis import levers
     from costcore.scenario import schema
-    scn = costcore.load_preset("pipeline-70b")
+    # a one-month term the plan's 9.7M GPU-hours fill (a 12-month one would leave 62M idle: no saving, no lever)
+    scn = schema.set_path(costcore.load_preset("pipeline-70b"), "hardware.reserved_months", 1)
     first = {x.key: x for x in levers.levers(scn)}["reserved"]
     on_demand = schema.CATALOG[schema.effective_value(scn, "hardware.gpu")]["usd_per_gpu_hour"]
     assert first.changes["hardware.usd_per_gpu_hour"] == pytest.approx(on_demand * 0.65, abs=1e-4)
@@ -271,7 +272,7 @@ def test_reserved_gpus_make_their_time_fixed_cost():
     commitment is billed whether used or not. GPU time (productive and hidden) is now fixed on reserved GPUs."""
     from costcore.analysis import levers
     from costcore.engine import kernel
-    scn = costcore.load_preset("pipeline-70b")
+    scn = schema.set_path(costcore.load_preset("pipeline-70b"), "hardware.reserved_months", 1)  # a term it fills
     on_demand = costcore.estimate(scn)
     reserved = costcore.estimate(schema.set_path(scn, "hardware.reserved", True))
     assert reserved.total_usd == on_demand.total_usd  # the price is what changes the total, not the flag
@@ -285,6 +286,37 @@ def test_reserved_gpus_make_their_time_fixed_cost():
     assert lever.changes["hardware.reserved"] is True
     assert {x.key: x for x in levers.levers(scn)}["spot"].changes["hardware.reserved"] is False
     assert list(kernel.item_fixed(False)) == list(kernel.ITEM_FIXED)
+
+
+def test_a_reservation_bills_its_whole_term():
+    """The Reserved capacity lever claimed $10.2M saved on the 70B plan: 35% off the 9.74M GPU-hours it uses. A
+    reservation is billed for its whole term whether the GPUs run or not (formulas.reserved_idle_gpu_hours): 8,192
+    H100s for 12 months hold 71.8M GPU-hours, and the plan pays for the 62M it leaves idle. So the lever is not
+    offered there, and it is where the plan fills the term."""
+    from costcore.analysis import levers
+    from costcore.engine import formulas
+    scn = costcore.load_preset("pipeline-70b")
+    assert "reserved" not in {x.key for x in levers.levers(scn)}
+    price = 0.65 * schema.CATALOG["h100-80gb"]["usd_per_gpu_hour"]
+    held = schema.set_path(schema.set_path(scn, "hardware.reserved", True), "hardware.usd_per_gpu_hour", price)
+    res = costcore.estimate(held)
+    used = sum(res.stat(s, "gpu_hours") for s in res.stages)
+    gpus = schema.effective_value(scn, "hardware.num_gpus")
+    li = res.line_items()
+    idle_usd = li.loc[li.item == "hidden.reserved_idle", "usd"].sum()
+    assert idle_usd == pytest.approx((gpus * 12 * 730.0 - used) * price, rel=1e-9)
+    assert formulas.reserved_idle_gpu_hours(gpus, 12.0, used) == pytest.approx(gpus * 12 * 730.0 - used)
+    assert formulas.reserved_idle_gpu_hours(8.0, 1.0, 1e9) == 0.0  # a plan past its term: no idle hours
+    assert set(li.loc[li.item == "hidden.reserved_idle", "kind"]) == {"fixed"}
+    assert res.total_usd > costcore.estimate(scn).total_usd  # 12 months of 8,192 GPUs cost more than 43 days'
+    # each stage carries its share by GPU-hours
+    per = li[li.item == "hidden.reserved_idle"].set_index("stage").usd
+    for s in res.stages:
+        assert per[s] == pytest.approx(idle_usd * res.stat(s, "gpu_hours") / used, rel=1e-9)
+    # fewer reserved GPUs for the same term: less idle
+    few = costcore.estimate(schema.set_path(held, "hardware.reserved_gpus", 1024)).line_items()
+    assert few.loc[few.item == "hidden.reserved_idle", "usd"].sum() < idle_usd
+    assert "reserved" in {x.key for x in levers.levers(schema.set_path(scn, "hardware.reserved_months", 1))}
 
 
 def test_budget_page_switches_reserved_gpus_and_fixed_cost_follows():

@@ -96,10 +96,13 @@ def _candidates(res: api.Result) -> list[Lever]:
     # pricing: the discounts are off the GPU's on-demand price (its catalog price; a custom GPU's own), so a
     # lever applied is not offered again: each Apply of "reserved" cut the price that it had already cut
     price = float(schema.CATALOG.get(ev("hardware.gpu"), {}).get("usd_per_gpu_hour") or ev("hardware.usd_per_gpu_hour"))
-    out.append(Lever("reserved", f"Reserved capacity ({P['reserved_discount']:.0%} below on-demand)",  # fixed cost
-                     "A 1-3 year commitment: you pay for idle time, are tied to one provider, and the GPU time "
-                     "becomes fixed cost.", {"hardware.usd_per_gpu_hour": round(price * (1 - P["reserved_discount"]), 4),
-                                             "hardware.reserved": True}, sources=["reserved_discount"]))
+    months = float(ev("hardware.reserved_months"))
+    out.append(Lever("reserved", f"Reserved capacity ({P['reserved_discount']:.0%} below on-demand, a "
+                                 f"{months:g}-month term)",  # fixed cost; offered only where it saves (levers)
+                     "The whole term is billed whether the GPUs run or not (its unused hours are in the total), you "
+                     "are tied to one provider, and the GPU time becomes fixed cost.",
+                     {"hardware.usd_per_gpu_hour": round(price * (1 - P["reserved_discount"]), 4),
+                      "hardware.reserved": True}, sources=["reserved_discount"]))
     rate = float(ev("reliability.failures_per_gpu_hour"))
     out.append(Lever("spot", f"Spot capacity ({P['spot_discount']:.0%} below on-demand, "
                              f"{P['spot_interruption_multiplier']}x interruptions)",

@@ -515,6 +515,20 @@ def held_checkpoint_sum(n, keep_last, milestone_every):
 
 
 @njit(cache=True)
+def reserved_idle_gpu_hours(reserved_gpus, term_months, used_gpu_hours):
+    """GPU-hours of a reservation the plan leaves unused: reserved_gpus x term_months x 730 h, less the GPU-hours
+    the plan bills (productive and hidden), at least 0.
+
+    A reservation (committed use) is billed for every hour of its term whether the GPUs run or not (AWS EC2
+    Reserved Instances and Savings Plans; Google Cloud committed use discounts; FinOps Foundation FOCUS 1.1,
+    PricingCategory "Committed"). So 8,192 H100s reserved for 12 months hold 71.8M GPU-hours: a plan that uses
+    9.74M of them pays for 62.0M idle ones, and its reserved price only pays off when it keeps them busy. Hours
+    beyond the reservation are billed at the same price (the reservation sized to the plan).
+    """
+    return max(0.0, reserved_gpus * term_months * HOURS_PER_MONTH - used_gpu_hours)
+
+
+@njit(cache=True)
 def gpu_time_usd(gpu_hours, usd_per_gpu_hour):
     """GPU time billed, $: GPU-hours x $/GPU-hour.
 

@@ -35,7 +35,7 @@ from costcore.engine.formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, METHOD_FU
                        gpu_time_usd, held_checkpoint_sum, held_checkpoints, kv_cache_bytes_per_token, labeling_usd,
                        lora_trainable_params, model_shape, dense_ffn, moe_expert_ffn, monthly_usd, per_sample_usd,
                        per_token_usd, staff_usd_per_month, synthetic_usd, train_flops_per_token, transfer_usd,
-                       young_daly_interval_h, encoder_tokens_per_pass, encoder_passes_per_item,
+                       young_daly_interval_h, reserved_idle_gpu_hours, encoder_tokens_per_pass, encoder_passes_per_item,
                        media_tokens_per_item, encoder_forward_flops, connector_params, encoder_activation_bytes,
                        cpu_hours_usd, CONN_QFORMER, CONN_RESAMPLER, MODALITY_VIDEO, MODALITY_AUDIO)
 from costcore.scenario.schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_REVIEW, D_SYNTH_USD_PER_M, DPO_CHOSEN,
@@ -44,7 +44,7 @@ from costcore.scenario.schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_
                      E_INFER_MFU, E_USABLE_MEM, EV_BENCH_M, EV_CONTEXT, EV_DECODE_BATCH, EV_DECODE_EFF, EV_DECODE_TP, EV_WEIGHT_BITS,
                      EV_GEN_M, EV_HUMAN, EV_MEDIA_K, EV_RUNS, EV_USD_HUMAN, H_ATTN_EFF, H_BW_TBS, H_MEM_GB, H_FP8_TFLOPS,
                      H_GEMM_EFF, H_INTRA_GBS, H_INTER_GBS, H_GPUS_PER_NODE, H_PRECISION, PRECISION_FP8,
-                     H_NUM_GPUS, H_PEAK_TFLOPS, H_USD_GPU_H, H_RESERVED, L_ROLES, M_ACTIVE_B, M_FFN, M_HEADS,
+                     H_NUM_GPUS, H_PEAK_TFLOPS, H_USD_GPU_H, H_RESERVED, H_RESERVED_MONTHS, H_RESERVED_GPUS, L_ROLES, M_ACTIVE_B, M_FFN, M_HEADS,
                      M_GATED, M_EXPERTS, M_EXPERTS_ACTIVE, M_SHARED_EXPERTS, M_MOE_FFN, M_NODE_LIMIT, M_WINDOW, M_WINDOW_SHARE,
                      M_HIDDEN, M_KV_HEADS, M_LAYERS, M_PARAMS_B, M_VOCAB, N_CKPT_REPLICAS,
                      N_DATASET_MOVES, N_EXPORTS, N_USD_PER_GB, NS, O_USD_PER_MONTH, PT_EPOCHS,
@@ -109,6 +109,7 @@ LINE_ITEM_TABLE = (
     ("network.media", "network", False, "Media transfers", "run", False),
     ("data.media_license", "data", True, "Media licensing", "setup", True),
     ("data.captioning", "data", False, "Captioning and transcription", "setup", True),
+    ("hidden.reserved_idle", "hidden", False, "Idle reserved capacity", "run", False),
 )
 PROFILES = ("setup", "run", "span", "kept", "end")
 # The first four columns, as (key, resource, fixed, label) rows: what api.py and the tests unpack.
@@ -133,7 +134,7 @@ NR = len(RESOURCES)
 (I_COMPUTE, I_VERIFIER, I_ST_DATA, I_ST_HOT, I_ST_COLD, I_NET_DATA, I_NET_REPL, I_NET_EXPORT,
  I_DATA_ACQ, I_DATA_CLEAN, I_DATA_LABEL, I_DATA_SYNTH, I_DATA_HEVAL, I_LABOR, I_OPS,
  I_HID_FAIL, I_HID_STALL, I_HID_IDLE, I_HID_EXP, I_HID_FAILED, I_HID_DATA, I_MM_PREP, I_MM_STORE, I_MM_NET,
- I_MM_LICENSE, I_MM_CAPTION) = range(NI)
+ I_MM_LICENSE, I_MM_CAPTION, I_HID_RESERVED) = range(NI)
 
 # Per-stage statistics (columns of `stats`). Append new names at the end: the order is the layout.
 STATS = ("enabled", "num_gpus", "productive_gpu_hours", "gpu_hours", "wall_days", "months", "flops",
@@ -1119,6 +1120,23 @@ def _labor_ops_usd(x, team_usd_month, months, s, it):
 
 
 @njit(cache=True)
+def _reserved_idle_usd(x, st, it):
+    """The reservation's unused GPU-hours (formulas.reserved_idle_gpu_hours) at the GPU price, shared among the
+    stages by their billed GPU-hours: hardware.reserved_gpus (0: hardware.num_gpus) for hardware.reserved_months."""
+    used = 0.0
+    for s in range(NS):
+        if x[STAGE_BASE[s] + S_ENABLED] > 0.5:
+            used += st[s, K_GPU_H]
+    if used <= 0.0:
+        return
+    gpus = x[H_RESERVED_GPUS] if x[H_RESERVED_GPUS] > 0.0 else x[H_NUM_GPUS]
+    idle = reserved_idle_gpu_hours(gpus, x[H_RESERVED_MONTHS], used)
+    for s in range(NS):
+        if x[STAGE_BASE[s] + S_ENABLED] > 0.5:
+            it[s, I_HID_RESERVED] = gpu_time_usd(idle * st[s, K_GPU_H] / used, x[H_USD_GPU_H])
+
+
+@njit(cache=True)
 def _totals(st, s, it, reserved):
     """Stage total and its fixed part, $ (on reserved GPUs their time is fixed: item_fixed)."""
     tot = 0.0
@@ -1199,7 +1217,11 @@ def _eval_one(x, items, stats, sc, plans, reuse):
         _labor_ops_usd(x, team_usd_month, months, s, it)
         if mm:
             _media_usd(x, b, months, st, s, it)
-        _totals(st, s, it, x[H_RESERVED] > 0.5)
+    if x[H_RESERVED] > 0.5:
+        _reserved_idle_usd(x, st, it)
+    for s in range(NS):
+        if x[STAGE_BASE[s] + S_ENABLED] > 0.5:
+            _totals(st, s, it, x[H_RESERVED] > 0.5)
 
 
 @njit(cache=True)
