@@ -33,7 +33,11 @@ if main:
     key, label, lo, hi, step = MAIN_VOLUME[main]
     with c2:
         common.knob(f"stages.{main}.{key}", label, lo, hi, step, "log")
-    if main != "eval":
+    if main == "rl":  # an RL sequence is its prompt and response: stages.rl.seq_len is read by nothing
+        with c3:
+            common.knob("stages.rl.response_tokens", f"{STAGE_LABELS[main]}: response tokens (average)", 128, 32768,
+                        128, "pow2")
+    elif main != "eval":
         with c3:
             common.knob(f"stages.{main}.seq_len", f"{STAGE_LABELS[main]}: sequence length", 512, 131072, 512, "pow2")
 

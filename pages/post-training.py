@@ -22,7 +22,9 @@ if common.stage_toggle("sft"):
         [(p + "method", "Method")] + ([(p + "lora_rank", "LoRA rank", 1, 256, 1)]
                                       if schema.effective_value(common.scenario(), p + "method") != "full" else []),
         [(p + "samples", "Samples", 1000, 5_000_000, 1000, "log"), (p + "tokens_per_sample", "Tokens per sample", 64, 32768, 64, "pow2")],
-        [(p + "epochs", "Epochs", 0.5, 10.0, 0.5), (p + "labels", "Human-labeled samples", 0, 1_000_000, 1000, "log")])
+        # long chain-of-thought samples were cut into the stage's 4,096-token sequences with no way to say otherwise
+        [(p + "epochs", "Epochs", 0.5, 10.0, 0.5), (p + "labels", "Human-labeled samples", 0, 1_000_000, 1000, "log"),
+         (p + "seq_len", "Sequence length (tokens)", 512, 131072, 512, "pow2")])
     common.stage_results("sft")
 
 st.header(STAGE_LABELS["dpo"])
@@ -31,7 +33,8 @@ if common.stage_toggle("dpo"):
     common.knob_columns(
         [(p + "pairs", "Preference pairs", 1000, 2_000_000, 1000, "log"), (p + "method", "Method")],
         [(p + "chosen_tokens", "Chosen tokens", 64, 16384, 64, "pow2"), (p + "rejected_tokens", "Rejected tokens", 64, 16384, 64, "pow2")],
-        [(p + "epochs", "Epochs", 0.5, 10.0, 0.5), (p + "reference", "Reference log-probs")])
+        [(p + "epochs", "Epochs", 0.5, 10.0, 0.5), (p + "reference", "Reference log-probs"),
+         (p + "seq_len", "Sequence length (tokens)", 512, 131072, 512, "pow2")])
     common.stage_results("dpo")
 
 st.header(STAGE_LABELS["rl"])
@@ -42,12 +45,14 @@ if common.stage_toggle("rl"):
         [(p + "prompts_per_step", "Prompts per step", 8, 4096, 8),
          (p + "samples_per_prompt", "Completions per prompt", 1, 64, 1),
          (p + "num_gpus", "GPUs for RL (0 = sidebar value)", None, None, 1, "number")],
-        [(p + "response_tokens", "Response tokens", 128, 32768, 128, "pow2"),
+        [(p + "prompt_tokens", "Prompt tokens", 64, 32768, 64, "pow2"),
+         (p + "response_tokens", "Response tokens (average)", 128, 32768, 128, "pow2"),
          (p + "rollout_efficiency", "Rollout efficiency (of roofline)", 0.05, 1.0, 0.05),
          (p + "rollout_tp", "GPUs per rollout replica (0 = searched)", None, None, 1, "number"),
          (p + "rollout_batch", "Rollout batch (sequences at once per replica)", None, None, 1, "number")])
     # the models beside the policy: a GRPO user could not drop the KL reference or size the reward model and critic
-    common.knob_columns([(p + "reference", "Reference model (KL term)")],
+    common.knob_columns([(p + "reference", "Reference model (KL term)"),
+                         (p + "update_epochs", "Policy updates per batch of rollouts", 1, 8, 1)],
                         [(p + "reward_params_b", "Reward model size (billion parameters; 0 = the policy's)", None, None,
                           0.5, "number")],
                         [(p + "critic_params_b", "Critic size, PPO (billion parameters; 0 = the policy's)", None, None,

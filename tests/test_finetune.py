@@ -643,3 +643,38 @@ def test_a_qlora_model_is_evaluated_from_its_four_bit_weights_on_its_one_gpu():
     four = costcore.estimate(schema.validate(schema.set_path(wide, "stages.eval.weight_bits", 4))).stat(
         "eval", "productive_gpu_hours")
     assert four < bf16
+
+
+def test_samples_longer_than_the_sequence_are_said_to_train_in_pieces():
+    """16,000-token chain-of-thought samples trained as 4,096-token pieces (about 20% fewer GPU-hours than whole)
+    with no warning, and the Post-training page had no sequence length to raise. The warning names both numbers
+    and goes away at a sequence that holds the samples; the page has the knob for SFT and DPO."""
+    import costcore
+    from costcore.scenario import schema
+    from shared import app_on
+    scn = schema.set_path(costcore.load_preset("reasoning-grpo-32b"), "stages.sft", {"tokens_per_sample": 16000})
+    cut = costcore.estimate(schema.validate(scn))
+    said = [w for w in cut.warnings if w.startswith("Supervised fine-tuning: its samples")]
+    assert said and "16,000 tokens are longer than its Sequence length of 4,096" in said[0], cut.warnings
+    whole = costcore.estimate(schema.validate(schema.set_path(scn, "stages.sft.seq_len", 16384)))
+    assert not [w for w in whole.warnings if "longer than its Sequence length" in w]
+    assert whole.stat("sft", "gpu_hours") > cut.stat("sft", "gpu_hours")  # attention over whole samples costs more
+    dpo = schema.set_path(schema.set_path(scn, "stages.dpo", {}), "stages.dpo.chosen_tokens", 8192)
+    assert any(w.startswith("Preference alignment (DPO): its responses of 8,192 tokens")
+               for w in costcore.estimate(schema.validate(dpo)).warnings)
+    at = app_on("pages/post-training.py", p="alpaca-7b-sft")
+    assert any(s.label == "Sequence length (tokens)" for s in at.select_slider)
+
+
+def test_rl_sequence_length_is_not_a_knob_since_nothing_reads_it():
+    """The Overview's "Reinforcement learning: sequence length" slider moved nothing (an RL sequence is its prompt
+    and response) and the tornado listed it at zero swing: the Overview offers the response length instead."""
+    import costcore
+    from costcore.analysis import sensitivity
+    from shared import app_on
+    scn = costcore.load_preset("reasoning-grpo-32b")
+    assert "stages.rl.seq_len" not in sensitivity.numeric_inputs(scn)
+    at = app_on("pages/overview.py", p="reasoning-grpo-32b")
+    labels = [s.label for s in at.select_slider] + [s.label for s in at.slider]
+    assert not any(label.endswith("sequence length") for label in labels)
+    assert "Reinforcement learning: response tokens (average)" in labels

@@ -60,6 +60,8 @@ def numeric_inputs(scenario) -> list[str]:
                 continue  # 0 = the hardware count, which is an input of its own
             if parts[2] in ("tokens_per_gpu_s", "tflops_per_gpu"):
                 continue  # measured overrides, off unless given
+            if parts[1] == "rl" and parts[2] == "seq_len":
+                continue  # an RL sequence is its prompt and response tokens: the setting moves nothing
         out.append(f.path)
     return out
 

@@ -27,6 +27,26 @@ def _thin_batch(res, s: str) -> bool:
             and res.stat(s, "fits") > 0.5 and res.uses_layout(s))
 
 
+# a fine-tuning stage's longest unit of data (tokens), as its sentence names it: SFT samples, DPO responses
+_LONGEST = {"sft": (("tokens_per_sample",), "samples"), "dpo": (("chosen_tokens", "rejected_tokens"), "responses")}
+
+
+def _longer_than_sequence(res, s: str) -> list[str]:
+    """SFT samples (DPO responses) longer than the stage's sequence length: the kernel trains their tokens as
+    pieces of that length (attention and activation memory at it), which cut a 16,000-token chain of thought
+    into 4,096-token pieces and its SFT about 20% cheaper, with no word said."""
+    if s not in _LONGEST:
+        return []
+    keys, words = _LONGEST[s]
+    longest = max(float(effective_value(res.scenario, f"stages.{s}.{k}")) for k in keys)
+    seq = float(effective_value(res.scenario, f"stages.{s}.seq_len"))
+    if longest <= seq:
+        return []
+    return [f"{STAGE_LABELS[s]}: its {words} of {longest:,.0f} tokens are longer than its Sequence length of "
+            f"{seq:,.0f} tokens, so they train as pieces of {seq:,.0f} (attention and activation memory at that "
+            f"length); raise the Sequence length to {longest:,.0f} (Post-training page) to train them whole."]
+
+
 def planning_warnings(res) -> list[str]:
     """What a planner should catch, each naming the knob that fixes it (the issue on readability):
     checkpoint writes as long as their interval or above 10% of the run (a run shorter than the
@@ -69,6 +89,7 @@ def planning_warnings(res) -> list[str]:
             out.append(f"{name}: rollouts take {fmt.num(rollout_h / prod_h * 100)}% of the stage's productive GPU-hours; "
                        "raise the Rollout batch, the Rollout efficiency or the GPUs per rollout replica, or generate "
                        "fewer Completions per prompt (Post-training page).")
+        out += _longer_than_sequence(res, s)
         if s == "rl" and effective_value(res.scenario, "stages.rl.algorithm") == "grpo" \
                 and float(effective_value(res.scenario, "stages.rl.samples_per_prompt")) < 2:
             # GRPO's advantage is a completion's reward against its group's mean (Shao et al. 2024, Sec. 4.1.2)
