@@ -590,3 +590,16 @@ def test_grpo_with_a_group_of_one_is_warned():
     ppo = schema.set_path(scn, "stages.rl.algorithm", "ppo")
     assert not [w for w in costcore.estimate(ppo).warnings if "GRPO" in w]
     assert not [w for w in costcore.estimate("pipeline-70b-lora-grpo").warnings if "GRPO" in w]
+
+
+def test_every_repository_file_a_source_cites_is_in_the_repository():
+    """The RL explanation cited "cost-model-notes", a file the project did not ship (it lived beside the repository):
+    every docs/reference/ or costcore/data/ path named in the core's code and data files exists in the tree (other
+    docs/ paths there are other repositories' files, each after its repository's name)."""
+    from shared import ROOT
+    cited = set()
+    for path in list((ROOT / "costcore").rglob("*.py")) + list((ROOT / "costcore" / "data").glob("*.yaml")):
+        cited |= set(re.findall(r"\b((?:docs/reference|costcore/data)/[\w./-]+\.(?:md|yaml|csv|json))", path.read_text(encoding="utf-8")))
+    assert "docs/reference/cost-model-notes.md" in cited
+    missing = sorted(p for p in cited if not (ROOT / p).exists())
+    assert not missing, missing

@@ -178,12 +178,12 @@ def stage_explanation(res: Result, stage: str) -> list[tuple[str, str, str]]:
                     _lines(r"t_{step} = \max\left(\frac{W + B\cdot kv\cdot ctx}{t\cdot BW}, \frac{2N B}{t\cdot peak}\right)/\eta",
                            rf"t = {_t(fmt.gpus(st['decode_replica_gpus']))},\ B = {st['decode_batch_used']:,.0f}\ \text{{sequences}},\ \eta = {eta:g}"
                            rf" \Rightarrow {_gpu_h(st['rollout_gpu_hours'])}"),
-                    "cost-model-notes: gpu_poor src/App.js, LLM-Viewer roofline; DeepSpeed-Chat: generation dominates RLHF "
+                    "docs/reference/cost-model-notes.md: gpu_poor src/App.js, LLM-Viewer roofline; DeepSpeed-Chat: generation dominates RLHF "
                     "wall time; eta checked on public batch latencies (docs/validation.md, section 6)"))
         out.append(("Training and scoring passes",
                     _lines(r"\text{policy}\ 6N\cdot T\cdot epochs + \text{ref/old/reward}\ 2N\cdot T\ (+\text{critic})",
                            rf"\Rightarrow {_gpu_h(st['passes_gpu_hours'])}"),
-                    "PPO per trained token: 6N_actor + 6N_critic + 2N_ref + 2N_reward (cost-model-notes Sec. 1); GRPO drops the critic"))
+                    "PPO per trained token: 6N_actor + 6N_critic + 2N_ref + 2N_reward (docs/reference/cost-model-notes.md Sec. 1); GRPO drops the critic"))
     if stage in MM_STAGES:
         out.extend(_media_rows(res, stage, st))
     if stage == "eval":

@@ -251,7 +251,7 @@ def train_flops_per_token(n_active, L, d, ctx, method, n_trainable):
 
     full       : 6N + 12 L d s            (PaLM arXiv:2204.02311 App. B; nanoGPT estimate_mfu)
     LoRA, QLoRA: 4N + 12 L d s + 6 N_lora (frozen base: forward 2N, backward input
-                                           gradients only 2N; model assumption, cost-model-notes Sec. 1)
+                                           gradients only 2N; model assumption, docs/reference/cost-model-notes.md Sec. 1)
 
     A quantized base does the same model FLOPs; its dequantization is time, not FLOPs
     (:func:`dequant_seconds`, added to the step by the job layout).
@@ -316,7 +316,7 @@ def gpu_hours_for_flops(flops, peak_tflops, mfu):
 def kv_cache_bytes_per_token(L, kv_heads, head_dim):
     """KV-cache bytes per token: 2 (K and V) * L * n_kv_heads * d_head * 2 bytes (bf16).
 
-    cost-model-notes Sec. 1 (gpu_poor src/App.js; LLM-Viewer).
+    docs/reference/cost-model-notes.md Sec. 1 (gpu_poor src/App.js; LLM-Viewer).
     """
     return 2.0 * L * kv_heads * head_dim * KV_BYTES_PER_VALUE
 
@@ -418,7 +418,7 @@ def decode_gpu_seconds_per_token(n_total, n_active, kv_bytes_per_tok, ctx_avg, c
             2 N_active B / (t * peak)) / efficiency
     and yields B tokens, so GPU-seconds per token = step * t / B.
     B is capped by the KV cache that fits in 90% of the replica's memory
-    after the weights. Sources: cost-model-notes Sec. 1 (gpu_poor, LLM-Viewer
+    after the weights. Sources: docs/reference/cost-model-notes.md Sec. 1 (gpu_poor, LLM-Viewer
     roofline); weights read are all parameters (MoE experts included) at ``bytes_per_param`` (2: BF16; 0.5: a
     4-bit weight-only checkpoint).
 
@@ -551,7 +551,7 @@ def checkpoint_storage_usd(hot_usd_gb_month, cold_usd_gb_month, in_run_gb_months
     spacing (held_checkpoint_sum); held: checkpoints kept after the stage
     (held_checkpoints); kept_gb: size of each kept one (weights only when
     storage.finished_weights_only); hot_months: months on the hot tier after the
-    stage (cold_after_days, capped by the retention). Tiering: cost-model-notes Sec. 3;
+    stage (cold_after_days, capped by the retention). Tiering: docs/reference/cost-model-notes.md Sec. 3;
     prices storage.hot/cold_usd_per_gb_month.
     """
     hot = hot_usd_gb_month * (in_run_gb_months + held * kept_gb * hot_months)
@@ -563,7 +563,7 @@ def checkpoint_storage_usd(hot_usd_gb_month, cold_usd_gb_month, in_run_gb_months
 def dataset_storage_usd(usd_gb_month, dataset_gb, months, retention_months):
     """Dataset object storage, $: p_object * GB (all versions) * (stage months + retention months).
 
-    Price storage.object_usd_per_gb_month (S3 Standard list price, cost-model-notes Sec. 6).
+    Price storage.object_usd_per_gb_month (S3 Standard list price, docs/reference/cost-model-notes.md Sec. 6).
     """
     return usd_gb_month * dataset_gb * (months + retention_months)
 
