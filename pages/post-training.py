@@ -41,15 +41,15 @@ st.header(STAGE_LABELS["rl"])
 if common.stage_toggle("rl"):
     p = "stages.rl."
     common.knob_columns(
-        [(p + "algorithm", "Algorithm"), (p + "steps", "Steps", 10, 5000, 10), (p + "reward", "Reward")],
+        [(p + "algorithm", "Algorithm"), (p + "steps", "Steps", 10, 5000, 10), (p + "reward", "Reward"),
+         (p + "prompt_tokens", "Prompt tokens", 64, 32768, 64, "pow2")],
         [(p + "prompts_per_step", "Prompts per step", 8, 4096, 8),
          (p + "samples_per_prompt", "Completions per prompt", 1, 64, 1),
-         (p + "num_gpus", "GPUs for RL (0 = sidebar value)", None, None, 1, "number")],
-        [(p + "prompt_tokens", "Prompt tokens", 64, 32768, 64, "pow2"),
-         (p + "response_tokens", "Response tokens (average)", 128, 32768, 128, "pow2"),
+         (p + "num_gpus", "GPUs for RL (0 = sidebar value)", None, None, 1, "number"),
+         (p + "rollout_batch", "Rollout batch (sequences at once per replica)", None, None, 1, "number")],
+        [(p + "response_tokens", "Response tokens (average)", 128, 32768, 128, "pow2"),
          (p + "rollout_efficiency", "Rollout efficiency (of roofline)", 0.05, 1.0, 0.05),
-         (p + "rollout_tp", "GPUs per rollout replica (0 = searched)", None, None, 1, "number"),
-         (p + "rollout_batch", "Rollout batch (sequences at once per replica)", None, None, 1, "number")])
+         (p + "rollout_tp", "GPUs per rollout replica (0 = searched)", None, None, 1, "number")])
     # the models beside the policy: a GRPO user could not drop the KL reference or size the reward model and critic
     common.knob_columns([(p + "reference", "Reference model (KL term)"),
                          (p + "update_epochs", "Policy updates per batch of rollouts", 1, 8, 1)],
