@@ -68,7 +68,9 @@ curve_long = pd.DataFrame({  # one row per interval and part (DataFrame.melt too
     "usd": np.concatenate([out[:, i, :len(rs)].sum(axis=1), out[:, i, rs.index("hidden")],
                            out[:, i, rs.index("storage")]])})
 base = alt.Chart(curve_long).mark_line().encode(
-    x=alt.X("interval_h:Q", scale=alt.Scale(type="log"), title="Checkpoint interval (hours, log scale)"),
+    # the curve's own span: a "nice" log scale ran the axis 0.001-100 h around a curve from 0.007 to 10
+    x=alt.X("interval_h:Q", scale=alt.Scale(type="log", domain=[float(taus[0]), float(taus[-1])], nice=False),
+            title="Checkpoint interval (hours, log scale)"),
     y=alt.Y("usd:Q", title=f"{STAGE_LABELS[stage]} cost ($)", axis=common.usd_axis(),
             scale=alt.Scale(zero=False)),
     color=alt.Color("part:N", title="Cost", scale=alt.Scale(domain=list(PARTS.values()),
