@@ -140,6 +140,25 @@ def test_a_missing_column_and_a_bad_file_among_good_ones(loaded, tmp_path):
     assert _state(st) == before
 
 
+def test_a_row_with_more_fields_than_the_header_is_named_by_its_line(loaded, tmp_path):
+    """A one-row bill whose row had two fields more than its header (or an unquoted comma in ServiceName) crashed
+    the import with DuckDB's BinderException: its sniffer took the row for the header. Any such row is named by
+    its line and field count, in the CLI and the page, and nothing lands."""
+    st = loaded["store"]
+    lines = (Path(loaded["dir"]) / "focus.csv").read_text(encoding="utf-8").splitlines()
+    before = _state(st)
+    one = tmp_path / "one_row.csv"
+    one.write_text(lines[0] + "\n" + lines[1] + ",extra,extra\n", encoding="utf-8")
+    with pytest.raises(ScenarioError, match=r"one_row\.csv, line 2: has 17 fields where the header has 15"):
+        importers.import_files(st, [one])
+    mid = tmp_path / "mid.csv"
+    mid.write_text("\n".join(lines[:4] + [lines[4] + ",x"] + lines[5:20]) + "\n", encoding="utf-8")
+    with pytest.raises(ScenarioError, match=r"mid\.csv, line 5: has 16 fields where the header has 15") as err:
+        importers.import_files(st, [mid])
+    assert "/" not in str(err.value).split(": ", 1)[1]  # no server path
+    assert _state(st) == before
+
+
 def test_empty_non_utf8_header_only_and_repeated_files_are_named_in_words(loaded, tmp_path):
     """An empty file and a Latin-1 one are refused in one sentence without a Python exception's name; a bill with a
     header and no rows, and the same bill twice, go in and are named by import_notes (the page said "No bills yet"

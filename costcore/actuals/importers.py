@@ -108,7 +108,30 @@ def _focus_header(path: Path) -> list[str]:
     return header
 
 
-def _focus_stage(duck, path: Path) -> None:
+def _ragged_line(path: Path, fields: int) -> tuple[int, int] | None:
+    """(line, its field count) of the first record whose fields are not ``fields`` (the header's), read with
+    Python's csv module: only when DuckDB refused the file or read it with other columns, to say where."""
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        reader = csv.reader(fh)
+        for row in reader:
+            if row and len(row) != fields:
+                return reader.line_num, len(row)
+    return None
+
+
+def _not_csv(path: Path, header: list[str], detail: str) -> ScenarioError:
+    """The refusal of a file DuckDB cannot stage as its header says: the line whose field count differs (an
+    unquoted comma in a value, fields added at the end), else DuckDB's own words without the server's paths."""
+    ragged = _ragged_line(path, len(header))
+    if ragged:
+        line, n = ragged
+        return ScenarioError("file", f"{_where(path, line)}: has {n} fields where the header has {len(header)} "
+                                     "(a comma inside a value needs the value in double quotes)")
+    detail = re.sub(r'"[^"]*[/\\][^"]*"', "the file", detail)  # no server path (an upload's folder) in a message
+    return ScenarioError("file", f"{_where(path)}: cannot be read as CSV ({one_line(detail, 300)})")
+
+
+def _focus_stage(duck, path: Path, header: list[str]) -> None:
     import duckdb
     duck.execute("DROP TABLE IF EXISTS _stg")
     try:
@@ -116,8 +139,10 @@ def _focus_stage(duck, path: Path) -> None:
                      "delim = ',', quote = '\"', escape = '\"', strict_mode = true, null_padding = false)",
                      [str(path)])
     except duckdb.Error as err:
-        msg = str(err).split("\n")[0]
-        raise ScenarioError("file", f"{_where(path)}: cannot be read as CSV ({one_line(msg, 300)})") from None
+        raise _not_csv(path, header, str(err).split("\n")[0]) from None
+    staged = [d[0] for d in duck.execute("SELECT * FROM _stg LIMIT 0").description]
+    if staged != header:  # one row with extra fields: DuckDB's sniffer took that row for the header (a traceback)
+        raise _not_csv(path, header, "its columns are not the header's")
 
 
 # Money is parsed as DECIMAL(18, 12) first (a 64-bit integer: DuckDB parses and prints it about ten
@@ -234,7 +259,7 @@ def prepare_focus(duck, path: Path, table: str) -> int:
     """
     header = _focus_header(path)
     try:
-        _focus_stage(duck, path)
+        _focus_stage(duck, path, header)
         base = duck.execute("SELECT min(rowid) FROM _stg").fetchone()[0]  # rowids of a new table start anywhere
         bad = duck.execute(_focus_bad_money_sql()).fetchone()
         if bad is None:
