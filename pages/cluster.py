@@ -3,6 +3,7 @@
 Thin: every number comes from costcore.cluster (ClusterModel.run); this page arranges knobs, charts and tables.
 """
 import hashlib
+import math
 import json
 
 import altair as alt
@@ -69,18 +70,23 @@ def _source(ss) -> results.ClusterModel:
     if up is not None:
         text = up.getvalue()
         key = hashlib.sha256(text).hexdigest()
-        if ss.cluster_upload != key:
+        if ss.get("cluster_upload_seen") != key:  # each file once: a shipped portfolio picked after it wins
+            ss.cluster_upload_seen = key
             try:
                 _model("upload:" + key, text.decode("utf-8", "replace"))
                 ss.cluster_upload, ss.cluster_knobs = key, {}
+                ss.cluster_upload_text = text
                 ss.cluster_rev = ss.get("cluster_rev", 0) + 1
             except ScenarioError as err:  # named by its file, as the uploader shows it (it said "upload: ...")
                 said = str(err)
                 named = fmt.one_line(up.name or "the upload", 80)
                 said = named + said[len("upload"):] if said.startswith("upload:") else said
-                st.error(f"The upload was not used: {common.md_escape(fmt.one_line(said, 400))}")
-        if ss.cluster_upload == key:
-            return _model("upload:" + key, text.decode("utf-8", "replace"))
+                kept = "the portfolio uploaded before stays" if ss.cluster_upload else "the shipped portfolio stays"
+                st.error(f"The upload was not used: {common.md_escape(fmt.one_line(said, 400))} ({kept}).")
+    if ss.cluster_upload is not None and ss.get("cluster_upload_text") is not None:
+        # the last good upload, also after a bad one (which brought the shipped portfolio back, unsaid) and while
+        # the uploader swaps files (a rerun with none); a shipped portfolio picked above leaves it
+        return _model("upload:" + ss.cluster_upload, ss.cluster_upload_text.decode("utf-8", "replace"))
     return _model(ss.cluster_name, None)
 
 
@@ -92,9 +98,9 @@ def _knobs(ss, base) -> dict:
     for i, (name, pool) in enumerate(base.pools.items()):
         cur = k.get("pool_gpus", {}).get(name, pool.gpus)
         # no browser-side range (a red box alone, the old results beside it): the portfolio refuses in a sentence
-        v = cols[i].number_input(f"{pool.name} pool: GPUs ({pool.gpu})", value=int(cur), step=8,
+        v = cols[i].number_input(f"{pool.name} pool: GPUs ({pool.gpu})", value=float(cur), step=8.0, format="%.0f",
                                  key=f"cl:pool:{name}:{rev}")
-        k.setdefault("pool_gpus", {})[name] = int(v)
+        k.setdefault("pool_gpus", {})[name] = _whole(v)
     burst = cols[-2].toggle("Burst for deadlines", value=k.get("burst", base.burst),  # longer was cut at 1280 px
                             help="When a project's deadline is at risk, rent on-demand or spot GPUs beyond the pools.",
                             key=f"cl:burst:{rev}")
@@ -106,14 +112,21 @@ def _knobs(ss, base) -> dict:
     team = c1.selectbox("Team", list(base.teams))
     pool = c2.selectbox("Pool", list(base.pools))
     q = k.get("team_quota", {}).get(team, {}).get(pool, base.teams[team].quota_gpus[pool])
-    qv = c3.number_input("Its quota (GPUs)", value=int(q), step=8, key=f"cl:quota:{team}:{pool}:{rev}")
-    k.setdefault("team_quota", {}).setdefault(team, {})[pool] = int(qv)
+    qv = c3.number_input("Its quota (GPUs)", value=float(q), step=8.0, format="%.0f",
+                         key=f"cl:quota:{team}:{pool}:{rev}")
+    k.setdefault("team_quota", {}).setdefault(team, {})[pool] = _whole(qv)
     proj = c4.selectbox("Project", list(base.projects))
     pv = c5.number_input("Its priority",
-                         value=int(k.get("project_priority", {}).get(proj, base.project_priority(proj))),
-                         key=f"cl:priority:{proj}:{rev}")
-    k.setdefault("project_priority", {})[proj] = int(pv)
+                         value=float(k.get("project_priority", {}).get(proj, base.project_priority(proj))),
+                         step=1.0, format="%.0f", key=f"cl:priority:{proj}:{rev}")
+    k.setdefault("project_priority", {})[proj] = _whole(pv)
     return k
+
+
+def _whole(v: float):
+    """A typed count as the what-if rules read it: an int when whole, else the number, for them to refuse in words.
+    The boxes take floats: an integer box read "1e30" as 1 (the browser's parseInt) and set a 1-GPU pool."""
+    return int(v) if math.isfinite(v) and float(v).is_integer() else v
 
 
 def _row(project: str, run: int, runs: int) -> str:

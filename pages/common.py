@@ -407,7 +407,7 @@ def _typed_box(ss, path: str, label: str) -> None:
     """
     f = BY_PATH[path]
     key = f"t:{path}:{ss.rev}"
-    cast = int if f.kind == "int" else float
+    cast = float  # a whole number too: an integer box reads "1e30" as 1 (see _knob_widget)
     cur = cast(_num(schema.effective_value(ss.scenario, path)))
 
     def typed():
@@ -424,7 +424,7 @@ def _typed_box(ss, path: str, label: str) -> None:
     # leaves it shown beside results of the old value; the schema refuses it in a sentence naming the range
     st.number_input(label, key=key, on_change=typed,
                     help=f"Any value from {fmt.num(f.lo)} to {fmt.num(f.hi)}, checked like a value in a link.",
-                    format="%g" if cast is float else None, **kwargs)
+                    format="%.0f" if f.kind == "int" else "%g", **kwargs)
     ss.handled[key] = st.session_state.get(key, _UNSEEN)
 
 
@@ -483,6 +483,10 @@ def _knob_widget(ss, key, path, label, lo, hi, step, widget, fmt_str, help, opti
         return st.slider(label, min_value=lo, max_value=hi, value=cur,
                          step=cast(step) if step is not None else None, key=key, on_change=changed,
                          help=tip, format=fmt_str)
+    if is_int:  # a whole-number box takes any number and the schema refuses what is not whole, in words: the
+        # browser's integer box read "1e30" as 1 and "2e3" as 2 (parseInt), and set 1 GPU in silence
+        return st.number_input(label, value=float(cur), step=float(step) if step is not None else 1.0, key=key,
+                               on_change=changed, help=tip, format=fmt_str if fmt_str not in (None, "%d") else "%.0f")
     return st.number_input(label, value=cur,  # the range is the schema's to refuse, in words (see _typed_box)
                            step=cast(step) if step is not None else None, key=key, on_change=changed,
                            help=tip, format=fmt_str)

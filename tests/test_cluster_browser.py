@@ -44,3 +44,38 @@ def test_a_deep_link_with_a_what_if_renders_the_core_numbers(page):
     assert "c.burst=off" in page.url and "c.p=cluster-quarter" in page.url
     nav = page.locator('[data-testid="stSidebarNav"]')
     expect(nav).to_contain_text("Shared cluster", timeout=NEVER_MS)
+
+
+SMALL = """name: One small team
+horizon_days: 91
+start_date: '2026-01-05'
+pools:
+  h100: {gpu: h100-80gb, nodes: 8, reserved_usd_per_gpu_hour: 2.1}
+teams:
+  team_a: {quota_gpus: {h100: 32}, priority: 50}
+projects:
+  proj-1:
+    team: team_a
+    preset: llama2-7b-pretrain
+    pool: h100
+    set: {stages.pretrain.tokens_b: 100, hardware.num_gpus: 16}
+    runs: 1
+"""
+
+
+def test_a_bad_portfolio_after_a_good_one_keeps_the_good_one(page, tmp_path):
+    """After a good portfolio upload, a bad one (a priority of .nan) brought the shipped quarter back under the
+    refusal, unsaid: the last good upload stays, and the refusal says so."""
+    good, bad = tmp_path / "small.yaml", tmp_path / "bad.yaml"
+    good.write_text(SMALL, encoding="utf-8")
+    bad.write_text(SMALL.replace("priority: 50", "priority: .nan"), encoding="utf-8")
+    want = results.ClusterModel(portfolio.load_text(SMALL)).run()
+    metric = page.locator('[data-testid="stMetric"]').filter(has_text="Total cost").first
+    box = page.locator('[data-testid="stMain"] [data-testid="stFileUploader"] input[type="file"]')
+    box.set_input_files(str(good))
+    expect(metric.locator('[data-testid="stMetricValue"]')).to_have_text(fmt.usd(want.total_usd), timeout=NEVER_MS)
+    box.set_input_files(str(bad))
+    expect(page.locator('[data-testid="stAlert"]').filter(has_text="The upload was not used")).to_contain_text(
+        "the portfolio uploaded before stays", timeout=NEVER_MS)
+    expect(metric.locator('[data-testid="stMetricValue"]')).to_have_text(fmt.usd(want.total_usd), timeout=NEVER_MS)
+    assert page.locator('[data-testid="stException"]').count() == 0

@@ -1009,3 +1009,22 @@ def test_a_key_ending_in_a_newline_is_quoted_on_one_line(key):
     assert "\n" not in str(err.value) and repr(key)[1:-1] in str(err.value)
     with pytest.raises(ScenarioError):
         costcore.load_preset(key)
+
+
+def test_a_whole_number_box_refuses_a_huge_or_fractional_value_in_words():
+    """"GPUs for this stage" read 1e30 as 1 GPU and 2e3 as 2 (the browser's integer box parses with parseInt), made
+    the plan infeasible and put num_gpus=1 in the link, without a word. The box takes any number: 2e3 is 2,000,
+    1e30 and 2.5 are refused in a sentence naming the range, and the last good value stays."""
+    from shared import app_on
+    at = app_on("pages/pretraining.py", p="pipeline-70b")
+    box = next(n for n in at.number_input if n.label == "GPUs for this stage (0 = sidebar value)")
+    assert isinstance(box.value, float)
+    box.set_value(2e3).run()
+    assert at.session_state["scenario"]["stages"]["pretrain"]["num_gpus"] == 2000
+    for bad in (1e30, 2.5):
+        box = next(n for n in at.number_input if n.label == "GPUs for this stage (0 = sidebar value)")
+        box.set_value(bad).run()
+        assert not at.exception
+        assert at.session_state["scenario"]["stages"]["pretrain"]["num_gpus"] == 2000
+        said = " ".join(w.value for w in at.warning) + " ".join(e.value for e in at.error)
+        assert "must be a whole number from 0 to 1,000,000" in said and "the last good value stays" in said, said
