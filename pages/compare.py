@@ -47,13 +47,21 @@ if b_scn is None:
     b_scn = ss["saved_b"] if choice == "saved snapshot" else costcore.load_preset(choice)
 b = costcore.estimate(b_scn)
 m = common.metric_row(3)
-m[0].metric("A: current", fmt.usd(res.total_usd))
-m[1].metric("B", fmt.usd(b.total_usd))
-same = fmt.usd(b.total_usd) == fmt.usd(res.total_usd)  # equal as shown: no red or green arrow for "+0.0%"
-m[2].metric("B - A", fmt.usd(b.total_usd - res.total_usd),
-            delta="no change" if same else ("from nothing" if res.total_usd <= 0
-                                                         else fmt.share(res.share_of_total(b.total_usd) - 1, signed=True)),
-            delta_color="off" if same else "inverse", delta_arrow="off" if same else "auto")
+# a plan that cannot run has no total, here as on every page ($25.8B beside "No total", and a green -100%)
+m[0].metric("A: current", fmt.usd(res.total_usd) if res.feasible else "No total",
+            help=None if res.feasible else "A cannot run as planned: the message above says why.")
+m[1].metric("B", fmt.usd(b.total_usd) if b.feasible else "No total",
+            help=None if b.feasible else "B cannot run as planned: the line below says why.")
+if res.feasible and b.feasible:
+    same = fmt.usd(b.total_usd) == fmt.usd(res.total_usd)  # equal as shown: no red or green arrow for "+0.0%"
+    m[2].metric("B - A", fmt.usd(b.total_usd - res.total_usd),
+                delta="no change" if same else ("from nothing" if res.total_usd <= 0
+                                                else fmt.share(res.share_of_total(b.total_usd) - 1, signed=True)),
+                delta_color="off" if same else "inverse", delta_arrow="off" if same else "auto")
+else:
+    m[2].metric("B - A", "n/a", help="No difference: a plan that cannot run has no total.")
+if not b.feasible:
+    st.warning("B cannot run as planned: " + common.md_escape(" ".join(b.infeasible)), icon=":material/block:")
 def _value_words(path: str, v) -> str:
     """A scenario value as the widgets show it: a choice in words, yes or no, a number at 3 significant digits
     ("0 (auto)" where 0 asks the model: an MFU of 0 read as zero utilization)."""
@@ -104,6 +112,10 @@ with right:
         tooltip=[alt.Tooltip("stage:N", title="Stage"), alt.Tooltip("scenario:N", title="Scenario"),
                  alt.Tooltip("usd:Q", format="$,.0f", title="Cost")]).properties(height=300),
         "Cost of each stage in scenario A and B")
+    if not (res.feasible and b.feasible):
+        st.caption("A stage that cannot run is drawn at the cost of the nearest layout the planner found, which "
+                   "no run could take: " + " and ".join(n for n, r in (("A", res), ("B", b)) if not r.feasible)
+                   + " has no total.")
 by_resource = common.lazy_expander("Costs by stage and resource", "compare:by_resource")
 if by_resource.open:
     with by_resource:

@@ -832,3 +832,13 @@ def test_workbench_offers_the_zero_stage_offload_needs_and_post_training_the_rl_
     ref.set_value("live").run()
     assert not pt.exception and pt.session_state["scenario"]["stages"]["rl"]["reference"] == "live"
     assert _total(pt) > before  # a live reference adds its forward passes
+
+
+def test_compare_shows_no_total_for_a_plan_that_cannot_run():
+    """Under "No total: the plan is infeasible." the Compare page showed "A: current $25.8B" and "B - A -$25.8B,
+    -100%" in green (a 405B on one GPU): a plan that cannot run has no total here too, and no difference."""
+    from shared import app_on
+    at = app_on("pages/compare.py", p="llama3-8b", **{"model.params_b": "405", "hardware.num_gpus": "1"})
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["A: current"] == "No total" and shown["B - A"] == "n/a", shown
+    assert shown["B"].startswith("$")  # B, the preset, runs
