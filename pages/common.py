@@ -57,6 +57,10 @@ def _warm_up() -> bool:
 
 
 _MD_SPECIAL = set("\\`*[]!|~$#")  # links, images, code, emphasis, tables, math; HTML goes through html.escape
+# GitHub-flavoured markdown turns a bare http://..., www.host or name@host into a live link after parsing (no
+# escape stops it; a shared link's name put one in every page's header): an invisible word joiner (U+2060) splits
+# the scheme from its "://", "www" from its dot and "@" from the host
+_MD_AUTOLINK = re.compile(r"(?i)\b(https?|ftp|mailto|www)(?=:|\.)|@")
 _MD_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")  # an underscore that can open or close emphasis
 
 
@@ -65,6 +69,7 @@ def md_escape(text: str) -> str:
     HTML is escaped and every markdown control character is backslash-escaped."""
     text = html.escape(str(text), quote=False)
     text = "".join("\\" + c if c in _MD_SPECIAL else c for c in text)
+    text = _MD_AUTOLINK.sub(lambda m: m.group(0) + "\u2060", text)
     # an underscore that can open or close emphasis ("__main__" read as bold "main"); one inside a word (params_b)
     # cannot, and stays as it is so messages keep the settings' names
     return _MD_UNDERSCORE.sub(r"\\_", text)

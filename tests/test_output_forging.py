@@ -182,3 +182,16 @@ def test_a_python_tag_is_refused_in_words_and_its_name_is_not_markdown():
     assert said.startswith("bad.yaml: uses the tag !!python/object:__main__.Foo (line 2), which a scenario file may "
                            "not use") and "constructor" not in said
     assert "\\_\\_main\\_\\_" in md_escape(said) and "params_b" in md_escape("model.params_b")
+
+
+def test_bare_addresses_in_user_text_never_become_links():
+    """Markdown and HTML stayed literal, but GitHub-flavoured markdown still turned a bare https://..., www.host or
+    name@host in a shared link's name into a live link in every page's header (it links after parsing, so no
+    backslash stops it). md_escape splits each with an invisible word joiner: no autolink pattern remains, and
+    the text reads the same."""
+    import re
+    from pages.common import md_escape
+    said = md_escape("see https://evil.example/login, HTTP://X.Y, ftp://f, www.evil.com and a@b.com")
+    # mdast-util-gfm-autolink-literal's patterns: a scheme and "://", "www" and a dot, an e-mail address
+    assert not re.search(r"(?i)(https?|ftp|mailto)://|www\.|[\w.+-]@[\w-]", said), said
+    assert said.replace("\u2060", "") == "see https://evil.example/login, HTTP://X.Y, ftp://f, www.evil.com and a@b.com"
