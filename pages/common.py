@@ -1079,7 +1079,11 @@ def stage_metrics(res: api.Result, stage: str) -> None:
     c[2].metric("Wall-clock", fmt.days(res.stat(stage, "wall_days")),
                 help=f"One run on {fmt.gpus(res.stat(stage, 'num_gpus'))}; the billed GPU-hours also count the "
                      "failed runs and repeated experiments, so they can exceed wall-clock x GPUs.", **mark)
-    c[3].metric("Memory per GPU", fmt.gb(res.stat(stage, "memory_per_gpu_gb")),
-                help="fits" if runs else "does not fit", **({} if runs else
-                                                             {"delta": "does not fit", "delta_color": "inverse",
-                                                              "delta_arrow": "off"}))
+    mem, usable = res.stat(stage, "memory_per_gpu_gb"), res.stat(stage, "usable_memory_gb")
+    # "47.3 GB, does not fit" on an 80 GB GPU: the nearest layout's memory, which is not what stops the stage
+    why = "does not fit" if mem > usable else "cannot run as laid out"
+    c[3].metric("Memory per GPU", fmt.gb(mem),
+                help=f"of {fmt.gb(usable)} usable; " + ("fits" if runs else (
+                    "more than the GPU holds" if mem > usable else
+                    "the nearest layout's: memory is not what stops this stage (the message above says what does)")),
+                **({} if runs else {"delta": why, "delta_color": "inverse", "delta_arrow": "off"}))

@@ -842,3 +842,14 @@ def test_compare_shows_no_total_for_a_plan_that_cannot_run():
     shown = {m.label: m.value for m in at.metric}
     assert shown["A: current"] == "No total" and shown["B - A"] == "n/a", shown
     assert shown["B"].startswith("$")  # B, the preset, runs
+
+
+def test_a_stage_stopped_by_its_layout_not_its_memory_does_not_say_it_does_not_fit():
+    """Pre-training of the 70B plan on 1 GPU (TP 8 pinned) read "Memory per GPU 47.3 GB, does not fit" on an 80 GB
+    GPU: 47.3 GB is the nearest layout's memory, and memory is not what stops it."""
+    at = _app("pages/pretraining.py", p="pipeline-70b", **{"stages.pretrain.num_gpus": "1"})
+    mem = next(m for m in at.metric if m.label == "Memory per GPU")
+    res = costcore.estimate(at.session_state["scenario"])
+    assert res.stat("pretrain", "fits") == 0.0
+    assert res.stat("pretrain", "memory_per_gpu_gb") < res.stat("pretrain", "usable_memory_gb")
+    assert mem.proto.delta == "cannot run as laid out"
