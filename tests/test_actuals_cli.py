@@ -59,10 +59,14 @@ def test_import_then_report_json_contract(cli, files, tmp_path):
     (["actuals", "report", "--where", "colour=red"], "where: must be dimension=value"),
     (["actuals", "report", "--retention-days", "-3"], "retention_days"),
     (["actuals", "import", "/nonexistent/bill.csv"], "no such file"),
+    # a mistyped store: it created an empty one and reported $0 with exit code 0
+    (["actuals", "report"], "db: no store at"),
+    (["validate"], "db: no store at"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(cli, tmp_path, argv, words):
     rc, stdout, stderr = cli(*argv, "--db", str(tmp_path / "s.duckdb"))
     assert rc == 2 and stdout == "" and stderr.count("\n") == 1 and words in stderr, stderr
+    assert argv[-1] == "/nonexistent/bill.csv" or not (tmp_path / "s.duckdb").exists()  # a report creates no store
 
 
 def test_a_bad_file_names_file_line_and_column(cli, files, tmp_path):

@@ -67,7 +67,7 @@ def cmd_report(args) -> int:
         from costcore import api
         plan = api.estimate(scn)
     from costcore.actuals import report, store
-    st = store.open_store(args.db, focus_table=args.focus_table)
+    st = store.open_store(args.db, focus_table=args.focus_table, must_exist=True)
     try:
         data = report.load(st, since, until, args.retention_days)
     finally:

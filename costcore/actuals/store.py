@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from costcore import fmt
 from costcore.errors import ScenarioError
 from costcore.actuals.columns import COST_TABLE, DIMENSIONS, JOBS_TABLE, MONEY_SQL, UNATTRIBUTED  # noqa: F401
 
@@ -157,11 +158,13 @@ def connect_duckdb(path, read_only: bool = False):
     return duck
 
 
-def open_store(db: str | os.PathLike | None = None, read_only: bool = False, focus_table: str | None = None) -> Store:
+def open_store(db: str | os.PathLike | None = None, read_only: bool = False, focus_table: str | None = None,
+               must_exist: bool = False) -> Store:
     """Open the store: a DuckDB file (default ``default_path()``) or an Ibis URL of a warehouse.
 
     ``focus_table``: a warehouse (or DuckDB) table holding a raw FOCUS export, read through
-    :func:`costcore.actuals.queries.focus_view` instead of ``cost_rows``.
+    :func:`costcore.actuals.queries.focus_view` instead of ``cost_rows``. ``must_exist``: a DuckDB file named
+    that is not there is refused (a report on a mistyped path created an empty store and reported $0).
     """
     import ibis
     if is_url(db):
@@ -171,6 +174,10 @@ def open_store(db: str | os.PathLike | None = None, read_only: bool = False, foc
             raise ScenarioError("db", f"cannot connect to {db}: {type(err).__name__}: {err}") from None
         return Store(where=str(db), backend=backend, focus_table=focus_table)
     path = Path(db).expanduser() if db else default_path()
+    if must_exist and db and not path.is_file():
+        raise ScenarioError("db", f"no store at {fmt.one_line(str(db), 200)}: import bills or job records into it "
+                                  "first (python -m costcore actuals import --db PATH FILE), or name the store that "
+                                  "holds them")
     duck = connect_duckdb(path, read_only=read_only)
     return Store(where=str(path), duck=duck, backend=ibis.duckdb.from_connection(duck), focus_table=focus_table)
 

@@ -9,7 +9,7 @@ from costcore import fmt
 def cmd_validate_db(args) -> int:
     """``validate --db STORE``: the planner's defaults on the organisation's own runs, and the fitted factor."""
     from costcore.actuals import efficiency, queries, store
-    st = store.open_store(args.db)
+    st = store.open_store(args.db, must_exist=True)
     try:
         fit = efficiency.fit(queries.fetch(queries.run_table(st.jobs_table())))
     finally:
