@@ -278,6 +278,8 @@ if ss.cluster_upload is None:
     if {k: st.query_params.get(k) for k in st.query_params.keys()} != params:
         st.query_params.from_dict(params)
 s = res.summary
+for w in res.warnings:  # work past the horizon: the chart ran to day 2,650 under "every deadline met"
+    st.warning(common.md_escape(w), icon=":material/schedule:")
 c = common.metric_row(5)
 c[0].metric("Total cost", fmt.usd(s["total_usd"]), help=fmt.usd_exact(s["total_usd"]))
 c[1].metric("Idle capacity", fmt.usd(s["idle_usd"]),

@@ -267,7 +267,8 @@ def test_cli_json_contract(cli, quarter):
     rc, out, err = cli("cluster", "cluster-quarter", "--format", "json")
     assert rc == 0, err
     d = json.loads(out)
-    assert set(d) == {"total_usd", "idle_gpu_hours", "utilization", "projects", "teams"}
+    assert set(d) == {"total_usd", "idle_gpu_hours", "utilization", "projects", "teams", "warnings"}
+    assert d["warnings"] == []  # the quarter ends within its horizon
     assert len(d["projects"]) >= 40 and len(d["teams"]) == 10
     for p in d["projects"].values():
         assert set(p) == {"team", "start_day", "finish_day", "wait_days", "deadline_met", "gpu_hours",
@@ -340,3 +341,32 @@ def test_usage_over_time_has_every_team_and_pool(quarter):
     assert (u["gpus"] >= -1e-9).all()
     days = int(np.ceil(res.horizon_h / 24))
     assert len(u) == days * len(res.portfolio.teams) * len(res.portfolio.pools)
+
+
+def test_work_past_the_horizon_is_said():
+    """1,000 runs of 16 GPUs on a 64-GPU pool ran to about day 2,650 of a 91-day quarter: the caption said "over 91
+    days", the page "every deadline met", and the JSON nothing. The result says how far past the horizon it runs."""
+    from costcore.cluster import portfolio, results
+    text = """name: Too many runs
+horizon_days: 91
+start_date: '2026-01-05'
+pools:
+  h100: {gpu: h100-80gb, nodes: 8, reserved_usd_per_gpu_hour: 2.1}
+teams:
+  team_a: {quota_gpus: {h100: 64}, priority: 50}
+projects:
+  proj-1:
+    team: team_a
+    preset: llama2-7b-pretrain
+    pool: h100
+    set: {stages.pretrain.tokens_b: 100, hardware.num_gpus: 16}
+    runs: RUNS
+"""
+    few = results.ClusterModel(portfolio.load_text(text.replace("RUNS", "1"))).run()
+    assert few.warnings == [] and few.to_json()["warnings"] == []
+    many = results.ClusterModel(portfolio.load_text(text.replace("RUNS", "200"))).run()
+    end = many.horizon_h / 24.0
+    assert end > 91
+    assert many.warnings == [f"The work runs to day {end:,.0f}, past the 91-day horizon: the pools are paid until "
+                             f"then ({end / 91:,.3g} times the horizon); give them more GPUs, or plan fewer runs."]
+    assert many.to_json()["warnings"] == many.warnings

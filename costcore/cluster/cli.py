@@ -25,6 +25,9 @@ def cmd_cluster(args) -> int:
         sys.stdout.write(focus.focus_csv(res))
     else:
         sys.stdout.write(focus.plain_csv(res))
+    for w in res.warnings:  # beside a CSV, where the JSON carries them under "warnings"
+        if args.format != "json":
+            print(f"warning: {w}", file=sys.stderr)
     return 0
 
 

@@ -447,7 +447,18 @@ class ClusterResult:
         teams = {r.team: {"usd": float(r.usd), "gpu_hours": float(r.gpu_hours), "quota_gpus": int(r.quota_gpus)}
                  for r in tt.itertuples()}
         return {"total_usd": self.total_cents / 100.0, "idle_gpu_hours": self.idle_gpu_hours,
-                "utilization": self.utilization, "projects": projects, "teams": teams}
+                "utilization": self.utilization, "projects": projects, "teams": teams, "warnings": self.warnings}
+
+    @property
+    def warnings(self) -> list[str]:
+        """Sentences on a schedule that is not what the portfolio says: work that runs past its horizon (1,000 runs
+        of 16 GPUs on a 64-GPU pool ran to day 2,650 of a 91-day quarter, under "every deadline met")."""
+        horizon = float(self.portfolio.horizon_days)
+        end = self.horizon_h / rules.HOURS_PER_DAY
+        if end <= horizon * (1.0 + 1e-9):
+            return []
+        return [f"The work runs to day {end:,.0f}, past the {horizon:,.0f}-day horizon: the pools are paid until "
+                f"then ({end / horizon:,.3g} times the horizon); give them more GPUs, or plan fewer runs."]
 
     def period_start(self) -> _dt.datetime:
         return _dt.datetime.fromisoformat(self.portfolio.start_date).replace(tzinfo=_dt.timezone.utc)
