@@ -315,3 +315,16 @@ def test_validate_json_is_strict_json(capsys):
     days = {r["run"]: r["published_days"] for r in data["runs"]}
     assert days["LLaMA-7B"] is None and days["TinyLlama-1.1B"] == 90.0
     assert all(r["predicted_days"] > 0 and r["predicted_gpu_hours"] > 0 for r in data["runs"])
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["estimate", ""], "error: scenario: is empty: give a preset's name or a YAML file's path"),
+    (["estimate", "llama3-8b", "--org-efficiency", "/nonexistent/org.yaml"], "error: org_efficiency: org.yaml: no such file"),
+    (["actuals", "import", "--db", "/tmp/costcore-never.duckdb", "/"], "error: file: /: is a folder, not a file"),
+])
+def test_file_arguments_are_refused_in_words_not_python_names(argv, said):
+    """'.: is not a file' for an empty name, 'cannot read org.yaml: FileNotFoundError' (or ParserError), and 'no
+    such file' for a folder that is there: each file argument is refused in words."""
+    out = subprocess.run([sys.executable, "-m", "costcore", *argv], cwd=ROOT, capture_output=True, text=True,
+                         check=False)
+    assert out.returncode == 2 and out.stderr.strip() == said, out.stderr

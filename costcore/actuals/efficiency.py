@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from costcore import fmt
 from costcore.errors import ScenarioError
 
 FACTORS = np.round(np.arange(0.30, 1.601, 0.01), 2)
@@ -112,11 +113,13 @@ def factor_from(source: str) -> float:
     (key ``factor``), or a store (DuckDB file or Ibis URL) to fit on now."""
     p = Path(str(source)).expanduser()
     if p.suffix.lower() in (".yaml", ".yml"):
-        import yaml
-        try:
-            doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as err:
-            raise ScenarioError("org_efficiency", f"cannot read {p.name}: {type(err).__name__}") from None
+        from costcore.scenario.yamlio import read_yaml_file
+        try:  # the scenario files' reader: safe_load, a size limit, and its refusals in words
+            doc = read_yaml_file(p)
+        except ScenarioError as err:  # it said "cannot read x.yaml: ParserError" / "FileNotFoundError"
+            said = str(err)
+            said = said[len(err.path) + 2:] if err.path and said.startswith(err.path + ": ") else said
+            raise ScenarioError("org_efficiency", f"{fmt.one_line(p.name, 80)}: {said}") from None
         v = doc.get("factor") if isinstance(doc, dict) else None
         if not isinstance(v, (int, float)) or isinstance(v, bool):
             raise ScenarioError("org_efficiency", f"{p.name} has no number under 'factor'")

@@ -545,8 +545,9 @@ def import_files(store, paths) -> dict:
                                   "at its table (actuals report --db URL --focus-table NAME)")
     files = [Path(p) for p in paths]
     for p in files:
-        if not p.is_file():
-            raise ScenarioError("file", f"{one_line(str(p))}: no such file")
+        if not p.is_file():  # a folder is there, but is not a file ("no such file" said otherwise)
+            raise ScenarioError("file", f"{one_line(str(p))}: " + ("is a folder, not a file" if p.is_dir()
+                                                                   else "no such file"))
     kinds = [sniff(p) for p in files]
     out = {"imported_rows": 0, "duplicate_rows": 0, "files": []}
     staged = {}  # file index -> (temporary table, line count) of each FOCUS file

@@ -41,6 +41,8 @@ def load_scenario(source: str | Path | Mapping) -> dict:
             raise ScenarioError("scenario", "is a mapping that could not be read") from None
         return schema.validate(data)
     if isinstance(source, (str, Path)):
+        if not str(source).strip():  # "" is the current folder to Path: ".: is not a file"
+            raise ScenarioError("scenario", "is empty: give a preset's name or a YAML file's path")
         if not str(source).isprintable():  # the name is echoed in the message: keep that one line
             raise ScenarioError("file", "is not a usable file name (it holds line breaks or control characters)")
         p = Path(source)
