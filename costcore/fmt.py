@@ -198,6 +198,11 @@ def one_line(text: str, limit: int = 200) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
+def count(n: float, thing: str, things: str | None = None) -> str:
+    """A count and its noun, singular for one: "1 run", "3 runs", "1,024 job records" ("Read 1 job records")."""
+    return f"{n:,.0f} {thing if n == 1 else (things or thing + 's')}"
+
+
 def gpus(n: float) -> str:
     """A GPU count as a person writes it: "1 GPU", "8 GPUs", "8,192 GPUs"."""
     n = float(n)

@@ -138,7 +138,7 @@ if ss.get("review_previous") and ss.get("preset") == sample.PLAN_PRESET:
 runs_only = data is not None and data.cube.empty and len(data.runs) > 0
 if data is None or data.cube.empty:
     v = report.view(report.empty_data(), res if res.feasible else None)
-    st.info((f"Read {len(data.runs):,} job records and no bills: plan vs actual needs the bills (a FOCUS CSV); "
+    st.info((f"Read {fmt.count(len(data.runs), 'job record')} and no bills: plan vs actual needs the bills (a FOCUS CSV); "
              "job records add efficiency and cost per result to them." if runs_only else
              "No bills yet: upload files or load the sample data.") + " The chart shows the plan's cumulative spend.")
     data = None

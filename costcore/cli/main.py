@@ -56,8 +56,9 @@ def render_table(res) -> str:
     for r in rows:
         out.write("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths))) + "\n")
     if not d["feasible"]:
+        out.write("TOTAL: none, the plan is infeasible.\n")  # once, then each stage's reason (it was repeated)
         for sentence in d["infeasible"]:
-            out.write(f"TOTAL: none, the plan is infeasible. {sentence}\n")
+            out.write(f"  - {sentence}\n")
         return out.getvalue()
     out.write(f"fixed {fmt_usd(d['fixed_usd'])}  elastic {fmt_usd(d['elastic_usd'])}  peak GPUs {d['peak_gpus']:,}\n")
     for s, v in d["stages"].items():
@@ -119,11 +120,12 @@ def render_plans(stage: str, plans: list[dict]) -> str:
         cols += ("schedule",)
         rows = [r + [fmt.schedule(p)] for r, p in zip(rows, plans)]
     widths = [max(len(r[i]) for r in rows + [list(cols)]) for i in range(len(cols))]
-    lines = [f"{schema.STAGE_LABELS[stage]}: {len(plans)} fastest plans that fit, best first"]
+    if not plans:  # not "0 fastest plans that fit, best first" over an empty table
+        return f"{schema.STAGE_LABELS[stage]}: no plan fits in GPU memory on this stage's GPUs\n"
+    lines = [f"{schema.STAGE_LABELS[stage]}: the {len(plans)} fastest plan{'s' if len(plans) != 1 else ''} that fit, "
+             "best first" if len(plans) != 1 else f"{schema.STAGE_LABELS[stage]}: the one plan that fits"]
     lines.append("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
-    if not plans:
-        lines.append("no plan fits in GPU memory on this stage's GPUs")
     return "\n".join(lines) + "\n"
 
 

@@ -30,7 +30,7 @@ def cmd_validate_db(args) -> int:
         print(f"{one_line(r['run_id'], 13):<14}{one_line(r['gpu_type'], 13):<14}{r['gpu_count']:>6,}"
               f"{r['actual_gpu_hours']:>14,.0f}{r['predicted_gpu_hours']:>12,.0f}{r['ratio']:>8.2f}"
               f"{r['fitted_ratio']:>8.2f}{r['loo_ratio']:>8.2f}")
-    print(f"\n{len(fit['runs'])} runs. Defaults: median error {fit['default_median_error']:.1%}. Organisation "
+    print(f"\n{fmt.count(len(fit['runs']), 'run')}. Defaults: median error {fit['default_median_error']:.1%}. Organisation "
           f"efficiency factor {fit['factor']:.2f} (sustained fraction {fit['sustained_fraction']:.3g}): median error "
           f"{fit['fitted_median_error']:.1%} in sample, {fit['loo_median_error']:.1%} leave-one-out (worst "
           f"{fit['loo_worst_fold']:.2f}x).")
@@ -61,7 +61,7 @@ def cmd_validate(args) -> int:
     with_fmt = df[cols].copy()
     print(with_fmt.to_string(index=False, float_format=lambda v: f"{v:,.3g}"))
     s = validation.summary(df)
-    print(f"\nmedian error {s['median_error']:.1%}; worst {s['worst_fold']:.2f}x ({s['worst_run']}); {s['runs']} runs")
+    print(f"\nmedian error {s['median_error']:.1%}; worst {s['worst_fold']:.2f}x ({s['worst_run']}); {fmt.count(s['runs'], 'run')}")
     skipped = validation.skipped_runs(validation.load_runs(args.runs))
     if skipped and not args.throughput:
         print("not scored: " + "; ".join(f"{fmt.one_line(n, 80)}: {fmt.one_line(why, 200)}" for n, why in skipped.items()))
