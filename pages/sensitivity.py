@@ -70,6 +70,22 @@ BUDGET_HELP = ("Starts at your total budget (Budget page)." if SET_BUDGET > 0 el
 inputs = sens.numeric_inputs(scn)
 
 
+BUDGET_MAX = BY_PATH["budget.total_usd"].hi  # $10 trillion, the largest budget a scenario states
+
+
+def _in_range(what: str, v: float, lo: float, hi: float, whole: bool = False) -> bool:
+    """A box's value within [lo, hi] (and whole), else a sentence naming it and its range, as every other page
+    refuses (the browser's own min/max drew a red border alone and kept using the old value)."""
+    ok = math.isfinite(v) and lo <= v <= hi and (not whole or float(v).is_integer())
+    if not ok:
+        kind = "a whole number" if whole else "a number"
+        money = what.lower().startswith("budget")
+        ends = (fmt.usd(lo), fmt.usd(hi)) if money else (fmt.num(lo), fmt.num(hi))
+        st.warning(common.md_escape(f"{what}: must be {kind} from {ends[0]} to {ends[1]} (got {v:,.6g}); "
+                                    "nothing was computed with it."))
+    return ok
+
+
 @st.fragment
 def tornado_section():
     st.header("Tornado: which knob moves the total most")
@@ -136,9 +152,11 @@ def sweep_section():
     f = BY_PATH[key]
     lo_default = max(f.lo, cur / 4 if cur > 0 else 0.0)
     hi_default = min(f.hi, cur * 4 if cur > 0 else 1.0)
-    lo = c2.number_input("from", value=float(lo_default), min_value=float(f.lo), max_value=float(f.hi), key=f"sw_lo:{key}")
-    hi = c3.number_input("to", value=float(hi_default), min_value=float(f.lo), max_value=float(f.hi), key=f"sw_hi:{key}")
-    if hi <= lo:
+    lo = c2.number_input("from", value=float(lo_default), key=f"sw_lo:{key}")
+    hi = c3.number_input("to", value=float(hi_default), key=f"sw_hi:{key}")
+    if not (_in_range(f"{label(key)}, from", lo, f.lo, f.hi) and _in_range(f"{label(key)}, to", hi, f.lo, f.hi)):
+        pass
+    elif hi <= lo:
         st.warning(f"{label(key)}: 'to' must be larger than 'from' ({f.allowed()}).")
     else:
         xs = np.linspace(lo, hi, 80)
@@ -222,10 +240,12 @@ def heatmap_section():
     ydef = next((k for k in ("stages.pretrain.tokens_b", "hardware.num_gpus") if k in inputs),
                 inputs[min(1, len(inputs) - 1)])
     ky = c2.selectbox("y", inputs, index=inputs.index(ydef), key="hm_y", format_func=label)
-    budget = c3.number_input("Budget line ($)", min_value=1.0,
+    budget = c3.number_input("Budget line ($)",
                              value=SET_BUDGET or float(round(res.total_usd, -3) or 1000.0), step=1e5, key="hm_budget",
                              format="%.0f", help=BUDGET_HELP.format("the plan's total"))
-    if kx == ky:
+    if not _in_range("Budget line", budget, 1.0, BUDGET_MAX):
+        pass
+    elif kx == ky:
         st.warning("Choose two different inputs.")
     else:
         vx, vy = sens.current_values([kx, ky], scn, res)
@@ -318,10 +338,13 @@ def monte_carlo_section():
                                   "10,000 samples and 0.4% at 20,000 (against a million samples): the third "
                                   "digit shown. "
                                   "costcore.api.monte_carlo takes any count."))
-    seed = int(c2.number_input("Seed", 0, 10_000, 0, key="mc_seed"))
-    mc_budget = c3.number_input("Budget ($)", min_value=1.0,
+    seed = c2.number_input("Seed", value=0.0, step=1.0, format="%.0f", key="mc_seed")
+    mc_budget = c3.number_input("Budget ($)",
                                 value=SET_BUDGET or float(round(res.total_usd * 1.1, -3) or 1000.0), step=1e5,
                                 key="mc_budget", format="%.0f", help=BUDGET_HELP.format("the plan's total plus 10%"))
+    if not (_in_range("Seed", seed, 0, 10_000, whole=True) and _in_range("Budget", mc_budget, 1.0, BUDGET_MAX)):
+        return
+    seed = int(seed)
     dists = sens.default_distributions(scn)
     mc = _monte_carlo(SCN_JSON, n, seed, float(mc_budget))
     m = st.columns(4)
@@ -378,16 +401,19 @@ def solver_section():
         st.info("No stage is switched on: there is nothing for a budget to buy.")
         return
     c1, c2 = st.columns(2)
-    b = c1.number_input("Budget for the whole plan ($)", min_value=1000.0,
+    b = c1.number_input("Budget for the whole plan ($)",
                         value=max(SET_BUDGET, 1000.0) if SET_BUDGET else float(round(res.total_usd, -3)),
                         step=1e6, key="solve_budget", format="%.0f", help=BUDGET_HELP.format("the plan's total"))
+    if not _in_range("Budget for the whole plan", b, 1000.0, BUDGET_MAX):
+        return
     modes = (["compute_optimal", "tokens"] if "pretrain" in res.stages else []) + ["amount"]
     for k, choices in (("solve_mode", modes), ("solve_key", amounts)):  # a choice the new scenario no longer has
         if k in st.session_state and st.session_state[k] not in choices:
             del st.session_state[k]
-    mode = c2.radio("Solve for", modes, horizontal=True, key="solve_mode",
-                    format_func={"compute_optimal": "model size and tokens (20 tokens/param)",
-                                 "tokens": "tokens for this model", "amount": "more of one stage"}.__getitem__)
+    mode = modes[0] if len(modes) == 1 else c2.radio(  # a one-option radio said nothing a label would not
+        "Solve for", modes, horizontal=True, key="solve_mode",
+        format_func={"compute_optimal": "model size and tokens (20 tokens/param)",
+                     "tokens": "tokens for this model", "amount": "more of one stage"}.__getitem__)
     key = None
     if mode == "amount":
         key = st.selectbox("Amount to buy (everything else stays as planned)", amounts, key="solve_key",
@@ -426,8 +452,11 @@ def solver_section():
         else:
             m[3].metric("One step larger", "n/a", help=f"The search stopped at the largest {what} it can plan.")
         common.stacked_bar(sol.result, height=360)  # at 240 the seven-resource legend left the bars 120 px
-    except schema.ScenarioError as err:
-        st.warning(common.md_escape(schema.error_in_words(err)))
+    except schema.ScenarioError as err:  # the API's argument named as the box is ("budget_usd: even the cheapest")
+        said = schema.error_in_words(err)
+        if getattr(err, "path", "") == "budget_usd":
+            said = "Budget for the whole plan" + said[len("budget_usd"):]
+        st.warning(common.md_escape(said))
 
 
 # One analysis at a time: a change of the scenario (the sidebar) reruns the open one, not all five, which

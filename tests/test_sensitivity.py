@@ -231,7 +231,7 @@ def test_solver_page_sizes_a_plan_without_pretraining():
     from costcore import fmt
     from shared import app_on
     at = app_on("pages/sensitivity.py", "Budget solver", p="reasoning-grpo-32b")
-    assert not at.exception and [r.options for r in at.radio if r.key == "solve_mode"] == [["more of one stage"]]
+    assert not at.exception and not [r for r in at.radio if r.key == "solve_mode"]  # one mode: no one-option radio
     at.number_input(key="solve_budget").set_value(4.0e5).run()
     at.selectbox(key="solve_key").set_value("stages.rl.steps").run()
     assert not at.exception
@@ -600,3 +600,22 @@ def test_tornado_marks_layout_and_shape_choices_and_the_page_leaves_them_out_by_
     assert said and "pre-training: tensor parallelism" in said[0]
     at.toggle(key="tor_choices").set_value(True).run()
     assert not at.exception and not [c.value for c in at.caption if "are left out" in c.value]
+
+
+def test_the_analysis_boxes_refuse_out_of_range_values_in_words():
+    """The solver and Monte Carlo took a budget of 1e30 ("the plan costs $16.4M of $1,000,000,000,000,000,000T"),
+    and their boxes' browser limits drew a red border alone while the old value stayed in use; the solver named
+    its argument ("budget_usd: even the cheapest ..."). Each box now refuses in a sentence naming it."""
+    from shared import app_on
+    at = app_on("pages/sensitivity.py", "Budget solver", p="pipeline-70b")
+    at.number_input(key="solve_budget").set_value(1e30).run()
+    said = " ".join(w.value for w in at.warning).replace("\\", "")  # the markdown's escapes
+    assert "Budget for the whole plan: must be a number from $1.00k to $10.0T (got 1e+30)" in said, said
+    at.number_input(key="solve_budget").set_value(2000.0).run()
+    said = " ".join(w.value for w in at.warning).replace("\\", "")
+    assert "Budget for the whole plan: even the cheapest" in said and "budget_usd" not in said, said
+    mc = app_on("pages/sensitivity.py", "Monte Carlo", p="llama3-8b")
+    mc.number_input(key="mc_seed").set_value(99_999_999.0).run()
+    assert "Seed: must be a whole number from 0 to 10,000" in " ".join(w.value for w in mc.warning)
+    with pytest.raises(costcore.ScenarioError, match="to 10,000,000,000,000"):
+        S.solve_budget(SCN, 1e30)

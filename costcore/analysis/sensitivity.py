@@ -591,7 +591,7 @@ def monte_carlo(scenario, n: int = 100_000, seed: int = 0, dists: Mapping[str, D
     n = checks.count("n", n, 1, api.MAX_BATCH_ROWS)
     seed = checks.count("seed", seed, 0, 2**63 - 1)
     if budget_usd is not None:
-        budget_usd = checks.number("budget_usd", budget_usd, 0.0, lo_open=True)
+        budget_usd = checks.number("budget_usd", budget_usd, 0.0, BUDGET_MAX_USD, lo_open=True)
     scn, x, res = _base(scenario)
     if dists is not None and not isinstance(dists, Mapping):
         raise ScenarioError("dists", "must be a mapping of setting to Dist")
@@ -699,6 +699,11 @@ def _largest_within(f_cost, lo: float, hi: float, budget: float, rounds: int = 3
     return a, b, f_cost(np.array([a]))[0], f_cost(np.array([b]))[0]
 
 
+# the largest budget a scenario may state (schema: budget.total_usd's maximum, $10 trillion): a solver or a
+# Monte Carlo budget of 1e30 read "the plan costs $16.4M of $1,000,000,000,000,000,000T"
+BUDGET_MAX_USD = BY_PATH["budget.total_usd"].hi
+
+
 def solve_budget(scenario, budget_usd: float, mode: str = "compute_optimal",
                  tokens_per_param: float = TOKENS_PER_PARAM, key: str | None = None) -> Solution:
     """Largest plan that fits a budget (whole scenario total, all enabled stages).
@@ -714,7 +719,7 @@ def solve_budget(scenario, budget_usd: float, mode: str = "compute_optimal",
     answer is the largest plan that is affordable and runs, and ``limit`` says
     which of the two stopped it.
     """
-    budget_usd = checks.number("budget_usd", budget_usd, 0.0, lo_open=True)
+    budget_usd = checks.number("budget_usd", budget_usd, 0.0, BUDGET_MAX_USD, lo_open=True)
     mode = checks.choice("mode", mode, ("compute_optimal", "tokens", "amount"))
     tokens_per_param = checks.number("tokens_per_param", tokens_per_param, 0.0, 1e6, lo_open=True)
     scn, x, res = _base(scenario)

@@ -73,11 +73,16 @@ def as_float(name: str, v, allowed: str) -> float:
                             allowed=allowed) from None
 
 
+def _g(v: float) -> str:
+    """A range's end in words: 10,000,000,000,000 rather than 1e+13 (whole numbers below 1e16), else as %g."""
+    return f"{v:,.0f}" if float(v).is_integer() and abs(v) < 1e16 else f"{v:,g}"
+
+
 def number(name: str, v, lo: float = -math.inf, hi: float = math.inf, *, lo_open: bool = False) -> float:
     """A finite real number in [lo, hi] (or (lo, hi] with ``lo_open``), as a Python float."""
-    rng = f"{'more than' if lo_open else 'from'} {lo:,g}" + (f" to {hi:,g}" if math.isfinite(hi) else "")
+    rng = f"{'more than' if lo_open else 'from'} {_g(lo)}" + (f" to {_g(hi)}" if math.isfinite(hi) else "")
     if not math.isfinite(lo):
-        rng = f"at most {hi:,g}" if math.isfinite(hi) else "any finite number"
+        rng = f"at most {_g(hi)}" if math.isfinite(hi) else "any finite number"
     allowed = f"a number {rng}"
     if not _is_real(v):
         raise ScenarioError(name, f"must be {allowed} (got {_shown(v)})", value=v, allowed=allowed)
