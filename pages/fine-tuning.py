@@ -54,7 +54,9 @@ with left:
             up = st.session_state.get(file_key)
             source = up.getvalue() if up is not None else st.session_state.get(text_key) or ""
             if not source.strip():  # the JSON parser's "Expecting value (line 1, column 1)" said it less plainly
-                ss.messages.append("Choose a config.json file or paste its text first.")
+                ss.messages.append(f"{fmt.one_line(up.name or 'The file', 80)} is empty: choose a config.json with "
+                                   "its model's settings." if up is not None else
+                                   "Choose a config.json file or paste its text first.")
                 return
             try:
                 shape = hfconfig.parse_hf_config(source)

@@ -1463,7 +1463,7 @@ ITEM_KEYS = (
     "data.cleaning", "data.labeling", "data.synthetic", "data.human_eval", "labor.team", "ops.platform",
     "hidden.failures", "hidden.ckpt_stalls", "hidden.idle", "hidden.experiments", "hidden.failed_runs",
     "hidden.data_stalls", "compute.media_preprocessing", "storage.media", "network.media", "data.media_license",
-    "data.captioning",
+    "data.captioning", "hidden.reserved_idle",
 )
 FIXED_ITEM_KEYS = ("storage.dataset", "data.acquisition", "labor.team", "ops.platform", "storage.media",
                    "data.media_license")

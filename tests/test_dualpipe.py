@@ -177,7 +177,7 @@ def test_the_plan_command_names_the_schedule_and_reads_at_three_digits(capsys):
     rc, out, err = run_cli(capsys, ["plan", str(ROOT / "presets" / "moe-deepseek-v3.yaml"), "--top", "3"])
     assert rc == 0 and not err
     lines = out.splitlines()
-    assert lines[0] == "Pre-training: 3 fastest plans that fit, best first"
+    assert lines[0] == "Pre-training: the 3 fastest plans that fit, best first"
     assert lines[1].split()[-1] == "schedule"  # each plan says which schedule it runs
     best = api.plans(api.load_preset("moe-deepseek-v3"), "pretrain", top=1)[0]
     row = lines[2].split()

@@ -15,6 +15,7 @@ run CSV's columns; a row without them is kept under "unattributed".
 from __future__ import annotations
 
 import csv
+import math
 import datetime as dt
 import hashlib
 import json
@@ -159,6 +160,17 @@ def _money_sql(col: str) -> tuple[str, str]:
     return value, f"coalesce(CAST({fast} AS VARCHAR), CAST({value} AS VARCHAR))"
 
 
+def _money_words(value) -> str:
+    """Why a money cell was refused: not a number, or a number beyond what the store holds ("'-5e30' is not a
+    number" said the wrong thing)."""
+    try:
+        f = float(str(value).strip())
+    except ValueError:
+        return "is not a number"
+    return ("is not a finite number" if not math.isfinite(f) else
+            "is beyond the largest amount the store holds (at most 26 digits before the decimal point)")
+
+
 def _focus_bad_money_sql() -> str:
     """SELECT rowid, column of the first money value that does not parse (no row when all do)."""
     tests = []
@@ -272,7 +284,7 @@ def prepare_focus(duck, path: Path, table: str) -> int:
             rowid, col = bad
             value = duck.execute(f"SELECT {_q(col)} FROM _stg WHERE rowid = ?", [rowid]).fetchone()[0]
             what = {"Tags": "is not a JSON object"}.get(col, "is not a date and time (ISO 8601)"
-                                                             if col.startswith("Charge") else "is not a number")
+                                                             if col.startswith("Charge") else _money_words(value))
             raise ScenarioError("file", f"{_where(path, int(rowid - base) + 2, col, header.index(col) + 1)}: "
                                         f"{one_line(repr(value or ''), 80)} {what}")
         total = duck.execute("SELECT count(*) FROM _stg").fetchone()[0]

@@ -42,6 +42,30 @@ def _train_stages(res) -> list[str]:
     return [s for s in res.stages if s != "eval"]
 
 
+def _pricing_levers(res: api.Result) -> list[Lever]:
+    """Reserved and spot capacity, each off the GPU's on-demand price."""
+    ev = lambda p: effective_value(res.scenario, p)  # noqa: E731
+    out: list[Lever] = []
+    # pricing: the discounts are off the GPU's on-demand price (its catalog price; a custom GPU's own), so a
+    # lever applied is not offered again: each Apply of "reserved" cut the price that it had already cut
+    price = float(schema.CATALOG.get(ev("hardware.gpu"), {}).get("usd_per_gpu_hour") or ev("hardware.usd_per_gpu_hour"))
+    months = float(ev("hardware.reserved_months"))
+    out.append(Lever("reserved", f"Reserved capacity ({P['reserved_discount']:.0%} below on-demand, a "
+                                 f"{months:g}-month term)",  # fixed cost; offered only where it saves (levers)
+                     "The whole term is billed whether the GPUs run or not (its unused hours are in the total), you "
+                     "are tied to one provider, and the GPU time becomes fixed cost.",
+                     {"hardware.usd_per_gpu_hour": round(price * (1 - P["reserved_discount"]), 4),
+                      "hardware.reserved": True}, sources=["reserved_discount"]))
+    rate = float(ev("reliability.failures_per_gpu_hour"))
+    out.append(Lever("spot", f"Spot capacity ({P['spot_discount']:.0%} below on-demand, "
+                             f"{P['spot_interruption_multiplier']}x interruptions)",
+                     "Preemptions: more lost work and restarts, and capacity may vanish for days.",
+                     {"hardware.usd_per_gpu_hour": round(price * (1 - P["spot_discount"]), 4), "hardware.reserved": False,
+                      "reliability.failures_per_gpu_hour": min(0.01, rate * P["spot_interruption_multiplier"])},
+                     sources=["spot_discount", "spot_interruption_multiplier"]))
+    return out
+
+
 def _candidates(res: api.Result) -> list[Lever]:
     scn = res.scenario
     out: list[Lever] = []
@@ -87,29 +111,14 @@ def _candidates(res: api.Result) -> list[Lever]:
         out.append(Lever("mfu", f"Raise MFU by {P['mfu_gain_points'] * 100:.0f} points (kernels, parallel layout)",
                          "Engineering time; gains are not guaranteed at every scale.", ch, sources=["mfu_gain_points"]))
     # fewer repeated experiments
-    ch = {f"stages.{s}.experiments": round(ev(f"stages.{s}.experiments") * P["experiments_factor"], 3)
-          for s in res.stages if ev(f"stages.{s}.experiments") > 0}
+    # the experiments' size, not their count: halving a count wrote "experiments=0.5" runs into the link
+    ch = {f"stages.{s}.experiment_size": round(ev(f"stages.{s}.experiment_size") * P["experiments_factor"], 4)
+          for s in res.stages if ev(f"stages.{s}.experiments") > 0 and ev(f"stages.{s}.experiment_size") > 0}
     if ch:
-        out.append(Lever("experiments", "Halve the repeated experiments (smaller proxy runs, better tracking)",
+        out.append(Lever("experiments", "Halve the size of the repeated experiments (smaller proxy runs)",
                          "Less tuning can leave quality on the table or hide a bad setting.", ch,
                          sources=["experiments_factor"]))
-    # pricing: the discounts are off the GPU's on-demand price (its catalog price; a custom GPU's own), so a
-    # lever applied is not offered again: each Apply of "reserved" cut the price that it had already cut
-    price = float(schema.CATALOG.get(ev("hardware.gpu"), {}).get("usd_per_gpu_hour") or ev("hardware.usd_per_gpu_hour"))
-    months = float(ev("hardware.reserved_months"))
-    out.append(Lever("reserved", f"Reserved capacity ({P['reserved_discount']:.0%} below on-demand, a "
-                                 f"{months:g}-month term)",  # fixed cost; offered only where it saves (levers)
-                     "The whole term is billed whether the GPUs run or not (its unused hours are in the total), you "
-                     "are tied to one provider, and the GPU time becomes fixed cost.",
-                     {"hardware.usd_per_gpu_hour": round(price * (1 - P["reserved_discount"]), 4),
-                      "hardware.reserved": True}, sources=["reserved_discount"]))
-    rate = float(ev("reliability.failures_per_gpu_hour"))
-    out.append(Lever("spot", f"Spot capacity ({P['spot_discount']:.0%} below on-demand, "
-                             f"{P['spot_interruption_multiplier']}x interruptions)",
-                     "Preemptions: more lost work and restarts, and capacity may vanish for days.",
-                     {"hardware.usd_per_gpu_hour": round(price * (1 - P["spot_discount"]), 4), "hardware.reserved": False,
-                      "reliability.failures_per_gpu_hour": min(0.01, rate * P["spot_interruption_multiplier"])},
-                     sources=["spot_discount", "spot_interruption_multiplier"]))
+    out += _pricing_levers(res)
     # a mixture of experts: let the plan search run DualPipe where it is faster than 1F1B
     if float(ev("model.experts")) > 1:
         ch = {f"stages.{s}.schedule": "search" for s in res.stages if f"stages.{s}.schedule" in schema.BY_PATH

@@ -57,8 +57,12 @@ def load_scenario(source: str | Path | Mapping) -> dict:
 
 
 def load_yaml_text(text: str | bytes, what: str = "upload") -> dict:
-    """Validate a scenario given as YAML text (uploads)."""
-    return schema.validate(parse_yaml(text, what=what))
+    """Validate a scenario given as YAML text (uploads); a file that holds no mapping is named ("scenario: must be a
+    mapping of sections (got NoneType)" did not say which upload was empty)."""
+    data = parse_yaml(text, what=what)
+    if not isinstance(data, dict):
+        raise schema.not_a_mapping(data, what)
+    return schema.validate(data)
 
 
 def preset_names() -> list[str]:

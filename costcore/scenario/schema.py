@@ -586,6 +586,13 @@ def _text_ok(v, multiline: bool = False) -> bool:
 TEXT_RULE = "with no control or text-direction characters"
 
 
+def not_a_mapping(data, what: str = "scenario") -> ScenarioError:
+    """The refusal of a scenario that is not a mapping, in words ("(got NoneType)" for an empty file)."""
+    got = {type(None): "nothing", list: "a list", str: "a line of text"}.get(type(data), "a single value")
+    holds = "" if what == "scenario" else "holds no scenario: it "
+    return ScenarioError(what, f"{holds}must be a mapping of sections such as model: and stages: (got {got})")
+
+
 def validate(data: Any) -> dict:
     """Check a scenario mapping and return a normalized deep copy.
 
@@ -593,7 +600,7 @@ def validate(data: Any) -> dict:
     range. Never raises anything else for any input.
     """
     if not isinstance(data, dict):
-        raise ScenarioError("scenario", f"must be a mapping of sections (got {type(data).__name__})")
+        raise not_a_mapping(data)
     check_depth(data)
     data = _plain(data)  # from here on only built-in dicts and lists are read
     data = custom_encoder(_custom_gpu(_model_name(data)))
