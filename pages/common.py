@@ -677,7 +677,13 @@ def frame(title: str, intro: str) -> api.Result:
                        + fmt.usd_exact(res.fixed_usd))
         cols[3].metric("Elastic cost", fmt.usd(res.elastic_usd), help="scales with GPU time, tokens and samples: "
                        + fmt.usd_exact(res.elastic_usd))
-        cols[4].metric("Peak GPUs", f"{res.peak_gpus:,}")
+        one = max(res.stat(s, "num_gpus") for s in res.stages) if res.stages else 0
+        # 128 became 160 with no GPU count changed: evaluation starts before RL ends (schedule overlap), said here
+        cols[4].metric("Peak GPUs", f"{res.peak_gpus:,}", help="Most GPUs held at once. Stages run one after another; "
+                       "one set to overlap the stage before it (Budget page, Timeline; evaluation starts halfway through "
+                       "the stage before it by default) holds both sets at once" + (
+                           f": here more than the {one:,.0f} of the largest stage." if res.peak_gpus > one + 0.5
+                           else "."))
     training = [s for s in res.stages if s in api.TRAINING_STAGES]
     by_hand = [STAGE_LABELS[s] for s in training if not res.uses_layout(s)]
     if res.feasible and res.total_usd_p90 > res.total_usd_p10:

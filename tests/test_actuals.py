@@ -97,6 +97,7 @@ def _rewrite(src: Path, dst: Path, line: int, column: str, value: str, delim: st
 BAD_CELLS = [  # (file, line, column, value, words in the message)
     ("focus.csv", 5, "BilledCost", "twelve", "is not a number"),
     ("focus.csv", 40, "ChargePeriodStart", "2025-02-30T00:00:00Z", "is not a date"),
+    ("focus.csv", 12, "ChargePeriodEnd", "2020-01-01T00:00:00Z", "is before its ChargePeriodStart"),
     ("focus.csv", 7, "ConsumedQuantity", "1,5", "is not a number"),
     # a number, but not one the store holds: it was called "not a number"
     ("focus.csv", 8, "BilledCost", "-5e30", "is beyond the largest amount the store holds"),

@@ -160,6 +160,12 @@ def _money_sql(col: str) -> tuple[str, str]:
     return value, f"coalesce(CAST({fast} AS VARCHAR), CAST({value} AS VARCHAR))"
 
 
+def _charge_words(duck, value) -> str:
+    """Why a charge period's time was refused: not a time, or (ChargePeriodEnd) a time before its start."""
+    parses = duck.execute("SELECT TRY_CAST(trim(?) AS TIMESTAMPTZ) IS NOT NULL", [value]).fetchone()[0]
+    return "is before its ChargePeriodStart" if parses else "is not a date and time (ISO 8601)"
+
+
 def _money_words(value) -> str:
     """Why a money cell was refused: not a number, or a number beyond what the store holds ("'-5e30' is not a
     number" said the wrong thing)."""
@@ -207,6 +213,12 @@ def _lookups(duck) -> tuple | None:
                            "ORDER BY s.rowid LIMIT 1").fetchall()
         if bad:
             return c, bad[0][0]
+    # a charge period that ends before it starts (FOCUS 1.x: ChargePeriodEnd is after ChargePeriodStart) was
+    # imported without a word
+    back = duck.execute("SELECT s.ChargePeriodEnd FROM _stg s JOIN _ts a ON s.ChargePeriodStart = a.v JOIN _ts b "
+                        "ON s.ChargePeriodEnd = b.v WHERE b.t < a.t ORDER BY s.rowid LIMIT 1").fetchall()
+    if back:
+        return "ChargePeriodEnd", back[0][0]
     duck.execute("DROP TABLE IF EXISTS _tags")
     duck.execute("CREATE TEMP TABLE _tags AS SELECT Tags AS v, CASE WHEN trim(Tags) = '' THEN NULL "
                  "WHEN json_valid(Tags) AND starts_with(ltrim(Tags), '{') THEN Tags::JSON END AS j, "
@@ -283,7 +295,7 @@ def prepare_focus(duck, path: Path, table: str) -> int:
         if bad is not None:
             rowid, col = bad
             value = duck.execute(f"SELECT {_q(col)} FROM _stg WHERE rowid = ?", [rowid]).fetchone()[0]
-            what = {"Tags": "is not a JSON object"}.get(col, "is not a date and time (ISO 8601)"
+            what = {"Tags": "is not a JSON object"}.get(col, _charge_words(duck, value)
                                                              if col.startswith("Charge") else _money_words(value))
             raise ScenarioError("file", f"{_where(path, int(rowid - base) + 2, col, header.index(col) + 1)}: "
                                         f"{one_line(repr(value or ''), 80)} {what}")
