@@ -107,3 +107,11 @@ def test_the_actuals_command_does_not_load_duckdb_ibis_or_numba():
             "print(rc, sorted(m for m in ('duckdb', 'ibis', 'numba') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=NEVER_S)
     assert out.stdout.strip().splitlines()[-1] == "2 []", out.stdout + out.stderr
+
+
+def test_a_database_that_refuses_the_connection_is_said_on_one_line_without_its_password(cli):
+    """The driver's two-line error read 'Connection refused??Is the server running' (its line break made safe as
+    '??'), after the URL with its password in clear."""
+    rc, stdout, stderr = cli("actuals", "report", "--db", "postgres://user:s3cret@127.0.0.1:1/bills")
+    assert rc == 2 and stderr.count("\n") == 1, stderr
+    assert "s3cret" not in stderr and "postgres://user:***@127.0.0.1:1/bills" in stderr and "??" not in stderr

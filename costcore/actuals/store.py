@@ -17,6 +17,7 @@ duckdb and ibis load inside these functions, never when the module is imported.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,6 +159,16 @@ def connect_duckdb(path, read_only: bool = False):
     return duck
 
 
+def _shown_url(url) -> str:
+    """A database URL as a message shows it: its password hidden (postgres://user:***@host/db)."""
+    return fmt.one_line(re.sub(r"(//[^:/@]+:)[^@/]*@", r"\1***@", str(url)), 200)
+
+
+def _said(err: Exception) -> str:
+    """A driver's error on one line: its line breaks as spaces ("Connection refused??Is the server running")."""
+    return fmt.one_line(" ".join(str(err).split()), 300)
+
+
 def open_store(db: str | os.PathLike | None = None, read_only: bool = False, focus_table: str | None = None,
                must_exist: bool = False) -> Store:
     """Open the store: a DuckDB file (default ``default_path()``) or an Ibis URL of a warehouse.
@@ -171,7 +182,7 @@ def open_store(db: str | os.PathLike | None = None, read_only: bool = False, foc
         try:
             backend = ibis.connect(str(db))
         except Exception as err:  # noqa: BLE001 - every backend raises its own errors
-            raise ScenarioError("db", f"cannot connect to {db}: {type(err).__name__}: {err}") from None
+            raise ScenarioError("db", f"cannot connect to {_shown_url(db)}: {_said(err)}") from None
         return Store(where=str(db), backend=backend, focus_table=focus_table)
     path = Path(db).expanduser() if db else default_path()
     if must_exist and db and not path.is_file():
@@ -192,7 +203,7 @@ def copy_to(src: Store, url: str) -> Store:
     try:
         backend = ibis.connect(url)
     except Exception as err:  # noqa: BLE001 - every backend raises its own errors
-        raise ScenarioError("db", f"cannot connect to {url}: {type(err).__name__}: {err}") from None
+        raise ScenarioError("db", f"cannot connect to {_shown_url(url)}: {_said(err)}") from None
     for name in ("schema_version", COST_TABLE, JOBS_TABLE, "imports"):
         table = src.backend.table(name)
         if name in backend.list_tables():
