@@ -117,7 +117,10 @@ for stage in MM_STAGES:
                 if _tok > 0 else 16.0, 0.5)
     common.knob_columns(
         [(p + "samples", "Samples", 1000, 100_000_000, 1000, "log"),
-         (p + "items_per_sample", f"{mm.MEDIA_WORDS[modality].capitalize()} per sample", 0.0, _most, 0.5)],
+         (p + "items_per_sample", f"{mm.MEDIA_WORDS[modality].capitalize()} per sample", 0.0, _most, 0.5)]
+        # Qwen-VL pre-trains at 224 px and trains on at 448: one resolution for every phase could not say it
+        + ([(p + "resolution_px", "Resolution in this phase (pixels a side; 0 = the one above)", None, None, 14,
+             "number")] if modality != "audio" else []),
         [(p + "text_tokens_per_sample", "Text tokens per sample", 0.0, 4096.0, 10.0),
          (p + "media_share", "Share of samples with media", 0.0, 1.0, 0.01),
          (p + "seq_len", "Sequence length (tokens)", None, None, 256, "number")],

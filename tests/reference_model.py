@@ -1218,7 +1218,8 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
 def media_figures(v, stage: str, model_width: float) -> dict:
     """Per item: encoder passes and tokens per pass, LLM tokens, encoder forward FLOPs; connector parameters."""
     modality = v("multimodal.modality")
-    res, patch = float(v("multimodal.resolution_px")), float(v("multimodal.patch_px"))
+    own = float(v(f"stages.{stage}.resolution_px")) if stage != "eval" else 0.0  # a phase's own resolution
+    res, patch = own or float(v("multimodal.resolution_px")), float(v("multimodal.patch_px"))
     window = float(v("multimodal.max_seconds"))
     seconds = float(v("multimodal.seconds_per_item"))
     per_pass = float(v("multimodal.encoder_tokens"))

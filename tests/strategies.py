@@ -94,7 +94,7 @@ def consistent_stage(sdata: dict) -> dict:
 
 def consistent_media(scn: dict) -> dict:
     """Drawn multimodal settings made to obey scenario.media's rules: the encoder takes the media type
-    and the resolution, a phase trains something, features are precomputed only for a frozen encoder,
+    and the resolutions (the block's and a phase's own), a phase trains something, features are precomputed only for a frozen encoder,
     and a sample's media and text fit its sequence (items per sample cut to what fits)."""
     from costcore.scenario import media
     from costcore.scenario.schema import ENCODERS, MM_STAGES, effective_value
@@ -117,6 +117,13 @@ def consistent_media(scn: dict) -> dict:
         sdata = scn.get("stages", {}).get(s)
         if sdata is None:
             continue
+        if sdata.get("resolution_px"):  # a phase's own resolution: images and video, within the encoder's range
+            if mm.get("modality") == "audio":
+                del sdata["resolution_px"]
+            else:
+                lo = float(effective_value(scn, "multimodal.patch_px"))
+                hi = float(effective_value(scn, "multimodal.max_resolution_px"))
+                sdata["resolution_px"] = int(min(max(sdata["resolution_px"], lo), hi))
         if not any(sdata.get(f"train_{p}", effective_value(scn, f"stages.{s}.train_{p}")) for p in media.TRAIN_PARTS):
             sdata["train_connector"] = True
         if sdata.get("train_encoder") and mm.get("precomputed_features"):

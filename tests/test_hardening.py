@@ -221,7 +221,7 @@ def _in_range(f) -> st.SearchStrategy:
 CROSS_FIELD_RULES = ("base_bits", "zero_stage", "tflops_per_gpu", "active_params_b")
 DUALPIPE_RULED = ("pp", "interleave")
 FP8_RULED = ("hardware.peak_tflops", "hardware.fp8_peak_tflops")
-MM_RULED = ("items_per_sample", "text_tokens_per_sample", "tokens_per_item", "seq_len")
+MM_RULED = ("items_per_sample", "text_tokens_per_sample", "tokens_per_item", "seq_len", "resolution_px")
 # a dense model's size and whole shape, both given, must agree (schema._shape_rules: 1.5x above, 3x below)
 SHAPE_RULED = ("params_b", "active_params_b", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab")
 

@@ -464,3 +464,24 @@ def test_a_phase_without_media_says_so():
         assert said == ["Multimodal instruction tuning: its samples hold no media (0 items per sample, or no sample "
                         "with media), so the connector or encoder it trains sees none; it is costed as text-only "
                         "training."], key
+
+
+def test_a_phase_takes_its_own_resolution():
+    """Qwen-VL pre-trains its ViT at 224 px and trains on at 448; with one resolution for every phase the preset's
+    alignment ran the ViT on 1,024 patches instead of 256 (about 4x its encoder compute, said in the preset's
+    comment). stages.<phase>.resolution_px sets a phase's own: its encoder tokens follow, the other phases keep the
+    block's, and it is refused outside the encoder's range or on audio."""
+    import costcore
+    from costcore.scenario import schema
+    base = costcore.load_preset("qwen-vl-style-7b")
+    assert base["stages"]["mm_align"]["resolution_px"] == 224
+    block = schema.set_path(base, "stages.mm_align.resolution_px", 0)  # every phase at the block's 448 px
+    own, same = costcore.estimate(base), costcore.estimate(schema.validate(block))
+    assert schema.media_tokens(base, "mm_align")[0] == (224 // 14) ** 2 == 256
+    assert schema.media_tokens(base, "mm_cpt")[0] == (448 // 14) ** 2
+    assert own.stat("mm_align", "encoder_gpu_hours") < 0.5 * same.stat("mm_align", "encoder_gpu_hours")
+    assert own.stat("mm_cpt", "gpu_hours") == same.stat("mm_cpt", "gpu_hours")
+    with pytest.raises(costcore.ScenarioError, match=r"stages\.mm_align\.resolution_px: .* from 14 to 448"):
+        schema.validate(schema.set_path(base, "stages.mm_align.resolution_px", 896))
+    with pytest.raises(costcore.ScenarioError, match="not to audio"):
+        schema.validate(schema.set_path(costcore.load_preset("audio-language-7b"), "stages.mm_align.resolution_px", 224))

@@ -183,7 +183,7 @@ def _variable_paths(scn: dict) -> list[str]:
 
 
 MM_RULED = {"items_per_sample", "text_tokens_per_sample", "tokens_per_item", "seq_len", "train_connector",
-            "train_llm", "train_encoder"}
+            "train_llm", "train_encoder", "resolution_px"}
 
 
 def _as_scenario(scn: dict, path: str, value) -> dict:

@@ -66,7 +66,7 @@ from costcore.scenario.schema import (CKPT_WEIGHTS, CPT_EPOCHS, CPT_TOKENS_B, D_
                      MM_TOK_ITEM, MM_CONNECTOR, MM_QUERIES, MM_COMPRESS, MM_CONN_B, MM_RAW_MB, MM_SHARDS,
                      MM_PRECOMP, MM_CPU_S, MM_ONLINE, MM_LOADER_CORES, PREPROCESS_ONLINE, MM_USD_CPU_H,
                      MM_TRANSFERS, MS_SAMPLES, MS_ITEMS, MS_TEXT, MS_SHARE,
-                     MS_EPOCHS, MS_TOK_ITEM, MS_TRAIN_CONN, MS_TRAIN_LLM, MS_TRAIN_ENC, MS_LICENSE, MS_CAPTION)
+                     MS_EPOCHS, MS_TOK_ITEM, MS_RES, MS_TRAIN_CONN, MS_TRAIN_LLM, MS_TRAIN_ENC, MS_LICENSE, MS_CAPTION)
 from costcore.scenario.schema import METHOD_QLORA as _SCHEMA_METHOD_QLORA
 
 assert METHOD_QLORA == _SCHEMA_METHOD_QLORA, "formulas.METHOD_QLORA must be the schema's code"
@@ -794,15 +794,16 @@ def _eval_work(x, G, shape, st, s):
 # Hidden GPU time: checkpoints, failures, idle, failed runs, experiments
 # ---------------------------------------------------------------------------
 @njit(cache=True)
-def _media_shape(x, tok, shape):
+def _media_shape(x, tok, shape, res=0.0):
     """(encoder tokens per pass, passes per item, LLM tokens per item, encoder forward FLOPs per item,
     connector parameters) of a multimodal stage or a multimodal evaluation (formulas:
     encoder_tokens_per_pass ... connector_params).
 
     Tokens per item: ``tok`` (a phase's own override; 0 = none), else the multimodal block's, else derived.
+    Input resolution: ``res`` (a phase's own, stages.<phase>.resolution_px; 0 = none), else the block's.
     """
     mod = x[MM_MODALITY]
-    t_pass = encoder_tokens_per_pass(mod, x[MM_RES], x[MM_PATCH], x[MM_ENC_TOK], x[MM_AUDIO_TPS], x[MM_MAX_S])
+    t_pass = encoder_tokens_per_pass(mod, _res(x, res), x[MM_PATCH], x[MM_ENC_TOK], x[MM_AUDIO_TPS], x[MM_MAX_S])
     passes = encoder_passes_per_item(mod, x[MM_TILES], x[MM_FRAMES], x[MM_SECONDS], x[MM_MAX_S])
     if tok <= 0.0:
         tok = x[MM_TOK_ITEM]
@@ -814,6 +815,12 @@ def _media_shape(x, tok, shape):
     if n_conn <= 0.0:
         n_conn = connector_params(x[MM_CONNECTOR], x[MM_ENC_D], shape[4], x[MM_COMPRESS])
     return t_pass, passes, tok, enc_fwd, n_conn
+
+
+@njit(cache=True, inline='always')
+def _res(x, own):
+    """A phase's input resolution (pixels a side): its own when stated, else the multimodal block's."""
+    return own if own > 0.0 else x[MM_RES]
 
 
 @njit(cache=True, inline='always')
@@ -837,7 +844,7 @@ def _mm_train(x, b, shape, method, n_lora):
     of 8 BF16 copies (16 bytes: weights, gradients, Adam states; as an RL critic). Frozen parts
     are BF16 copies. A trained encoder keeps its activations (formulas.encoder_activation_bytes).
     """
-    t_pass, passes, _, _, n_conn = _media_shape(x, x[b + MS_TOK_ITEM], shape)
+    t_pass, passes, _, _, n_conn = _media_shape(x, x[b + MS_TOK_ITEM], shape, x[b + MS_RES])
     n_enc = x[MM_ENC_B] * 1e9
     tr_llm = x[b + MS_TRAIN_LLM] > 0.5
     tr_conn = x[b + MS_TRAIN_CONN] > 0.5
@@ -867,7 +874,7 @@ def _mm_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     GPU-hours, unique text tokens: the stored, bought and cleaned text; media is billed per item).
     """
     n_act, L, d = shape[2], shape[3], shape[4]
-    t_pass, passes, tok_item, enc_fwd, n_conn = _media_shape(x, x[b + MS_TOK_ITEM], shape)
+    t_pass, passes, tok_item, enc_fwd, n_conn = _media_shape(x, x[b + MS_TOK_ITEM], shape, x[b + MS_RES])
     m_llm, adapters, n_train, _, extra, act = _mm_train(x, b, shape, method, n_lora)
     items, share, text = x[b + MS_ITEMS], x[b + MS_SHARE], x[b + MS_TEXT]
     samples, epochs = x[b + MS_SAMPLES], x[b + MS_EPOCHS]
@@ -930,7 +937,7 @@ def _media_usd(x, b, months, st, s, it):
     raw_gb = n * raw_mb / 1e3
     feat_gb = 0.0
     if x[MM_PRECOMP] > 0.5 and x[b + MS_TRAIN_ENC] < 0.5:
-        feat_gb = n * st[s, K_MM_PASSES] * encoder_tokens_per_pass(mod, x[MM_RES], x[MM_PATCH], x[MM_ENC_TOK],
+        feat_gb = n * st[s, K_MM_PASSES] * encoder_tokens_per_pass(mod, _res(x, x[b + MS_RES]), x[MM_PATCH], x[MM_ENC_TOK],
                                                                    x[MM_AUDIO_TPS], x[MM_MAX_S]) * x[MM_ENC_D] * 2.0 / 1e9
     st[s, K_MM_CPU_H] = cpu_h
     st[s, K_MM_RAW_GB] = raw_gb

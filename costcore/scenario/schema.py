@@ -445,6 +445,7 @@ MS_TEXT = _mm_offset("text_tokens_per_sample")
 MS_SHARE = _mm_offset("media_share")
 MS_EPOCHS = _mm_offset("epochs")
 MS_TOK_ITEM = _mm_offset("tokens_per_item")
+MS_RES = _mm_offset("resolution_px")
 MS_TRAIN_CONN = _mm_offset("train_connector")
 MS_TRAIN_LLM = _mm_offset("train_llm")
 MS_TRAIN_ENC = _mm_offset("train_encoder")
@@ -1381,23 +1382,34 @@ def multimodal_rules(scn: dict, raw: dict) -> None:
         want = "an audio encoder (a Whisper encoder)" if modality == "audio" else "an image encoder (CLIP, SigLIP ...)"
         raise ScenarioError("multimodal.encoder", f"{label} encodes {enc_kind}, but the media type is {modality}; "
                             f"pick {want} or change multimodal.modality", value=encoder)
+    own = [(f"stages.{s}.resolution_px", float(ev(f"stages.{s}.resolution_px"))) for s in phases
+           if float(ev(f"stages.{s}.resolution_px")) > 0]  # a phase's own resolution, where it states one
     if modality == "audio":
-        if "resolution_px" in (scn.get("multimodal") or {}):
-            raise ScenarioError("multimodal.resolution_px", "applies to images and video, not to audio; set "
+        said = [p for p, _ in own] + (["multimodal.resolution_px"] if "resolution_px" in (scn.get("multimodal") or {})
+                                      else [])
+        if said:
+            raise ScenarioError(said[0], "applies to images and video, not to audio; set "
                                 "multimodal.seconds_per_item for the clips' length")
     else:
-        res, patch, top = float(ev("multimodal.resolution_px")), float(ev("multimodal.patch_px")), \
-            float(ev("multimodal.max_resolution_px"))
+        patch, top = float(ev("multimodal.patch_px")), float(ev("multimodal.max_resolution_px"))
         if patch > top:
             raise ScenarioError("multimodal.patch_px", f"a patch of {patch:,.0f} pixels is larger than the largest "
                                 f"input {label} takes ({top:,.0f} pixels a side)", value=patch,
                                 allowed=f"1 to {top:,.0f} pixels")
-        if res < patch or res > top:
-            raise ScenarioError("multimodal.resolution_px", f"{label} takes images from {patch:,.0f} to {top:,.0f} "
-                                f"pixels a side (got {res:,.0f}); use multimodal.tiles_per_item for more detail, "
-                                "or an encoder that takes larger inputs", value=res,
-                                allowed=f"{patch:,.0f} to {top:,.0f} pixels")
+        for path, res in [("multimodal.resolution_px", float(ev("multimodal.resolution_px")))] + own:
+            if res < patch or res > top:
+                raise ScenarioError(path, f"{label} takes images from {patch:,.0f} to {top:,.0f} pixels a side "
+                                    f"(got {res:,.0f}); use multimodal.tiles_per_item for more detail, or an "
+                                    "encoder that takes larger inputs", value=res,
+                                    allowed=f"{patch:,.0f} to {top:,.0f} pixels")
     _phase_rules(scn, phases, ev)
+
+
+def phase_resolution(scn: dict, stage: str) -> float:
+    """The input resolution a phase feeds its encoder (pixels a side): its own (stages.<phase>.resolution_px), else
+    the multimodal block's. An evaluation takes the block's."""
+    own = float(effective_value(scn, f"stages.{stage}.resolution_px") or 0) if stage in MM_STAGES else 0.0
+    return own or float(effective_value(scn, "multimodal.resolution_px"))
 
 
 def media_tokens(scn: dict, stage: str) -> tuple[float, float]:
@@ -1410,7 +1422,7 @@ def media_tokens(scn: dict, stage: str) -> tuple[float, float]:
         return float(f.choices.index(v)) if f.kind == "enum" else float(v)
 
     mod = ev("multimodal.modality")
-    t_pass = fm.encoder_tokens_per_pass(mod, ev("multimodal.resolution_px"), ev("multimodal.patch_px"),
+    t_pass = fm.encoder_tokens_per_pass(mod, phase_resolution(scn, stage), ev("multimodal.patch_px"),
                                         ev("multimodal.encoder_tokens"), ev("multimodal.audio_tokens_per_second"),
                                         ev("multimodal.max_seconds"))
     passes = fm.encoder_passes_per_item(mod, ev("multimodal.tiles_per_item"), ev("multimodal.frames_per_item"),
