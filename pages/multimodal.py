@@ -119,7 +119,7 @@ for stage in MM_STAGES:
         [(p + "samples", "Samples", 1000, 100_000_000, 1000, "log"),
          (p + "items_per_sample", f"{mm.MEDIA_WORDS[modality].capitalize()} per sample", 0.0, _most, 0.5)]
         # Qwen-VL pre-trains at 224 px and trains on at 448: one resolution for every phase could not say it
-        + ([(p + "resolution_px", "Resolution in this phase (pixels a side; 0 = the one above)", None, None, 14,
+        + ([(p + "resolution_px", "Its resolution, px (0 = as above)", None, None, 14,
              "number")] if modality != "audio" else []),
         [(p + "text_tokens_per_sample", "Text tokens per sample", 0.0, 4096.0, 10.0),
          (p + "media_share", "Share of samples with media", 0.0, 1.0, 0.01),
