@@ -205,3 +205,22 @@ class Cluster:
 
 def simulate(*inputs):
     return Cluster(*inputs).run()
+
+
+def one_team_portfolio(runs: int = 1, quota: int = 32, priority: str = "50") -> str:
+    """A one-team, one-project portfolio YAML (16 GPUs of a 64-GPU H100 pool) for page and rule tests."""
+    return f"""name: One small team
+horizon_days: 91
+start_date: '2026-01-05'
+pools:
+  h100: {{gpu: h100-80gb, nodes: 8, reserved_usd_per_gpu_hour: 2.1}}
+teams:
+  team_a: {{quota_gpus: {{h100: {quota}}}, priority: {priority}}}
+projects:
+  proj-1:
+    team: team_a
+    preset: llama2-7b-pretrain
+    pool: h100
+    set: {{stages.pretrain.tokens_b: 100, hardware.num_gpus: 16}}
+    runs: {runs}
+"""

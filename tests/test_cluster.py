@@ -346,25 +346,11 @@ def test_usage_over_time_has_every_team_and_pool(quarter):
 def test_work_past_the_horizon_is_said():
     """1,000 runs of 16 GPUs on a 64-GPU pool ran to about day 2,650 of a 91-day quarter: the caption said "over 91
     days", the page "every deadline met", and the JSON nothing. The result says how far past the horizon it runs."""
+    from cluster_reference import one_team_portfolio
     from costcore.cluster import portfolio, results
-    text = """name: Too many runs
-horizon_days: 91
-start_date: '2026-01-05'
-pools:
-  h100: {gpu: h100-80gb, nodes: 8, reserved_usd_per_gpu_hour: 2.1}
-teams:
-  team_a: {quota_gpus: {h100: 64}, priority: 50}
-projects:
-  proj-1:
-    team: team_a
-    preset: llama2-7b-pretrain
-    pool: h100
-    set: {stages.pretrain.tokens_b: 100, hardware.num_gpus: 16}
-    runs: RUNS
-"""
-    few = results.ClusterModel(portfolio.load_text(text.replace("RUNS", "1"))).run()
+    few = results.ClusterModel(portfolio.load_text(one_team_portfolio(1, quota=64))).run()
     assert few.warnings == [] and few.to_json()["warnings"] == []
-    many = results.ClusterModel(portfolio.load_text(text.replace("RUNS", "200"))).run()
+    many = results.ClusterModel(portfolio.load_text(one_team_portfolio(200, quota=64))).run()
     end = many.horizon_h / 24.0
     assert end > 91
     assert many.warnings == [f"The work runs to day {end:,.0f}, past the 91-day horizon: the pools are paid until "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from cluster_reference import one_team_portfolio
 from server_support import CHROMIUM_ARGS, NEVER_MS, require_chromium, server_for_tests
 
 CHROMIUM = require_chromium()
@@ -46,21 +47,7 @@ def test_a_deep_link_with_a_what_if_renders_the_core_numbers(page):
     expect(nav).to_contain_text("Shared cluster", timeout=NEVER_MS)
 
 
-SMALL = """name: One small team
-horizon_days: 91
-start_date: '2026-01-05'
-pools:
-  h100: {gpu: h100-80gb, nodes: 8, reserved_usd_per_gpu_hour: 2.1}
-teams:
-  team_a: {quota_gpus: {h100: 32}, priority: 50}
-projects:
-  proj-1:
-    team: team_a
-    preset: llama2-7b-pretrain
-    pool: h100
-    set: {stages.pretrain.tokens_b: 100, hardware.num_gpus: 16}
-    runs: 1
-"""
+SMALL = one_team_portfolio()
 
 
 def test_a_bad_portfolio_after_a_good_one_keeps_the_good_one(page, tmp_path):
@@ -68,7 +55,7 @@ def test_a_bad_portfolio_after_a_good_one_keeps_the_good_one(page, tmp_path):
     refusal, unsaid: the last good upload stays, and the refusal says so."""
     good, bad = tmp_path / "small.yaml", tmp_path / "bad.yaml"
     good.write_text(SMALL, encoding="utf-8")
-    bad.write_text(SMALL.replace("priority: 50", "priority: .nan"), encoding="utf-8")
+    bad.write_text(one_team_portfolio(priority=".nan"), encoding="utf-8")
     want = results.ClusterModel(portfolio.load_text(SMALL)).run()
     metric = page.locator('[data-testid="stMetric"]').filter(has_text="Total cost").first
     box = page.locator('[data-testid="stMain"] [data-testid="stFileUploader"] input[type="file"]')
