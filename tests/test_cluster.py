@@ -356,3 +356,23 @@ def test_work_past_the_horizon_is_said():
     assert many.warnings == [f"The work runs to day {end:,.0f}, past the 91-day horizon: the pools are paid until "
                              f"then ({end / 91:,.3g} times the horizon); give them more GPUs, or plan fewer runs."]
     assert many.to_json()["warnings"] == many.warnings
+
+
+def test_a_project_on_a_pool_has_no_reservation_of_its_own():
+    """The pool is the reservation, billed for the horizon: a project scenario stating hardware.reserved would add a
+    second term's idle hours on top (the plan-level Idle reserved capacity). Its own is switched off, and a set:
+    of the reservation is refused like the GPU and its price."""
+    import costcore
+    from cluster_reference import one_team_portfolio
+    from costcore.cluster import portfolio
+    text = one_team_portfolio().replace("    preset: llama2-7b-pretrain\n", "    scenario:\n      name: inline\n"
+                                        "      hardware: {gpu: h100-80gb, reserved: true}\n"
+                                        "      stages: {pretrain: {tokens_b: 100}}\n")
+    pf = portfolio.load_text(text)
+    scn = pf.projects["proj-1"].scenario
+    assert scn["hardware"]["reserved"] is False
+    li = costcore.estimate(scn).line_items()
+    assert li.loc[li.item == "hidden.reserved_idle", "usd"].sum() == 0
+    with pytest.raises(costcore.ScenarioError, match="its reservation come from the pool"):
+        portfolio.load_text(one_team_portfolio().replace("hardware.num_gpus: 16}", "hardware.num_gpus: 16, "
+                                                         "hardware.reserved: true}"))

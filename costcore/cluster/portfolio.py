@@ -34,6 +34,9 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 TOP_KEYS = ("name", "description", "horizon_days", "start_date", "idle_rule", "burst", "storage", "pools", "teams",
             "projects")
 POOL_KEYS = ("gpu", "gpus", "nodes", "reserved_usd_per_gpu_hour", "burst")
+# a project's settings the pool owns (its GPU, price and reservation): refused in a project's set:
+POOL_SETTINGS = ("hardware.gpu", "hardware.usd_per_gpu_hour", "hardware.reserved", "hardware.reserved_months",
+                 "hardware.reserved_gpus")
 STORAGE_KEYS = ("hot_usd_per_gb_month", "cold_usd_per_gb_month", "object_usd_per_gb_month")
 BURST_KEYS = ("kind", "usd_per_gpu_hour", "max_gpus")
 TEAM_KEYS = ("quota_gpus", "borrowing_limit_gpus", "priority")
@@ -269,8 +272,9 @@ def _project_scenario(name: str, d: dict, pools: dict, storage: dict) -> tuple[d
     for key, value in storage.items():
         raw = schema.set_path(raw, f"storage.{key}", value)
     for key, value in sets.items():
-        if not isinstance(key, str) or not key or key in ("hardware.gpu", "hardware.usd_per_gpu_hour"):
-            raise ScenarioError(f"{path}.set", "keys are dotted settings; the GPU and its price come from the pool")
+        if not isinstance(key, str) or not key or key in POOL_SETTINGS:
+            raise ScenarioError(f"{path}.set", "keys are dotted settings; the GPU, its price and its reservation "
+                                               "come from the pool")
         raw = schema.set_path(raw, key, value)
     pool = d.get("pool")
     gpu = schema.effective_value(raw, "hardware.gpu")
@@ -283,6 +287,9 @@ def _project_scenario(name: str, d: dict, pools: dict, storage: dict) -> tuple[d
         raise ScenarioError(f"{path}.pool", "names no pool; pools: " + ", ".join(pools))
     raw = schema.set_path(raw, "hardware.gpu", pools[pool].gpu)
     raw = schema.set_path(raw, "hardware.usd_per_gpu_hour", pools[pool].reserved_usd_per_gpu_hour)
+    # the pool is the reservation, billed for the horizon by the cluster: a project's own (a preset's or an inline
+    # scenario's hardware.reserved) would bill a second term's idle hours on top of it
+    raw = schema.set_path(raw, "hardware.reserved", False)
     try:
         scn = schema.validate(raw)
     except ScenarioError as err:
