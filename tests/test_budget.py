@@ -349,3 +349,17 @@ def test_lifecycle_iterations_never_overlap_the_one_before():
     assert life.every_months > 0.25 and life.horizon_months == pytest.approx(4 * life.every_months)
     slow = bud.lifecycle(costcore.estimate(schema.set_path(scn, "lifecycle.every_months", 3.0)))
     assert slow.every_months == 3.0 and slow.horizon_months == 12.0
+
+
+def test_repeated_iterations_do_not_bill_the_reservation_again():
+    """Each post-training iteration repeated the first pass's items, its share of the reservation's idle hours too:
+    a term billed once per iteration. A repeat carries none of them."""
+    from costcore.engine import kernel
+    scn = schema.set_path(schema.set_path(costcore.load_preset("pipeline-70b"), "hardware.reserved", True),
+                          "lifecycle.iterations", 3)
+    res = costcore.estimate(scn)
+    it = bud.iteration_items(res)
+    assert it[:, kernel.I_HID_RESERVED].sum() == 0.0
+    assert res.items[:, kernel.I_HID_RESERVED].sum() > 0.0
+    life = bud.lifecycle(res)
+    assert life.total_usd == pytest.approx(res.total_usd + 2 * it.sum())

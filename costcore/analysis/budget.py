@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # type hints only: api builds on budget (Result.to_dict), not
 from costcore import fmt
 from costcore.scenario import schema
 from costcore.engine.formulas import DAYS_PER_MONTH
-from costcore.engine.kernel import ITEM_PROFILE, ITEM_REUSED
+from costcore.engine.kernel import I_HID_RESERVED, ITEM_PROFILE, ITEM_REUSED
 from costcore.scenario.schema import RESOURCES, STAGES, effective_value
 
 STATUS_ORDER = ("ok", "unchecked", "warning", "over")  # unchecked: the plan (or the stage) cannot run as laid out
@@ -151,7 +151,9 @@ def _lifecycle_stages(scn: dict, res: api.Result) -> list[str]:
 
 
 def iteration_items(res: api.Result) -> np.ndarray:
-    """Line items ($, stages x items) of one repeated post-training iteration (iterations 2..N)."""
+    """Line items ($, stages x items) of one repeated post-training iteration (iterations 2..N). The reservation's
+    idle hours are the first pass's to bill (the term is billed once), so a repeat carries none of them; its GPU
+    time is billed as the first pass's is, an overestimate when the repeats run on hours the term left idle."""
     scn = res.scenario
     reuse = float(effective_value(scn, "lifecycle.data_reuse"))
     keep = _lifecycle_stages(scn, res)
@@ -161,6 +163,7 @@ def iteration_items(res: api.Result) -> np.ndarray:
         items[i] = res.items[i]
         for j in np.flatnonzero(ITEM_REUSED):  # data bought or made once, reused by later iterations
             items[i, j] *= 1.0 - reuse
+        items[i, I_HID_RESERVED] = 0.0
     return items
 
 
