@@ -14,6 +14,7 @@ import costcore
 from costcore import fmt
 from costcore.cluster import focus, portfolio, results, rules, share
 from costcore.errors import ScenarioError
+from costcore.scenario.yamlio import dump_yaml
 from costcore.scenario.schema import STAGE_LABELS
 from pages import common
 
@@ -83,11 +84,45 @@ def _source(ss) -> results.ClusterModel:
                 said = named + said[len("upload"):] if said.startswith("upload:") else said
                 kept = "the portfolio uploaded before stays" if ss.cluster_upload else "the shipped portfolio stays"
                 st.error(f"The upload was not used: {common.md_escape(fmt.one_line(said, 400))} ({kept}).")
+    _add_plan(ss, c2)
     if ss.cluster_upload is not None and ss.get("cluster_upload_text") is not None:
         # the last good upload, also after a bad one (which brought the shipped portfolio back, unsaid) and while
         # the uploader swaps files (a rerun with none); a shipped portfolio picked above leaves it
         return _model("upload:" + ss.cluster_upload, ss.cluster_upload_text.decode("utf-8", "replace"))
     return _model(ss.cluster_name, None)
+
+
+def _add_plan(ss, col) -> None:
+    """The plan on the other pages added to the shipped portfolio as one project (portfolio.with_plan), so it is
+    budgeted beside the others on the cluster; shown like an upload. A plan the cluster cannot hold is refused in
+    words and the portfolio shown stays."""
+    team_names = portfolio.teams_for(portfolio.raw_of(ss.cluster_name), common.scenario()) \
+        if ss.cluster_upload is None else []
+    if not team_names:
+        return
+    c1, c2 = col.columns([3, 2], vertical_alignment="bottom")
+    if st.session_state.get("cluster_plan_team") not in team_names:  # another portfolio's team
+        st.session_state.pop("cluster_plan_team", None)
+    c2.selectbox("The plan's team", team_names, key="cluster_plan_team",
+                 help="Teams with the most quota on the pool of the plan's GPU come first.")
+
+    def add() -> None:
+        try:
+            raw = portfolio.with_plan(portfolio.raw_of(ss.cluster_name), common.scenario(),
+                                      st.session_state.get("cluster_plan_team"))
+            raw["name"] = f"{raw.get('name', ss.cluster_name)} + this plan"
+            text = dump_yaml(raw).encode("utf-8")
+            key = hashlib.sha256(text).hexdigest()
+            _model("upload:" + key, text.decode("utf-8"))
+        except ScenarioError as err:
+            ss.cluster_msgs = ["The plan was not added: " + fmt.one_line(share.error_in_words(err), 400)]
+            return
+        ss.cluster_upload, ss.cluster_upload_text, ss.cluster_knobs = key, text, {}
+        ss.cluster_rev = ss.get("cluster_rev", 0) + 1
+
+    c1.button("Add the current plan as a project", key="cluster_add_plan", on_click=add,
+              help="The scenario of the other pages (its preset and every change) runs once on this cluster, from "
+                   "day 0, on the pool with its GPU, for the team chosen.")
 
 
 def _knobs(ss, base) -> dict:
@@ -299,4 +334,6 @@ d3.download_button("Summary (JSON)", lambda: json.dumps(res.to_json(), indent=2)
 if ss.cluster_upload is None:
     st.caption("Share this view: the page's address carries the portfolio and every what-if change.")
 else:
-    st.caption("An uploaded portfolio has no share link (the file stays in your browser session).")
+    st.caption("An uploaded portfolio, or one with the current plan added, has no share link (it stays in your "
+               "browser session); download it as YAML to share it.")
+    st.download_button("Portfolio (YAML)", ss.cluster_upload_text, "portfolio.yaml", "application/x-yaml")

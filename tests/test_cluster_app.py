@@ -146,3 +146,27 @@ def test_the_deadline_table_says_how_many_gpus_the_team_can_hold():
     assert rules.team_ceiling_gpus(pf, "pretraining", "h100") == min(pf.pools["h100"].gpus,
                                                                      team.quota_gpus["h100"] + team.borrowing_limit_gpus["h100"])
     assert rules.team_ceiling_gpus(pf, "code", "h100") == pf.pools["h100"].gpus  # no limit: the whole pool
+
+
+def test_the_current_plan_is_budgeted_on_the_cluster_beside_the_others():
+    """A plan could only be budgeted alone: the Shared cluster page adds the scenario of the other pages to the
+    shipped portfolio as one project, for the team with the most quota on its GPU's pool; the cluster's total and
+    jobs follow. A plan the cluster cannot hold is refused in words and the portfolio shown stays."""
+    from costcore.cluster import portfolio, results
+    from shared import app_on
+    at = app_on("pages/cluster.py", p="llava-1.5-7b")
+    before = next(m.value for m in at.metric if m.label == "Total cost")
+    team = at.selectbox(key="cluster_plan_team").value
+    assert team in ("code", "search")  # 32 A100s each, the most
+    at.button(key="cluster_add_plan").click().run()
+    assert not at.exception
+    raw = portfolio.with_plan(portfolio.raw_of("cluster-quarter"), at.session_state["scenario"], team)
+    want = results.ClusterModel(portfolio.load(raw)).run()
+    after = next(m.value for m in at.metric if m.label == "Total cost")
+    assert after == fmt.usd(want.total_usd) != before
+    assert "45 projects" in " ".join(c.value for c in at.caption)
+    big = app_on("pages/cluster.py", p="llama3-8b")
+    big.button(key="cluster_add_plan").click().run()
+    said = " ".join(w.value for w in big.warning)
+    assert "The plan was not added" in said and "can never fit" in said, said
+    assert "44 projects" in " ".join(c.value for c in big.caption)

@@ -142,6 +142,50 @@ def load_text(text: "str | bytes", what: str = "upload") -> Portfolio:
     return validate(parse_yaml(text, what=what))
 
 
+def with_plan(raw: dict, scenario: dict, team: str | None = None, name: str = "this-plan") -> dict:
+    """``raw`` (a portfolio mapping) with ``scenario`` added as one project of ``team`` (default: :func:`teams_for`'s first):
+    one run from day 0, on the pool whose GPU it runs on. What the Shared cluster page's "Add the current plan"
+    does, so that a plan is budgeted beside the others on the cluster rather than alone. The name is made unique
+    (this-plan, this-plan-2, ...); :func:`validate` checks the rest (a GPU no pool has is refused in words)."""
+    out = dict(raw)
+    teams = teams_for(out, scenario)
+    if not teams:
+        raise ScenarioError("teams", "the portfolio has no team to give the plan to")
+    team = team if team in teams else teams[0]
+    projects = dict(out.get("projects") or {})
+    key, k = name, 1
+    while key in projects:
+        k += 1
+        key = f"{name}-{k}"
+    scn = {sec: v for sec, v in scenario.items() if sec != "budget"}  # the plan's own budget lines stay its own
+    projects[key] = {"team": team, "scenario": scn, "runs": 1, "start_day": 0}
+    out["projects"] = projects
+    return out
+
+
+def teams_for(raw: dict, scenario: dict) -> list[str]:
+    """The portfolio's teams, the largest quota on the pool of the scenario's GPU first (the team a plan would go to
+    by default: the first team had no quota on the A100 pool a LLaVA plan needs, and was refused)."""
+    gpu = schema.effective_value(scenario, "hardware.gpu")
+    pools = [p for p, v in (raw.get("pools") or {}).items() if isinstance(v, dict) and v.get("gpu") == gpu]
+
+    def quota(team) -> float:
+        q = (raw.get("teams") or {}).get(team, {})
+        q = q.get("quota_gpus", 0) if isinstance(q, dict) else 0
+        try:
+            return float(sum(q.get(p, 0) for p in pools) if isinstance(q, dict) else q)
+        except (TypeError, ValueError):
+            return 0.0
+    return sorted((raw.get("teams") or {}), key=lambda t: -quota(t))
+
+
+def raw_of(name: str) -> dict:
+    """A shipped portfolio's mapping, as its file states it (to add a project to)."""
+    if name not in portfolio_names():
+        raise ScenarioError("portfolio", "names no shipped portfolio; shipped: " + ", ".join(portfolio_names()))
+    return read_yaml_file(PORTFOLIO_DIR / f"{name}.yaml")
+
+
 # ---------------------------------------------------------------------------
 # Checks of plain values
 # ---------------------------------------------------------------------------
