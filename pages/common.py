@@ -492,9 +492,19 @@ def _knob_widget(ss, key, path, label, lo, hi, step, widget, fmt_str, help, opti
         # browser's integer box read "1e30" as 1 and "2e3" as 2 (parseInt), and set 1 GPU in silence
         return st.number_input(label, value=float(cur), step=float(step) if step is not None else 1.0, key=key,
                                on_change=changed, help=tip, format=fmt_str if fmt_str not in (None, "%d") else "%.0f")
+    if fmt_str == "%.0f" and not float(cur).is_integer():  # a whole step's box showed 0.5 as "1" (the model used 0.5)
+        fmt_str = _decimals(cur)
     return st.number_input(label, value=cur,  # the range is the schema's to refuse, in words (see _typed_box)
                            step=cast(step) if step is not None else None, key=key, on_change=changed,
                            help=tip, format=fmt_str)
+
+
+def _decimals(v: float) -> str:
+    """A printf format with the fewest decimals (at most 6) that shows ``v`` as it is: 0.5 -> %.1f, 82.55 -> %.2f."""
+    for d in range(1, 7):
+        if abs(round(v, d) - v) < 1e-9 * max(1.0, abs(v)):
+            return f"%.{d}f"
+    return "%.6f"
 
 
 LADDER_MANTISSAS = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0)

@@ -45,7 +45,7 @@ if common.stage_toggle("eval"):
                          ("stages.eval.context_tokens", "Context while decoding (tokens)", 512, 131072, 512, "pow2"),
                          ("stages.eval.media_items_k", "Media items scored per run (thousands; 0 = text only)", None,
                           None, 1.0, "number"),
-                         ("stages.eval.weight_bits", "Weights while decoding", None, None, None, "slider", None, None,
+                         ("stages.eval.weight_bits", "Bits per weight while decoding", None, None, None, "slider", None, None,
                           [16, 8, 4])])
     common.stage_results("eval", bar=False)
 

@@ -245,7 +245,8 @@ except ScenarioError as err:
     st.warning(common.md_escape(schema.error_in_words(err)), icon="⚠️")
 if top:
     ten = len(top) >= 10  # fewer when fewer fit ("the ten fastest" over three rows contradicted the table)
-    st.caption(("The ten fastest layouts" if ten else f"The {fmt.num(len(top))} layouts") + " that fit in memory "
+    many = "The one layout" if len(top) == 1 else f"The {fmt.num(len(top))} layouts"  # not "The 1 layouts"
+    st.caption(("The ten fastest layouts" if ten else many) + " that fit in memory "
                "with the settings pinned above" + ("" if ten else " (no more fit)") + ", fastest first; "
                "✓ marks the one the estimate uses. (SP): with sequence parallelism; chunks: model chunks per "
                "pipeline stage (interleaved schedule).")

@@ -516,3 +516,14 @@ def test_a_malformed_config_is_named_in_words_not_in_the_parsers(text, words):
         H._loads(text, "config.json")
     assert str(err.value).startswith("config.json: is not valid JSON: line 1, column ") and words in str(err.value)
     assert "Expecting" not in str(err.value)
+
+
+def test_a_model_name_in_a_link_or_set_brings_its_size_and_shape():
+    """model.name=llama-2-70b in a link or --set on the 13B QLoRA preset was refused for the preset's 13B
+    "active parameters", which the user never gave: a name brings its model, as the picker does."""
+    import costcore
+    from costcore.scenario import loaders, schema
+    scn = loaders.apply_sets(costcore.load_preset("qlora-single-gpu"), ["model.name=llama-2-70b"])
+    v = schema.validate(scn)
+    assert schema.effective_value(v, "model.layers") == 80 and schema.effective_value(v, "model.hidden") == 8192
+    assert 68 < schema.effective_value(v, "model.params_b") < 70

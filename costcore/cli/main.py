@@ -153,7 +153,8 @@ def cmd_models(args) -> int:
     print(f"{'name':30s} {'model':30s} {'params':>8s} {'layers':>6s} {'hidden':>6s} {'KV heads':>8s} {'vocab':>8s}")
     for name, v in rows.items():
         m = v["model"]
-        size = f"{m['params_b']:.3g}B" + (f" ({m['active_params_b']:.3g}B active)" if m.get("experts") else "")
+        size = f"{fmt.sig3(m['params_b'])}B" + (f" ({fmt.sig3(m['active_params_b'])}B active)" if m.get("experts")
+                                                 else "")
         print(f"{name:30s} {fmt.one_line(v['label'], 30):30s} {size:>8s} {m['layers']:>6d} {m['hidden']:>6d} "
               f"{m['kv_heads']:>8d} {m['vocab']:>8,d}")
     return 0

@@ -1025,6 +1025,10 @@ def set_value(raw: dict, path: str, value, size_moves_shape: bool = True) -> dic
     setting through :func:`set_path`. One rule for share links, ``--set`` and ``Scenario.with_value``."""
     if path == "model.params_b" and size_moves_shape:
         return size_alone(raw, value)
+    if path == "model.name" and isinstance(value, str) and value and value != (raw.get("model") or {}).get("name"):
+        # a shipped model brings its size and shape, as the picker does: a link's model.name=llama-2-70b on a 13B
+        # preset was refused for the preset's 13B "active parameters" the user never gave
+        return pick_model(raw, value)
     return set_path(raw, path, value)
 
 
