@@ -666,6 +666,17 @@ def fewest_replica_gpus(n_total, mem_gb, gpus_per_node=8, heads=0.0, kv_heads=0.
     return float(tp * -(-needed // tp))
 
 
+def fitting_gpus(weight_bytes, seq_kv_bytes, mem_gb, gpus_per_node=8, heads=0.0, kv_heads=0.0, max_gpus=0) -> float:
+    """The fewest GPUs (a power of two within a node that splits the heads, at most max_gpus) holding the weights
+    and one sequence's KV cache in 90% of their memory; 0 when none does."""
+    for t in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024):
+        if t > max(gpus_per_node, 1) or (max_gpus > 0 and t > max_gpus):
+            break
+        if attention_splits(t, heads, kv_heads) and weight_bytes + seq_kv_bytes <= 0.9 * t * mem_gb * 1e9:
+            return float(t)
+    return 0.0
+
+
 def replica_tensor_part(replica: float, gpus_per_node: float) -> float:
     """A replica's tensor-parallel GPUs: all within a node, else the largest divisor of its GPUs a node holds."""
     if replica <= gpus_per_node:
@@ -684,6 +695,9 @@ def decode(n_total, n_active, kv_per_token, ctx_avg, ctx_max, batch, peak_tflops
         cost, seqs = _decode_on(float(pinned_replica), *args)
         return cost, float(pinned_replica), seqs
     fewest = fewest_replica_gpus(n_total, mem_gb, gpus_per_node, heads, kv_heads, bytes_per_weight)
+    if max_gpus > 0 and fewest > max_gpus:  # fewer GPUs than that replica: the fewest that hold the weights
+        fewest = fitting_gpus(bytes_per_weight * n_total, kv_per_token * ctx_max, mem_gb, gpus_per_node, heads,
+                              kv_heads, max_gpus) or fewest
     node = max(t for t in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if t <= max(gpus_per_node, 1))
     sizes = [fewest] + [float(t) for t in (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
                         if fewest < t <= node and (max_gpus <= 0 or t <= max_gpus)
@@ -980,8 +994,10 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             replica_gpus, decoding_at_once = replica, seqs
             if fewest > 0:  # the fewest GPUs a replica takes, not the larger one the stage's GPUs make cheaper
                 fewest = max(fewest, sf("rollout_tp") if sf("rollout_tp") > 0
-                             else fewest_replica_gpus(n_total, hbm_gb, f("hardware.gpus_per_node"), shape["heads"],
-                                                      shape["kv_heads"]))
+                             else fitting_gpus(2.0 * n_total, kv_tok * kv_tokens_held(shape, ctx), hbm_gb,
+                                               f("hardware.gpus_per_node"), shape["heads"], shape["kv_heads"])
+                             or fewest_replica_gpus(n_total, hbm_gb, f("hardware.gpus_per_node"), shape["heads"],
+                                                    shape["kv_heads"]))
             pinned_replica = sf("rollout_tp")
 
         elif stage in MM_STAGES:
@@ -1054,8 +1070,10 @@ def reference_estimate(scenario: dict, plans: dict, layout_inputs: dict | None =
             mfu = infer_mfu
             mem = (sf("weight_bits") / 8.0 * n_total + seqs * kv_tok * kv_tokens_held(shape, ctx)) / replica
             fewest = (sf("decode_tp") if sf("decode_tp") > 0
-                      else fewest_replica_gpus(n_total, hbm_gb, f("hardware.gpus_per_node"), shape["heads"],
-                                               shape["kv_heads"], sf("weight_bits") / 8.0))
+                      else fitting_gpus(sf("weight_bits") / 8.0 * n_total, kv_tok * kv_tokens_held(shape, ctx), hbm_gb,
+                                        f("hardware.gpus_per_node"), shape["heads"], shape["kv_heads"])
+                      or fewest_replica_gpus(n_total, hbm_gb, f("hardware.gpus_per_node"), shape["heads"],
+                                             shape["kv_heads"], sf("weight_bits") / 8.0))
             pinned_replica = sf("decode_tp")
             replica_gpus, decoding_at_once = replica, seqs
             items["data.human_eval"] = runs * sf("human_samples") * sf("usd_per_human_sample")

@@ -386,6 +386,27 @@ def inference_tp(weights_bytes, mem_gb, gpus_per_node=8.0, heads=0.0, kv_heads=0
     return tp * math.ceil(n / tp)
 
 
+@njit(cache=True)
+def fitting_replica(weights_bytes, seq_kv_bytes, mem_gb, gpus_per_node=8.0, heads=0.0, kv_heads=0.0, max_gpus=0.0):
+    """The fewest GPUs of an inference replica that hold its weights and one sequence's KV cache in 90% of their
+    memory (the room :func:`decode_gpu_seconds_per_token` decodes in): a power of two within a node that splits
+    the heads (:func:`tp_splits_heads`), at most ``max_gpus`` (0 = no cap); 0 when none does.
+
+    What a stage must have, where :func:`inference_tp`'s half-memory replica is what a serving engine would pick
+    given the GPUs: an 8B model's 16 GB of BF16 weights on one 24 GB GPU (vLLM serves it so) was refused as
+    "needs at least 2 GPUs", while a replica pinned at 1 GPU fit.
+    """
+    node_tp = 1.0
+    while node_tp * 2.0 <= max(gpus_per_node, 1.0):
+        node_tp *= 2.0
+    t = 1.0
+    while t <= node_tp and (max_gpus <= 0.0 or t <= max_gpus):
+        if not tp_splits_heads(t, heads, kv_heads) and weights_bytes + seq_kv_bytes <= 0.9 * t * mem_gb * 1e9:
+            return t
+        t *= 2.0
+    return 0.0
+
+
 # A larger decoding replica is taken only when it saves at least this share of the GPU-seconds per token: its
 # tensor-parallel all-reduces, which the roofline does not count, cost a few percent over NVLink (assumption), so
 # a 0.04% saving (255 sequences on 4 GPUs, 256 on 8) does not double the replica.
@@ -423,7 +444,7 @@ def decode_gpu_seconds_per_token(n_total, n_active, kv_bytes_per_tok, ctx_avg, c
     4-bit weight-only checkpoint).
 
     t is ``tp_pinned`` when > 0; else the cheapest per token of :func:`inference_tp`'s fewest GPUs
-    (``gpus_per_node`` a node) and, for a replica inside one node, its tensor-parallel doublings up to
+    (``gpus_per_node`` a node; :func:`fitting_replica`'s when the stage has fewer than that) and, for a replica inside one node, its tensor-parallel doublings up to
     the node and to ``max_gpus`` (the stage's GPUs; 0 = no cap) that split the ``heads`` and ``kv_heads``
     (:func:`tp_splits_heads`), each taken only if it saves at least ``DECODE_TP_MIN_SAVING`` on the one
     before. A larger replica
@@ -441,6 +462,10 @@ def decode_gpu_seconds_per_token(n_total, n_active, kv_bytes_per_tok, ctx_avg, c
                             mem_gb, efficiency, tp_pinned, bytes_per_param)
         return dps, tp_pinned, b
     t = inference_tp(weights, mem_gb, gpus_per_node, heads, kv_heads)
+    if max_gpus > 0.0 and t > max_gpus:  # fewer GPUs than the half-memory replica: the fewest that hold it
+        fit = fitting_replica(weights, kv_bytes_per_tok * ctx_max, mem_gb, gpus_per_node, heads, kv_heads, max_gpus)
+        if fit > 0.0:
+            t = fit
     best, best_b = _decode_at(n_total, n_active, kv_bytes_per_tok, ctx_avg, ctx_max, batch, peak_tflops, bw_tbs,
                               mem_gb, efficiency, t, bytes_per_param)
     best_t = t

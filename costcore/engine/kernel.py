@@ -31,7 +31,7 @@ from costcore.engine.formulas import (DAYS_PER_MONTH, HOURS_PER_MONTH, METHOD_FU
                        frozen_base_bytes, data_stall_gpu_hours,
                        MODEL_PER_HARDWARE_FLOPS_FULL_RECOMPUTE, RECOMPUTE_MODE_FULL,
                        checkpoint_storage_usd, dataset_storage_usd,
-                       attention_context, decode_gpu_seconds_per_token, inference_tp, replica_tp, tp_splits_heads, kv_context, forward_flops_per_token, gpu_hours_for_flops,
+                       attention_context, decode_gpu_seconds_per_token, fitting_replica, inference_tp, replica_tp, tp_splits_heads, kv_context, forward_flops_per_token, gpu_hours_for_flops,
                        gpu_time_usd, held_checkpoint_sum, held_checkpoints, kv_cache_bytes_per_token, labeling_usd,
                        lora_trainable_params, model_shape, dense_ffn, moe_expert_ffn, monthly_usd, per_sample_usd,
                        per_token_usd, staff_usd_per_month, synthetic_usd, train_flops_per_token, transfer_usd,
@@ -686,12 +686,17 @@ def _rl_colocated_params(x, shape):
 
 
 @njit(cache=True)
-def _fewest_replica(x, pinned, shape, bytes_per_param=2.0):
+def _fewest_replica(x, pinned, shape, seq_kv_bytes, bytes_per_param=2.0):
     """GPUs an inference replica needs at the least (what must fit): the pinned count, else
-    formulas.inference_tp's fewest for weights of ``bytes_per_param``; not the larger replica
-    decode_gpu_seconds_per_token may find cheaper."""
-    return pinned if pinned > 0.0 else inference_tp(bytes_per_param * shape[0], x[H_MEM_GB], x[H_GPUS_PER_NODE],
-                                                    shape[5], shape[6])
+    formulas.fitting_replica's fewest that hold the weights (of ``bytes_per_param``) and one sequence's KV cache,
+    else (past a node) formulas.inference_tp's; not the larger replica decode_gpu_seconds_per_token may find
+    cheaper."""
+    if pinned > 0.0:
+        return pinned
+    fit = fitting_replica(bytes_per_param * shape[0], seq_kv_bytes, x[H_MEM_GB], x[H_GPUS_PER_NODE], shape[5],
+                          shape[6])
+    return fit if fit > 0.0 else inference_tp(bytes_per_param * shape[0], x[H_MEM_GB], x[H_GPUS_PER_NODE], shape[5],
+                                              shape[6])
 
 
 @njit(cache=True, inline='always')
@@ -717,7 +722,7 @@ def _rl_work(x, b, G, method, n_lora, shape, st, s, sc, plans, reuse):
     dps, tp_inf, b_used = decode_gpu_seconds_per_token(
         n_total, n_act, kv_tok, _kvctx(x, lp + 0.5 * lr), kv_ctx, x[RL_ROLLOUT_BATCH], peak,
         x[H_BW_TBS], x[H_MEM_GB], x[RL_ROLLOUT_EFF], x[RL_ROLLOUT_TP], x[H_GPUS_PER_NODE], G, shape[5], shape[6])
-    tp_need = _fewest_replica(x, x[RL_ROLLOUT_TP], shape)
+    tp_need = _fewest_replica(x, x[RL_ROLLOUT_TP], shape, kv_tok * kv_ctx)
     prefill_h = gpu_hours_for_flops(forward_flops_per_token(n_act, L, d, _actx(x, lp)) * steps * q * lp, peak, x[E_INFER_MFU])
     rollout_h = steps * q * lr * dps / 3600.0 + prefill_h
     if x[RL_REWARD] != RL_REWARD_MODEL:
@@ -785,7 +790,7 @@ def _eval_work(x, G, shape, st, s):
     st[s, K_DEC_TP] = tp_inf
     st[s, K_DEC_B] = b_used
     mem = (wb * n_total + b_used * kv_tok * kv_ctx) / tp_inf
-    tp_need = _fewest_replica(x, x[EV_DECODE_TP], shape, wb)
+    tp_need = _fewest_replica(x, x[EV_DECODE_TP], shape, kv_tok * kv_ctx, wb)
     return _write_work(x, st, s, runs * (bench + gen) + media_tok, bench + gen, ctx, flops, prod_h, rollout_h, mem,
                        tp_need, tp_inf > G or _replica_refused(x, x[EV_DECODE_TP], shape))
 
