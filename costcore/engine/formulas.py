@@ -321,7 +321,7 @@ def kv_cache_bytes_per_token(L, kv_heads, head_dim):
     return 2.0 * L * kv_heads * head_dim * KV_BYTES_PER_VALUE
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def tp_splits_heads(tp, heads, kv_heads):
     """True when a tensor-parallel degree ``tp`` cannot split this attention: it does not divide the query
     heads, or the key/value heads (GQA) neither divide evenly among the ``tp`` GPUs nor are replicated evenly
@@ -336,6 +336,8 @@ def tp_splits_heads(tp, heads, kv_heads):
     at least as many as GPUs, else tp_size % total_num_kv_heads == 0 (vllm/model_executor/models/llama.py,
     LlamaAttention). So TP 7 on Qwen2.5-7B (28 heads, 4 key/value heads) and TP 8 on its 28 heads are refused.
     """
+    if tp == 1.0:  # the common case, without a division (the kernel asks per replica and per plan)
+        return False
     if tp <= 0.0:
         return True
     if heads > 0.0 and heads % tp != 0.0:
