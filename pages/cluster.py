@@ -92,11 +92,17 @@ def _source(ss) -> results.ClusterModel:
     return _model(ss.cluster_name, None)
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def _raw(name: str) -> dict:
+    """A shipped portfolio's mapping (portfolio.raw_of), read and parsed once per process, not on every rerun."""
+    return portfolio.raw_of(name)
+
+
 def _add_plan(ss, col) -> None:
     """The plan on the other pages added to the shipped portfolio as one project (portfolio.with_plan), so it is
     budgeted beside the others on the cluster; shown like an upload. A plan the cluster cannot hold is refused in
     words and the portfolio shown stays."""
-    team_names = portfolio.teams_for(portfolio.raw_of(ss.cluster_name), common.scenario()) \
+    team_names = portfolio.teams_for(_raw(ss.cluster_name), common.scenario()) \
         if ss.cluster_upload is None else []
     if not team_names:
         return
@@ -108,7 +114,7 @@ def _add_plan(ss, col) -> None:
 
     def add() -> None:
         try:
-            raw = portfolio.with_plan(portfolio.raw_of(ss.cluster_name), common.scenario(),
+            raw = portfolio.with_plan(_raw(ss.cluster_name), common.scenario(),
                                       st.session_state.get("cluster_plan_team"))
             raw["name"] = f"{raw.get('name', ss.cluster_name)} + this plan"
             text = dump_yaml(raw).encode("utf-8")

@@ -359,6 +359,20 @@ def replica_tp(t, gpus_per_node):
     return max(d, 1.0)
 
 
+# Share of a decoding replica's memory the weights and the KV cache may fill (the rest for activations and the
+# engine's buffers; vLLM's gpu_memory_utilization defaults to 0.9)
+DECODE_MEM_SHARE = 0.9
+
+
+@njit(cache=True, inline='always')
+def _node_tp(gpus_per_node):
+    """The largest power of two no larger than a node's GPUs: the widest tensor-parallel group inside one node."""
+    t = 1.0
+    while t * 2.0 <= max(gpus_per_node, 1.0):
+        t *= 2.0
+    return t
+
+
 @njit(cache=True)
 def inference_tp(weights_bytes, mem_gb, gpus_per_node=8.0, heads=0.0, kv_heads=0.0):
     """GPUs per inference replica, as a serving engine lays one out: tensor parallel inside a node, pipeline
@@ -375,9 +389,7 @@ def inference_tp(weights_bytes, mem_gb, gpus_per_node=8.0, heads=0.0, kv_heads=0
     pipeline_parallel_size = nodes; the tensor-parallel size must divide the attention heads).
     """
     n = max(1.0, math.ceil(weights_bytes / (0.5 * mem_gb * 1e9)))
-    node_tp = 1.0
-    while node_tp * 2.0 <= max(gpus_per_node, 1.0):
-        node_tp *= 2.0
+    node_tp = _node_tp(gpus_per_node)
     tp, c = 1.0, 1.0
     while c <= node_tp:
         if not tp_splits_heads(c, heads, kv_heads):
@@ -398,12 +410,11 @@ def fitting_replica(weights_bytes, seq_kv_bytes, mem_gb, gpus_per_node=8.0, head
     given the GPUs: an 8B model's 16 GB of BF16 weights on one 24 GB GPU (vLLM serves it so) was refused as
     "needs at least 2 GPUs", while a replica pinned at 1 GPU fit.
     """
-    node_tp = 1.0
-    while node_tp * 2.0 <= max(gpus_per_node, 1.0):
-        node_tp *= 2.0
+    node_tp = _node_tp(gpus_per_node)
     t = 1.0
     while t <= node_tp and (max_gpus <= 0.0 or t <= max_gpus):
-        if not tp_splits_heads(t, heads, kv_heads) and weights_bytes + seq_kv_bytes <= 0.9 * t * mem_gb * 1e9:
+        room = DECODE_MEM_SHARE * t * mem_gb * 1e9
+        if not tp_splits_heads(t, heads, kv_heads) and weights_bytes + seq_kv_bytes <= room:
             return t
         t *= 2.0
     return 0.0
@@ -421,7 +432,7 @@ def _decode_at(n_total, n_active, kv_bytes_per_tok, ctx_avg, ctx_max, batch, pea
     """(GPU-seconds per generated token, sequences decoded at once) on replicas of ``t`` GPUs: the roofline of
     :func:`decode_gpu_seconds_per_token`."""
     weights = bytes_per_param * n_total
-    free = 0.9 * t * mem_gb * 1e9 - weights
+    free = DECODE_MEM_SHARE * t * mem_gb * 1e9 - weights
     b_max = max(1.0, math.floor(free / max(kv_bytes_per_tok * ctx_max, 1.0)))
     b = max(1.0, min(batch, b_max))
     t_mem = (weights + b * kv_bytes_per_tok * ctx_avg) / (t * bw_tbs * 1e12)
@@ -471,9 +482,7 @@ def decode_gpu_seconds_per_token(n_total, n_active, kv_bytes_per_tok, ctx_avg, c
     best, best_b = _decode_at(n_total, n_active, kv_bytes_per_tok, ctx_avg, ctx_max, batch, peak_tflops, bw_tbs,
                               mem_gb, efficiency, t, bytes_per_param)
     best_t = t
-    node_tp = 1.0
-    while node_tp * 2.0 <= max(gpus_per_node, 1.0):
-        node_tp *= 2.0
+    node_tp = _node_tp(gpus_per_node)
     while t * 2.0 <= node_tp and (max_gpus <= 0.0 or t * 2.0 <= max_gpus):
         t *= 2.0
         if tp_splits_heads(t, heads, kv_heads):
